@@ -1,0 +1,5 @@
+import sys
+
+from harl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,126 @@
+"""Fixed-length on-policy storage: T steps of n_envs environments, per agent.
+
+Layout (E = n_envs, A = agents, V = () for EP state or (A,) for FP state)::
+
+    obs[i]        (T+1, E, obs_dim_i)      avail[i]   (T+1, E, n_actions_i) or None
+    actions[i]    (T, E, k_i)              log_probs[i] (T, E, k_i)   per action dimension
+    state         (T+1, E, state_dim)      active     (T+1, E, A)   agent alive
+    rewards       (T, E, A)                terminated / truncated (T, E)
+    values        (T+1, E, *V)             final_values (T, E, *V)  V(pre-reset state) at episode ends
+    advantages / returns (T, E, *V)        filled by the ReturnComputer
+
+Slot T+1 holds the observation after the last step; ``roll_over`` moves it to slot 0 so
+the next rollout continues the same episodes.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import attrs
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from harl.policy.heads import action_width, avail_size
+from harl.settings import kind_field
+
+
+@attrs.frozen
+class RolloutConfig:
+    """``[buffer] kind = "rollout"``: on-policy storage, sized by the collector's rollout."""
+
+    kind: str = kind_field("rollout")
+
+
+@attrs.frozen
+class AgentBatch:
+    """One agent's view of a rollout, flattened to N = T * E samples."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    old_log_probs: torch.Tensor
+    avail: torch.Tensor | None
+    active: torch.Tensor
+    """(N, 1) float: 1 where the agent was alive."""
+    advantages: torch.Tensor
+    """(N, 1), normalised over this agent's active samples."""
+
+    @property
+    def size(self) -> int:
+        return int(self.obs.shape[0])
+
+
+class RolloutBuffer:
+    def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
+                 state_dim: int, n_envs: int, length: int, fp_state: bool,
+                 device: torch.device | str = "cpu") -> None:
+        T, E, A = length, n_envs, len(action_spaces)
+        self.length, self.n_envs, self.n_agents, self.fp_state = T, E, A, fp_state
+        self.device = torch.device(device)
+        f32 = dict(dtype=torch.float32, device=self.device)
+        vshape = (E, A) if fp_state else (E,)
+        self.obs = [torch.zeros(T + 1, E, int(np.prod(s.shape)), **f32) for s in observation_spaces]
+        self.avail = [torch.ones(T + 1, E, avail_size(s), **f32) if avail_size(s) else None
+                      for s in action_spaces]
+        self.actions = [torch.zeros(T, E, action_width(s), **f32) for s in action_spaces]
+        self.log_probs = [torch.zeros(T, E, action_width(s), **f32) for s in action_spaces]
+        self.state = torch.zeros(T + 1, E, state_dim, **f32)
+        self.active = torch.ones(T + 1, E, A, **f32)
+        self.rewards = torch.zeros(T, E, A, **f32)
+        self.terminated = torch.zeros(T, E, dtype=torch.bool, device=self.device)
+        self.truncated = torch.zeros(T, E, dtype=torch.bool, device=self.device)
+        self.values = torch.zeros(T + 1, *vshape, **f32)
+        self.final_values = torch.zeros(T, *vshape, **f32)
+        self.advantages = torch.zeros(T, *vshape, **f32)
+        self.returns = torch.zeros(T, *vshape, **f32)
+
+    @property
+    def n_samples(self) -> int:
+        return self.length * self.n_envs
+
+    def critic_rewards(self) -> torch.Tensor:
+        """The critic's reward: per agent for FP, the agents' mean (the team reward) for EP."""
+        return self.rewards if self.fp_state else self.rewards.mean(-1)
+
+    @property
+    def next_values(self) -> torch.Tensor:
+        """V of the state reached after each step: the pre-reset state where an episode ended."""
+        ended = self.terminated | self.truncated
+        if self.fp_state:
+            ended = ended.unsqueeze(-1)
+        return torch.where(ended, self.final_values, self.values[1:])
+
+    def roll_over(self) -> None:
+        """Carry the last observation into slot 0 for the next rollout."""
+        for x in (*self.obs, *[a for a in self.avail if a is not None], self.state, self.active,
+                  self.values):
+            x[0].copy_(x[-1])
+
+    def normalized_advantages(self, agent: int) -> torch.Tensor:
+        """(T, E) advantages for one agent, standardised over its active samples."""
+        adv = self.advantages[..., agent] if self.fp_state else self.advantages
+        mask = self.active[:-1, :, agent] > 0
+        chosen = adv[mask]
+        if chosen.numel() < 2:
+            return adv - adv.mean()
+        return (adv - chosen.mean()) / (chosen.std() + 1e-5)
+
+    def agent_batch(self, agent: int) -> AgentBatch:
+        n = self.n_samples
+        avail = self.avail[agent]
+        return AgentBatch(
+            obs=self.obs[agent][:-1].reshape(n, -1),
+            actions=self.actions[agent].reshape(n, -1),
+            old_log_probs=self.log_probs[agent].reshape(n, -1),
+            avail=None if avail is None else avail[:-1].reshape(n, -1),
+            active=self.active[:-1, :, agent].reshape(n, 1),
+            advantages=self.normalized_advantages(agent).reshape(n, 1),
+        )
+
+    def critic_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(states, old values, returns) flattened over T * E."""
+        n = self.n_samples
+        tail = (self.n_agents,) if self.fp_state else ()
+        return (self.state[:-1].reshape(n, -1), self.values[:-1].reshape(n, *tail),
+                self.returns.reshape(n, *tail))

@@ -1,0 +1,200 @@
+"""``harl``: train, resume, check and evaluate pipelines; list stage kinds.
+
+User errors (a bad pipeline, run directory, checkpoint, missing package) print one
+paragraph and exit with status 2; ``--debug`` shows the traceback too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from harl.errors import HarlError
+
+EPILOG = """\
+examples:
+  harl train pipelines/happo_mpe_spread.toml
+  harl train pipelines/happo_mpe_spread.toml --set updater.kind=simultaneous --set run.seed=3
+  harl train --resume runs/happo-mpe-spread-s1-20261130-101500
+  harl check pipelines/happo_mpe_spread.toml
+  harl stages updater
+  harl eval runs/happo-mpe-spread-s1-20261130-101500 --episodes 20
+
+--set takes a dotted key path and a TOML literal (a bare word is a string):
+  --set run.total_env_steps=2_000_000  --set policy.hidden_sizes=[64,64]  --set env.scenario=simple_reference
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="harl", description="Heterogeneous-agent RL as a pipeline of swappable stages.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--debug", action="store_true", help="show tracebacks for user errors too")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def overrides(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one pipeline key (repeatable), e.g. --set run.seed=3")
+
+    t = sub.add_parser("train", help="train a pipeline, or resume a run",
+                       description="Train a pipeline file, or continue a run with --resume.")
+    t.add_argument("pipeline", nargs="?", help="pipeline TOML file (e.g. pipelines/happo_mpe_spread.toml)")
+    overrides(t)
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its newest checkpoint")
+    t.add_argument("--checkpoint", metavar="FILE", help="with --resume: continue from this checkpoint instead")
+    t.add_argument("--run-dir", metavar="DIR", help="write the run here instead of <logging.dir>/<name>-s<seed>-<time>")
+
+    c = sub.add_parser("check", help="validate a pipeline and build every stage, run nothing")
+    c.add_argument("pipeline")
+    overrides(c)
+
+    s = sub.add_parser("stages", help="list every stage kind with its keys, defaults and docs")
+    s.add_argument("slot", nargs="?", help="only this slot (e.g. updater) or kind (e.g. ppo)")
+
+    e = sub.add_parser("eval", help="evaluate a run's policy (newest checkpoint)")
+    e.add_argument("run_dir")
+    e.add_argument("--episodes", type=int, default=None, help="episodes (default: the pipeline's [evaluator] episodes)")
+    e.add_argument("--checkpoint", metavar="FILE", help="evaluate this checkpoint instead of the newest")
+    e.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
+    return p
+
+
+def cmd_train(args: argparse.Namespace, console: Console) -> int:
+    from harl.build import resume_run, start_run
+
+    if args.resume:
+        if args.pipeline or args.overrides:
+            raise HarlError("harl train --resume RUN_DIR takes no pipeline file or --set: a run "
+                            "continues with its own pipeline.toml")
+        trainer = resume_run(Path(args.resume), Path(args.checkpoint) if args.checkpoint else None)
+        console.print(f"resuming {trainer.run_dir} at iteration {trainer.counters.iteration} "
+                      f"({trainer.counters.env_steps:,} env steps)", highlight=False)
+    else:
+        if not args.pipeline:
+            raise HarlError("harl train needs a pipeline file (e.g. harl train "
+                            "pipelines/happo_mpe_spread.toml) or --resume RUN_DIR")
+        if args.checkpoint:
+            raise HarlError("--checkpoint only goes with --resume RUN_DIR")
+        trainer, notes = start_run(args.pipeline, args.overrides,
+                                   Path(args.run_dir) if args.run_dir else None)
+        for note in notes:
+            console.print(f"note: {note}", highlight=False)
+        console.print(f"run directory: {trainer.run_dir}", highlight=False)
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stages.close()
+    c = result.counters
+    line = (f"{'stopped' if result.interrupted else 'finished'}: {c.iteration} iterations, "
+            f"{c.env_steps:,} env steps in {c.wall_time:.0f} s")
+    if result.last_eval is not None:
+        line += f"; last evaluation return {result.last_eval.mean_return:.2f}"
+    console.print(line + f"\nresume with: harl train --resume {result.run_dir}", highlight=False)
+    return 130 if result.interrupted else 0
+
+
+def cmd_check(args: argparse.Namespace, console: Console) -> int:
+    from harl.build import build_stages
+    from harl.pipeline import load_pipeline
+
+    spec, notes = load_pipeline(args.pipeline, args.overrides)
+    for note in notes:
+        console.print(f"note: {note}", highlight=False)
+    stages = build_stages(spec)
+    try:
+        table = Table(title=f"{args.pipeline}: valid")
+        table.add_column("slot")
+        table.add_column("kind")
+        table.add_column("built")
+        venv = stages.venv
+        table.add_row("env", spec.env.kind, f"{venv.n_agents} agents, {venv.n_envs} envs, state {tuple(venv.state_space.shape)}")
+        table.add_row("collector", spec.collector.kind, f"T={spec.collector.rollout_length}, backend {spec.collector.backend}")
+        table.add_row("buffer", spec.buffer.kind, f"{stages.buffer.n_samples} samples per iteration")
+        table.add_row("returns", spec.returns.kind, f"gamma={spec.returns.gamma}, lambda={spec.returns.lam}")
+        table.add_row("critic", spec.critic.kind, f"{spec.critic.state_type} state, {sum(p.numel() for p in stages.critic.parameters()):,} parameters")
+        table.add_row("updater", spec.updater.kind, f"objective {spec.updater.objective.kind}")
+        n_actor = sum(p.numel() for p in stages.policy.parameters())
+        table.add_row("policy", "mlp", f"{len(stages.policy.actors)} actor(s), {n_actor:,} parameters, device {stages.device}")
+        table.add_row("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations")
+        console.print(table)
+    finally:
+        stages.close()
+    return 0
+
+
+def cmd_stages(args: argparse.Namespace, console: Console) -> int:
+    from harl.pipeline import describe_stages
+
+    rows = describe_stages()
+    if args.slot:
+        rows = [r for r in rows if args.slot in (r[0], r[1]) or r[0].startswith(args.slot + ".")]
+        if not rows:
+            names = sorted({r[0] for r in describe_stages()} | {r[1] for r in describe_stages() if r[1]})
+            raise HarlError(f"harl stages: no slot or kind named {args.slot!r}; known: {', '.join(names)}")
+    for slot, kind, cls, keys in rows:
+        title = f"[{slot}]" + (f' kind = "{kind}"' if kind else "")
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        table = Table(title=escape(title), title_justify="left", caption=escape(doc), caption_justify="left")
+        table.add_column("key")
+        table.add_column("type")
+        table.add_column("default")
+        table.add_column("meaning")
+        for row in keys:
+            table.add_row(*(escape(cell) for cell in row))
+        console.print(table)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    import attrs
+
+    from harl.build import build_stages, restore, spec_of_run
+    from harl.checkpoint import latest_checkpoint, load_checkpoint
+
+    run_dir = Path(args.run_dir)
+    spec, _ = spec_of_run(run_dir)
+    if args.episodes is not None and args.episodes < 1:
+        raise HarlError(f"--episodes: expected a positive integer, got {args.episodes}")
+    path = Path(args.checkpoint) if args.checkpoint else latest_checkpoint(run_dir)
+    state = load_checkpoint(path)
+    spec = attrs.evolve(spec, evaluator=attrs.evolve(spec.evaluator, deterministic=not args.sample))
+    stages = build_stages(spec)
+    try:
+        restore(stages, state)
+        stats = stages.evaluator.evaluate(args.episodes)
+    finally:
+        stages.close()
+    console.print(f"{path}: {stats.episodes} episodes, return {stats.mean_return:.3f} ± "
+                  f"{stats.std_return:.3f}, length {stats.mean_length:.1f}", highlight=False)
+    for name, value in stats.metrics.items():
+        console.print(f"  {name}: {value:.4g}", highlight=False)
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval": cmd_eval}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console()
+    try:
+        return COMMANDS[args.command](args, console)
+    except HarlError as exc:
+        if args.debug:
+            traceback.print_exc()
+        Console(stderr=True).print(f"harl: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        Console(stderr=True).print("harl: interrupted", highlight=False)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

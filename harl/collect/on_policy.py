@@ -1,0 +1,108 @@
+"""The on-policy Collector: runs the current policy for T steps in every env.
+
+::
+
+    collector = OnPolicyCollector(config, venv, policy, critic, device)
+    for iteration in range(n):
+        stats = collector.collect(buffer)     # fills T steps, continues open episodes
+        ...                                   # returns, update
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+
+from harl.buffers.rollout import RolloutBuffer
+from harl.envs.protocol import VectorEnv
+from harl.policy.actor import TeamPolicy
+from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.update.v_critic import VCritic
+
+
+@attrs.frozen
+class OnPolicyCollectorConfig:
+    """``[collector] kind = "on_policy"``."""
+
+    kind: str = kind_field("on_policy")
+    rollout_length: int = setting(200, "env steps per env per iteration (T)", positive())
+    n_envs: int = setting(20, "environments stepped together", positive())
+    backend: str = setting("inline", "inline (one process) or subprocess (worker processes)", one_of(("inline", "subprocess")))
+    workers: int = setting(0, "subprocess workers (0: one per CPU core, at most n_envs)", in_range(0, None))
+
+
+@attrs.frozen
+class CollectStats:
+    env_steps: int
+    episodes: list[dict[str, Any]]
+    """One dict per finished episode: ``return``, ``length`` and env metrics."""
+
+
+def to_tensors(arrays: list[np.ndarray] | None, device: torch.device) -> list[torch.Tensor] | None:
+    if arrays is None:
+        return None
+    return [torch.as_tensor(a, dtype=torch.float32, device=device) for a in arrays]
+
+
+class OnPolicyCollector:
+    def __init__(self, config: OnPolicyCollectorConfig, venv: VectorEnv, policy: TeamPolicy,
+                 critic: VCritic, device: torch.device, seed: int) -> None:
+        self.config = config
+        self.venv = venv
+        self.policy = policy
+        self.critic = critic
+        self.device = device
+        self.seed = seed
+        self.started = False
+
+    def _start(self, buffer: RolloutBuffer) -> None:
+        obs, state, avail = self.venv.reset(seed=self.seed)
+        for i, o in enumerate(obs):
+            buffer.obs[i][0].copy_(torch.as_tensor(o))
+            if avail is not None and buffer.avail[i] is not None:
+                buffer.avail[i][0].copy_(torch.as_tensor(avail[i]))  # type: ignore[union-attr]
+        buffer.state[0].copy_(torch.as_tensor(state))
+        buffer.active[0].fill_(1.0)
+        self.started = True
+
+    @torch.no_grad()
+    def collect(self, buffer: RolloutBuffer) -> CollectStats:
+        if not self.started:
+            self._start(buffer)
+        else:
+            buffer.roll_over()
+        episodes: list[dict[str, Any]] = []
+        n_agents = buffer.n_agents
+        for t in range(buffer.length):
+            obs = [o[t] for o in buffer.obs]
+            avail = [None if a is None else a[t] for a in buffer.avail]
+            actions, log_probs = self.policy.act(obs, avail)
+            buffer.values[t] = self.critic.value(buffer.state[t])
+            step = self.venv.step([a.cpu().numpy() for a in actions])
+            for i in range(n_agents):
+                buffer.actions[i][t] = actions[i]
+                buffer.log_probs[i][t] = log_probs[i]
+                buffer.obs[i][t + 1].copy_(torch.as_tensor(step.obs[i]))
+                if step.avail is not None and buffer.avail[i] is not None:
+                    buffer.avail[i][t + 1].copy_(torch.as_tensor(step.avail[i]))  # type: ignore[union-attr]
+            buffer.state[t + 1].copy_(torch.as_tensor(step.state))
+            buffer.rewards[t].copy_(torch.as_tensor(step.rewards))
+            terminated = torch.as_tensor(step.terminated)
+            truncated = torch.as_tensor(step.truncated)
+            buffer.terminated[t] = terminated
+            buffer.truncated[t] = truncated
+            ended = terminated | truncated
+            active = torch.as_tensor(step.active, dtype=torch.float32)
+            buffer.active[t + 1] = torch.where(ended.unsqueeze(-1), torch.ones_like(active), active)
+            if bool(ended.any()):
+                final = torch.as_tensor(step.final_state, dtype=torch.float32, device=self.device)
+                buffer.final_values[t] = self.critic.value(final)
+                episodes.extend(step.episode_infos)
+        buffer.values[-1] = self.critic.value(buffer.state[-1])
+        return CollectStats(buffer.length * buffer.n_envs, episodes)
+
+    def close(self) -> None:
+        self.venv.close()

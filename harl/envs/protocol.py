@@ -1,0 +1,120 @@
+"""The environment contracts every adapter and vector backend meets.
+
+One environment, used by a vector backend::
+
+    env = make_env()                        # any MultiAgentEnv
+    obs, state, avail = env.reset(seed=1)
+    while True:
+        step = env.step(actions)            # one action per agent
+        if step.terminated or step.truncated:
+            obs, state, avail = env.reset()
+
+``obs`` and ``avail`` are lists with one entry per agent, because agents may differ
+(observation sizes, action spaces).  ``state`` is the global state of the whole team
+(EP state); the critic derives per-agent (FP) states from it.  ``terminated`` (a
+terminal state: no bootstrap) and ``truncated`` (a time limit: bootstrap) are kept
+apart all the way to the return computer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+import attrs
+import numpy as np
+from gymnasium import spaces
+
+
+@attrs.define(slots=True)
+class EnvStep:
+    """What one environment returns from ``step``."""
+
+    obs: list[np.ndarray]
+    """One float32 array per agent, shape ``observation_spaces[i].shape``."""
+    state: np.ndarray
+    """Global state, float32, shape ``state_space.shape``."""
+    avail: list[np.ndarray] | None
+    """Per-agent available-action masks (1 = allowed), or None when the env has none."""
+    rewards: np.ndarray
+    """Float32, shape ``(n_agents,)``."""
+    terminated: bool
+    """The episode reached a terminal state: its value is zero, do not bootstrap."""
+    truncated: bool
+    """The episode was cut by a time limit: bootstrap from the next state's value."""
+    active: np.ndarray | None = None
+    """Bool ``(n_agents,)``: which agents are still alive (None: all of them)."""
+    info: dict[str, Any] = attrs.Factory(dict)
+    """Env-specific episode metrics (e.g. ``win``); numbers only."""
+
+
+class MultiAgentEnv(Protocol):
+    """One multi-agent environment; see the module docstring for the loop."""
+
+    n_agents: int
+    observation_spaces: Sequence[spaces.Box]
+    action_spaces: Sequence[spaces.Space]
+    state_space: spaces.Box
+
+    def reset(
+        self, seed: int | None = None
+    ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]: ...
+
+    def step(self, actions: Sequence[np.ndarray]) -> EnvStep: ...
+
+    def close(self) -> None: ...
+
+
+@attrs.define(slots=True)
+class VectorStep:
+    """A batch of ``EnvStep`` over ``n_envs`` copies, stacked per agent.
+
+    Environments whose episode ended were reset already (auto-reset): ``obs``, ``state``
+    and ``avail`` belong to the new episode, and ``final_state`` holds the state the
+    ended episode reached (for bootstrapping on truncation).
+    """
+
+    obs: list[np.ndarray]
+    """Per agent, ``(n_envs, *obs_shape_i)``."""
+    state: np.ndarray
+    """``(n_envs, *state_shape)``."""
+    avail: list[np.ndarray] | None
+    """Per agent, ``(n_envs, n_actions_i)``, or None."""
+    rewards: np.ndarray
+    """``(n_envs, n_agents)`` float32."""
+    terminated: np.ndarray
+    """``(n_envs,)`` bool."""
+    truncated: np.ndarray
+    """``(n_envs,)`` bool."""
+    active: np.ndarray
+    """``(n_envs, n_agents)`` bool, for the step just taken (before any reset)."""
+    final_state: np.ndarray
+    """``(n_envs, *state_shape)``: the pre-reset state where an episode ended, else ``state``."""
+    episode_infos: list[dict[str, Any]]
+    """One dict per episode that ended this step: ``return``, ``length`` and env metrics."""
+
+
+class VectorEnv(Protocol):
+    """``n_envs`` copies of one environment, stepped together, auto-resetting.
+
+    ::
+
+        venv = make_vector_env(env_config, n_envs=8, backend="inline", seed=1)
+        obs, state, avail = venv.reset()
+        for t in range(T):
+            step = venv.step(actions)   # actions[i]: (n_envs, *action_shape_i)
+        venv.close()
+    """
+
+    n_envs: int
+    n_agents: int
+    observation_spaces: Sequence[spaces.Box]
+    action_spaces: Sequence[spaces.Space]
+    state_space: spaces.Box
+
+    def reset(
+        self, seed: int | None = None
+    ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]: ...
+
+    def step(self, actions: Sequence[np.ndarray]) -> VectorStep: ...
+
+    def close(self) -> None: ...

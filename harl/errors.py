@@ -1,0 +1,33 @@
+"""User-facing errors: one paragraph that names the file, the key path and the fix.
+
+The CLI prints ``HarlError`` messages without a traceback and exits with status 2;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class HarlError(Exception):
+    """A problem the user can fix (bad pipeline, bad run directory, missing package)."""
+
+
+class ConfigError(HarlError):
+    """A pipeline file or override that does not describe a valid pipeline."""
+
+
+class MissingExtraError(HarlError):
+    """An optional package that the pipeline needs is not installed."""
+
+    def __init__(self, what: str, extra: str, module: str) -> None:
+        super().__init__(
+            f'{what} needs: pip install "harl[{extra}]" '
+            f'(the optional package "{module}" is not installed)'
+        )
+
+
+class EnvCrashedError(HarlError):
+    """An environment (or the worker process that hosts it) failed while stepping."""
+
+
+class CheckpointError(HarlError):
+    """A checkpoint or run directory that cannot be read."""

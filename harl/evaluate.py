@@ -1,0 +1,77 @@
+"""The Evaluator: the current policy on separate envs, deterministic by default.
+
+::
+
+    evaluator = Evaluator(config, eval_venv, policy, device)
+    if iteration % config.every_iterations == 0:
+        stats = evaluator.evaluate()        # mean/std return over `episodes` episodes
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+
+from harl.envs.protocol import VectorEnv
+from harl.policy.actor import TeamPolicy
+from harl.settings import in_range, positive, setting
+
+
+@attrs.frozen
+class EvaluatorConfig:
+    """``[evaluator]``."""
+
+    every_iterations: int = setting(25, "evaluate every this many iterations (0: never; always at the end)", in_range(0, None))
+    episodes: int = setting(20, "episodes per evaluation", positive())
+    n_envs: int = setting(10, "evaluation environments stepped together", positive())
+    deterministic: bool = setting(True, "take the most likely action instead of sampling")
+
+
+@attrs.frozen
+class EvalStats:
+    mean_return: float
+    std_return: float
+    mean_length: float
+    episodes: int
+    metrics: dict[str, float]
+    """Means of env-specific episode numbers (win rate, forward velocity, ...)."""
+
+
+def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
+    returns = np.array([e["return"] for e in episodes], dtype=np.float64)
+    lengths = np.array([e["length"] for e in episodes], dtype=np.float64)
+    keys = sorted({k for e in episodes for k in e} - {"return", "length"})
+    metrics = {k: float(np.mean([e[k] for e in episodes if k in e])) for k in keys}
+    return EvalStats(float(returns.mean()), float(returns.std()), float(lengths.mean()),
+                     len(episodes), metrics)
+
+
+class Evaluator:
+    def __init__(self, config: EvaluatorConfig, venv: VectorEnv, policy: TeamPolicy,
+                 device: torch.device, seed: int) -> None:
+        self.config = config
+        self.venv = venv
+        self.policy = policy
+        self.device = device
+        self.seed: int | None = seed
+
+    @torch.no_grad()
+    def evaluate(self, episodes: int | None = None) -> EvalStats:
+        wanted = episodes or self.config.episodes
+        obs, _, avail = self.venv.reset(seed=self.seed)
+        self.seed = None  # later evaluations continue the envs' random streams
+        done: list[dict[str, Any]] = []
+        while len(done) < wanted:
+            obs_t = [torch.as_tensor(o, device=self.device) for o in obs]
+            avail_t = None if avail is None else [torch.as_tensor(a, device=self.device) for a in avail]
+            actions, _ = self.policy.act(obs_t, avail_t, deterministic=self.config.deterministic)
+            step = self.venv.step([a.cpu().numpy() for a in actions])
+            obs, avail = step.obs, step.avail
+            done.extend(step.episode_infos)
+        return summarize_episodes(done[:wanted])
+
+    def close(self) -> None:
+        self.venv.close()

@@ -1,0 +1,43 @@
+"""``[run]``, ``[logging]`` and ``[checkpoint]``: settings of the run, not of any stage."""
+
+from __future__ import annotations
+
+import attrs
+
+from harl.settings import in_range, positive, setting
+
+
+def _device(_: object, attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
+    from harl.settings import InvalidSetting
+
+    ok = value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit())
+    if not ok:
+        raise InvalidSetting(attribute.name, f"expected one of: auto, cpu, cuda, cuda:N; got {value!r}")
+
+
+@attrs.frozen
+class RunConfig:
+    """``[run]``."""
+
+    name: str = setting("run", "run name; the run directory is <logging.dir>/<name>-s<seed>-<time>")
+    seed: int = setting(1, "seeds torch, numpy, python and the environments", in_range(0, None))
+    total_env_steps: int = setting(10_000_000, "stop after this many env steps (over all envs)", positive())
+    device: str = setting("auto", "auto (cuda when available), cpu, cuda or cuda:N", _device)
+    torch_threads: int = setting(1, "torch CPU threads (0: torch's default); 1 suits small MLPs on few cores", in_range(0, None))
+
+
+@attrs.frozen
+class LoggingConfig:
+    """``[logging]``."""
+
+    dir: str = setting("runs", "parent directory of run directories")
+    progress: bool = setting(True, "rich progress display (a plain line per log_every iterations when not a terminal)")
+    log_every: int = setting(10, "iterations between plain log lines when the output is not a terminal", positive())
+
+
+@attrs.frozen
+class CheckpointConfig:
+    """``[checkpoint]``."""
+
+    every_iterations: int = setting(50, "write a checkpoint every this many iterations (and always at the end)", positive())
+    keep: int = setting(3, "checkpoints kept on disk (older ones are deleted)", positive())

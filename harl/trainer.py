@@ -1,0 +1,167 @@
+"""The Trainer: runs the stages in order and keeps the counters.  It owns no algorithm.
+
+Glossary (these words mean one thing everywhere in harl):
+
+- **env step**: one call of one environment's ``step``; with ``n_envs`` environments a
+  vector step is ``n_envs`` env steps.  Budgets and throughput count env steps.
+- **rollout**: ``rollout_length`` vector steps collected with one fixed policy.
+- **iteration**: one rollout, its returns, and one update.
+- **update**: every agent's actor (in the updater's order) and then the critic.
+- **episode**: one environment from reset to termination or truncation.
+- **evaluation**: ``episodes`` episodes on separate environments, deterministic actions.
+
+One iteration::
+
+    stats = collector.collect(buffer)          # env steps with the current policy
+    returns.compute(buffer)                    # advantages and value targets
+    update = updater.update(buffer, progress)  # actors, then critic
+    evaluator.evaluate() every k iterations;   checkpoint every k iterations and at the end
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+
+from harl.checkpoint import save_checkpoint
+from harl.evaluate import EvalStats
+from harl.logging.csv_log import CSVLogger
+from harl.logging.progress import ProgressView
+
+
+@attrs.define
+class Counters:
+    iteration: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+    wall_time: float = 0.0
+
+
+@attrs.define
+class TrainResult:
+    counters: Counters
+    last_eval: EvalStats | None
+    interrupted: bool
+    run_dir: Path
+
+
+def metric_columns(n_agents: int) -> list[str]:
+    columns = ["iteration", "env_steps", "episodes", "wall_time", "steps_per_s",
+               "train_return", "train_length", "eval_return", "eval_return_std", "eval_length",
+               "value_loss", "critic_grad_norm", "lr_scale", "agent_order"]
+    for i in range(n_agents):
+        columns += [f"agent{i}_{k}" for k in ("policy_loss", "entropy", "ratio", "grad_norm", "factor")]
+    return columns
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+class Trainer:
+    """Composes the built stages (see ``harl.build``) into the training loop."""
+
+    def __init__(self, stages: Any, spec: Any, run_dir: Path, pipeline_text: str,
+                 counters: Counters | None = None) -> None:
+        self.stages = stages
+        self.spec = spec
+        self.run_dir = run_dir
+        self.pipeline_text = pipeline_text
+        self.counters = counters or Counters()
+        steps_per_iteration = spec.collector.rollout_length * spec.collector.n_envs
+        self.total_iterations = max(1, math.ceil(spec.run.total_env_steps / steps_per_iteration))
+        self.last_eval: EvalStats | None = None
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        s = self.stages
+        return {
+            "policy": s.policy.state_dict(),
+            "critic": s.critic.state_dict(),
+            "updater": s.updater.state_dict(),
+            "counters": attrs.asdict(self.counters),
+            "rng": rng_state(),
+            "pipeline": self.pipeline_text,
+        }
+
+    def save(self) -> Path:
+        return save_checkpoint(self.run_dir, self.counters.iteration, self.checkpoint_state(),
+                               self.spec.checkpoint.keep)
+
+    def _should_evaluate(self, iteration: int) -> bool:
+        every = self.spec.evaluator.every_iterations
+        last = iteration == self.total_iterations
+        return last or iteration == 1 or (every > 0 and iteration % every == 0)
+
+    def train(self, progress: ProgressView | None = None) -> TrainResult:
+        s, c, spec = self.stages, self.counters, self.spec
+        n_agents = s.policy.n_agents
+        csv = CSVLogger(self.run_dir / "metrics.csv", metric_columns(n_agents))
+        view = progress or ProgressView(self.total_iterations * s.buffer.n_samples, c.env_steps,
+                                        spec.logging.progress, spec.logging.log_every)
+        interrupted = False
+        last_saved = c.iteration
+        try:
+            while c.iteration < self.total_iterations:
+                start = time.perf_counter()
+                rollout = s.collector.collect(s.buffer)
+                s.returns.compute(s.buffer)
+                update = s.updater.update(s.buffer, progress=c.iteration / self.total_iterations)
+                c.iteration += 1
+                c.env_steps += rollout.env_steps
+                c.episodes += len(rollout.episodes)
+                train_time = time.perf_counter() - start
+                evaluation = s.evaluator.evaluate() if self._should_evaluate(c.iteration) else None
+                if evaluation is not None:
+                    self.last_eval = evaluation
+                c.wall_time += time.perf_counter() - start
+                row = self._row(rollout, update, evaluation, rollout.env_steps / train_time)
+                csv.write(row)
+                view.update(row, self.last_eval.mean_return if self.last_eval else None)
+                if c.iteration % spec.checkpoint.every_iterations == 0:
+                    self.save()
+                    last_saved = c.iteration
+        except KeyboardInterrupt:
+            interrupted = True
+            view.message("interrupted: writing a checkpoint before stopping")
+        finally:
+            if c.iteration > last_saved or (interrupted and c.iteration > 0):
+                self.save()
+            view.close()
+            csv.close()
+        return TrainResult(c, self.last_eval, interrupted, self.run_dir)
+
+    def _row(self, rollout: Any, update: Any, evaluation: EvalStats | None,
+             steps_per_s: float) -> dict[str, Any]:
+        c = self.counters
+        returns = [e["return"] for e in rollout.episodes]
+        lengths = [e["length"] for e in rollout.episodes]
+        row: dict[str, Any] = {
+            "iteration": c.iteration, "env_steps": c.env_steps, "episodes": c.episodes,
+            "wall_time": c.wall_time, "steps_per_s": steps_per_s,
+            "train_return": float(np.mean(returns)) if returns else None,
+            "train_length": float(np.mean(lengths)) if lengths else None,
+            "value_loss": update.critic.value_loss, "critic_grad_norm": update.critic.grad_norm,
+            "lr_scale": update.lr_scale, "agent_order": "-".join(map(str, update.order)),
+        }
+        if evaluation is not None:
+            row.update(eval_return=evaluation.mean_return, eval_return_std=evaluation.std_return,
+                       eval_length=evaluation.mean_length)
+        for i, a in enumerate(update.agents):
+            row.update({f"agent{i}_policy_loss": a.policy_loss, f"agent{i}_entropy": a.entropy,
+                        f"agent{i}_ratio": a.ratio, f"agent{i}_grad_norm": a.grad_norm,
+                        f"agent{i}_factor": a.factor})
+        return row

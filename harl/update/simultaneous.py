@@ -1,0 +1,42 @@
+"""Multi-agent (MA) simultaneous update, MAPPO-style: every agent sees factor 1."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import attrs
+import torch
+
+from harl.buffers.rollout import AgentBatch
+from harl.settings import kind_field, one_of, setting
+from harl.update.objectives.ppo import AgentStats, PPOConfig
+from harl.update.sequential import ObjectiveConfig, PolicyLearner
+
+
+@attrs.frozen
+class SimultaneousConfig:
+    """``[updater] kind = "simultaneous"``: all agents updated on the same advantages."""
+
+    kind: str = kind_field("simultaneous")
+    lr_decay: str = setting("none", "learning-rate schedule over the run: none or linear (to 0)", one_of(("none", "linear")))
+    objective: ObjectiveConfig = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
+
+
+def simultaneous_update(learners: Sequence[PolicyLearner],
+                        batches: Sequence[AgentBatch]) -> dict[int, AgentStats]:
+    """Update each agent independently of the others' changes (factor fixed at 1)."""
+    return {i: learner.update(batch, torch.ones_like(batch.active))
+            for i, (learner, batch) in enumerate(zip(learners, batches))}
+
+
+def merge_batches(batches: Sequence[AgentBatch]) -> AgentBatch:
+    """Stack agents' samples for one shared actor (needs identical spaces)."""
+    avail = None if batches[0].avail is None else torch.cat([b.avail for b in batches])  # type: ignore[misc]
+    return AgentBatch(
+        obs=torch.cat([b.obs for b in batches]),
+        actions=torch.cat([b.actions for b in batches]),
+        old_log_probs=torch.cat([b.old_log_probs for b in batches]),
+        avail=avail,
+        active=torch.cat([b.active for b in batches]),
+        advantages=torch.cat([b.advantages for b in batches]),
+    )

@@ -1,0 +1,103 @@
+"""The on-policy Updater: agents' actors (sequential or simultaneous), then the critic."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+import attrs
+import torch
+
+from harl.buffers.rollout import RolloutBuffer
+from harl.errors import ConfigError
+from harl.update.objectives.ppo import AgentStats
+from harl.update.sequential import PolicyLearner, SequentialConfig, sequential_update
+from harl.update.simultaneous import SimultaneousConfig, merge_batches, simultaneous_update
+from harl.update.v_critic import CriticStats, VCriticLearner
+
+UpdaterConfig = SequentialConfig | SimultaneousConfig
+
+
+@attrs.frozen
+class UpdateStats:
+    agents: list[AgentStats]
+    critic: CriticStats
+    order: list[int]
+    lr_scale: float
+
+
+class Updater(Protocol):
+    """Turns a filled buffer into a better policy::
+
+        for iteration in range(n):
+            collector.collect(buffer); returns.compute(buffer)
+            stats = updater.update(buffer, progress=iteration / n)
+    """
+
+    def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class OnPolicyUpdater:
+    """Updates the actors (HA-sequential or MA-simultaneous), then fits the critic.
+
+    ``learners`` holds one learner per agent, or a single one when the actor is shared
+    (then the agents' samples are stacked, as MAPPO with shared parameters does).
+    """
+
+    def __init__(self, config: UpdaterConfig, learners: Sequence[PolicyLearner],
+                 critic: VCriticLearner, n_agents: int, generator: torch.Generator) -> None:
+        self.config = config
+        self.sequential = isinstance(config, SequentialConfig)
+        if self.sequential and len(learners) != n_agents:
+            raise ConfigError(
+                'updater.kind: "sequential" updates agents one after another, which needs one '
+                "actor per agent; set policy.share_parameters = false (or updater.kind = "
+                '"simultaneous")'
+            )
+        self.learners = list(learners)
+        self.critic = critic
+        self.n_agents = n_agents
+        self.generator = generator
+
+    def agent_order(self) -> list[int]:
+        if isinstance(self.config, SequentialConfig) and self.config.order == "random":
+            return torch.randperm(self.n_agents, generator=self.generator).tolist()
+        return list(range(self.n_agents))
+
+    def _set_lr(self, scale: float) -> None:
+        for learner in [*self.learners, self.critic]:
+            for group in learner.optimizer.param_groups:  # type: ignore[attr-defined]
+                group["lr"] = learner.base_lr * scale  # type: ignore[attr-defined]
+
+    def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
+        scale = 1.0 - progress if self.config.lr_decay == "linear" else 1.0
+        self._set_lr(scale)
+        batches = [buffer.agent_batch(i) for i in range(self.n_agents)]
+        order = self.agent_order()
+        if self.sequential:
+            stats = sequential_update(self.learners, batches, order)
+            agents = [stats[i] for i in range(self.n_agents)]
+        elif len(self.learners) == 1 and self.n_agents > 1:
+            shared = simultaneous_update(self.learners, [merge_batches(batches)])[0]
+            agents = [shared] * self.n_agents
+        else:
+            stats = simultaneous_update(self.learners, batches)
+            agents = [stats[i] for i in range(self.n_agents)]
+        critic_stats = self.critic.update(*buffer.critic_batch())
+        return UpdateStats(agents, critic_stats, order, scale)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "actor_optimizers": [l.optimizer.state_dict() for l in self.learners],  # type: ignore[attr-defined]
+            "critic_optimizer": self.critic.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for learner, opt in zip(self.learners, state["actor_optimizers"]):
+            learner.optimizer.load_state_dict(opt)  # type: ignore[attr-defined]
+        self.critic.optimizer.load_state_dict(state["critic_optimizer"])
+        self.generator.set_state(state["generator"])
