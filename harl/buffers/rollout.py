@@ -15,7 +15,7 @@ the next rollout continues the same episodes.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np

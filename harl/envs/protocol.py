@@ -18,7 +18,8 @@ apart all the way to the return computer.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import attrs
 import numpy as np

@@ -1,0 +1,401 @@
+"""Vector environments: ``n_envs`` copies stepped together, with auto-reset.
+
+``InlineVectorEnv`` steps its environments one after the other in this process; it
+also does all the per-step bookkeeping (stacking, auto-reset, episode returns).
+``SubprocessVectorEnv`` splits the environments into contiguous chunks, one per worker
+process, and each worker runs an ``InlineVectorEnv`` over its chunk, so that logic is
+written once; the parent only concatenates the chunks.
+
+Workers are started with "spawn" rather than "fork": a forked worker would inherit the
+learner's memory and threads (torch, CUDA, OpenMP pools), which is unsafe to fork and
+costly to copy, while a spawned one imports only numpy, gymnasium and the simulator.
+Start-up costs a few tenths of a second, paid once per run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+import types
+import weakref
+from collections.abc import Iterator, Sequence
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn
+
+import attrs
+import numpy as np
+from gymnasium import spaces
+
+from harl.envs.protocol import EnvStep, VectorEnv, VectorStep
+from harl.envs.registry import make_env
+from harl.errors import EnvCrashedError, HarlError
+
+Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
+
+BACKENDS = ("inline", "subprocess")
+
+
+def make_vector_env(
+    env_config: Any, n_envs: int, backend: str = "inline", workers: int = 0, seed: int = 0
+) -> VectorEnv:
+    """``n_envs`` copies of the env that ``env_config`` describes; env ``k`` is seeded ``seed + k``.
+
+    ``workers`` (subprocess backend only): 0 means one per env, at most one per CPU.
+    """
+    if n_envs < 1:
+        raise ValueError(f"n_envs must be at least 1, got {n_envs}")
+    if backend == "inline":
+        return InlineVectorEnv(env_config, n_envs, seed)
+    if backend == "subprocess":
+        if workers <= 0:
+            workers = min(n_envs, os.cpu_count() or 1)
+        return SubprocessVectorEnv(env_config, n_envs, workers, seed)
+    raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+
+
+def _stack_avail(avails: Sequence[list[np.ndarray] | None], n_agents: int) -> list[np.ndarray] | None:
+    if avails[0] is None:
+        return None
+    return [np.stack([avail[i] for avail in avails]) for i in range(n_agents)]  # type: ignore[index]
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+class InlineVectorEnv:
+    """All environments in this process, stepped in a loop (also the worker's engine).
+
+    An exception from an env becomes ``EnvCrashedError`` naming the env, chained to the
+    original (``wrap_errors=False`` lets it through unchanged, for subprocess workers,
+    which report the raw traceback themselves).
+    """
+
+    def __init__(
+        self, env_config: Any, n_envs: int, seed: int = 0, *, wrap_errors: bool = True
+    ) -> None:
+        self._wrap_errors = wrap_errors
+        self.envs = [make_env(env_config) for _ in range(n_envs)]
+        first = self.envs[0]
+        self.n_envs = n_envs
+        self.n_agents: int = first.n_agents
+        self.observation_spaces: Sequence[spaces.Box] = first.observation_spaces
+        self.action_spaces: Sequence[spaces.Space] = first.action_spaces
+        self.state_space: spaces.Box = first.state_space
+        self._seed = seed
+        self._reset_before = False
+        # Running episode return (sum over steps of the mean agent reward) and length.
+        self._returns = np.zeros(n_envs)
+        self._lengths = np.zeros(n_envs, dtype=np.int64)
+
+    def reset(self, seed: int | None = None) -> Reset:
+        """Reset every env; env ``k`` gets ``seed + k`` (the constructor's seed on the first call)."""
+        if seed is None and not self._reset_before:
+            seed = self._seed
+        self._reset_before = True
+        results = []
+        for k, env in enumerate(self.envs):
+            try:
+                results.append(env.reset(None if seed is None else seed + k))
+            except Exception as exc:
+                self._raise_crashed(k, "resetting", exc)
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        obs = [np.stack([result[0][i] for result in results]) for i in range(self.n_agents)]
+        state = np.stack([result[1] for result in results])
+        return obs, state, _stack_avail([result[2] for result in results], self.n_agents)
+
+    def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
+        """Step every env with its row of ``actions``; ended episodes are reset (unseeded)."""
+        n, n_agents = self.n_envs, self.n_agents
+        rewards = np.empty((n, n_agents), dtype=np.float32)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        active = np.ones((n, n_agents), dtype=bool)
+        steps: list[EnvStep] = []
+        for k, env in enumerate(self.envs):
+            try:
+                step = env.step([agent_actions[k] for agent_actions in actions])
+            except Exception as exc:
+                self._raise_crashed(k, "stepping", exc)
+            steps.append(step)
+            rewards[k] = step.rewards
+            if step.active is not None:
+                active[k] = step.active
+            terminated[k] = step.terminated
+            truncated[k] = step.truncated
+        self._returns += rewards.mean(axis=1, dtype=np.float64)
+        self._lengths += 1
+
+        final_state = np.stack([step.state for step in steps])
+        obs = [np.stack([step.obs[i] for step in steps]) for i in range(n_agents)]
+        avail = _stack_avail([step.avail for step in steps], n_agents)
+        state = final_state.copy()
+        episode_infos: list[dict[str, Any]] = []
+        for k in np.flatnonzero(terminated | truncated).tolist():
+            episode_infos.append(
+                {**steps[k].info, "return": float(self._returns[k]), "length": int(self._lengths[k])}
+            )
+            self._returns[k] = 0.0
+            self._lengths[k] = 0
+            try:
+                obs_k, state_k, avail_k = self.envs[k].reset()
+            except Exception as exc:
+                self._raise_crashed(k, "resetting", exc)
+            state[k] = state_k
+            for i in range(n_agents):
+                obs[i][k] = obs_k[i]
+                if avail is not None:
+                    avail[i][k] = avail_k[i]  # type: ignore[index]
+        return VectorStep(
+            obs=obs, state=state, avail=avail, rewards=rewards, terminated=terminated,
+            truncated=truncated, active=active, final_state=final_state,
+            episode_infos=episode_infos,
+        )
+
+    def _raise_crashed(self, k: int, doing: str, exc: Exception) -> NoReturn:
+        if not self._wrap_errors or isinstance(exc, HarlError):
+            raise exc
+        raise EnvCrashedError(f"Environment {k} raised {_one_line(exc)} while {doing}.") from exc
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+# --------------------------------------------------------------------------- subprocess
+
+_POLL_S = 0.2
+"""How often a waiting parent checks that the worker it waits on is still alive."""
+_JOIN_S = 2.0
+"""How long ``close`` waits for workers to exit before terminating them."""
+_HINT = 'Try [collector] backend = "inline" to see the full traceback.'
+
+
+class _RemoteTraceback(Exception):
+    """Carries a worker's formatted traceback as the ``__cause__`` of ``EnvCrashedError``."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@attrs.define
+class _Worker:
+    index: int
+    start: int
+    stop: int
+    process: Any  # multiprocessing.Process (the spawn context's subclass)
+    conn: Connection
+
+    def envs_text(self) -> str:
+        last = self.stop - 1
+        return f"env {self.start}" if last == self.start else f"envs {self.start}-{last}"
+
+
+@contextlib.contextmanager
+def _parent_main_hidden() -> Iterator[None]:
+    """Keep spawned workers from re-importing the parent's ``__main__``.
+
+    multiprocessing's spawn re-runs the parent's main module in each child (so that
+    objects defined there unpickle), which would import the whole CLI and torch in every
+    env worker.  Nothing a worker receives lives in ``__main__``: configs are pickled by
+    the parent and unpickled inside the worker, which reports a failure like any other.
+    """
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) -> None:
+    """A worker: build an ``InlineVectorEnv`` over the chunk and serve commands until closed."""
+    # Ctrl-C reaches the whole process group; the parent decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    venv: InlineVectorEnv | None = None
+    try:
+        venv = InlineVectorEnv(pickle.loads(config_bytes), n_envs, seed, wrap_errors=False)
+        conn.send(
+            ("ok", (venv.n_agents, venv.observation_spaces, venv.action_spaces, venv.state_space))
+        )
+        while True:
+            try:
+                command, argument = conn.recv()
+            except EOFError:  # the parent is gone
+                break
+            if command == "step":
+                conn.send(("ok", venv.step(argument)))
+            elif command == "reset":
+                conn.send(("ok", venv.reset(argument)))
+            elif command == "close":
+                break
+            else:
+                raise ValueError(f"unknown worker command {command!r}")
+    except Exception:
+        with contextlib.suppress(Exception):
+            conn.send(("error", traceback.format_exc()))
+    finally:
+        if venv is not None:
+            with contextlib.suppress(Exception):
+                venv.close()
+        conn.close()
+
+
+def _shutdown(workers: list[_Worker]) -> None:
+    """Ask workers to exit, then terminate (and finally kill) any that do not; idempotent."""
+    for worker in workers:
+        with contextlib.suppress(Exception):
+            if worker.process.is_alive():
+                worker.conn.send(("close", None))
+    deadline = time.monotonic() + _JOIN_S
+    for worker in workers:
+        worker.process.join(max(0.0, deadline - time.monotonic()))
+    for worker in workers:
+        if worker.process.is_alive():
+            worker.process.terminate()
+            worker.process.join(1.0)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join(1.0)
+        worker.conn.close()
+    workers.clear()
+
+
+def _concat_steps(parts: list[VectorStep]) -> VectorStep:
+    if len(parts) == 1:
+        return parts[0]
+    n_agents = len(parts[0].obs)
+    avail = None
+    if parts[0].avail is not None:
+        avail = [np.concatenate([p.avail[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
+    return VectorStep(
+        obs=[np.concatenate([p.obs[i] for p in parts]) for i in range(n_agents)],
+        state=np.concatenate([p.state for p in parts]),
+        avail=avail,
+        rewards=np.concatenate([p.rewards for p in parts]),
+        terminated=np.concatenate([p.terminated for p in parts]),
+        truncated=np.concatenate([p.truncated for p in parts]),
+        active=np.concatenate([p.active for p in parts]),
+        final_state=np.concatenate([p.final_state for p in parts]),
+        episode_infos=[info for p in parts for info in p.episode_infos],
+    )
+
+
+def _concat_resets(parts: list[Reset]) -> Reset:
+    if len(parts) == 1:
+        return parts[0]
+    n_agents = len(parts[0][0])
+    obs = [np.concatenate([p[0][i] for p in parts]) for i in range(n_agents)]
+    state = np.concatenate([p[1] for p in parts])
+    avail = None
+    if parts[0][2] is not None:
+        avail = [np.concatenate([p[2][i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
+    return obs, state, avail
+
+
+class SubprocessVectorEnv:
+    """Environments in ``workers`` spawned processes, each stepping a contiguous chunk."""
+
+    def __init__(self, env_config: Any, n_envs: int, workers: int, seed: int = 0) -> None:
+        workers = max(1, min(workers, n_envs))
+        self.n_envs = n_envs
+        self._workers: list[_Worker] = []
+        self._closed = False
+        # Runs close's cleanup on garbage collection and at interpreter exit, without
+        # keeping ``self`` alive.
+        self._finalizer = weakref.finalize(self, _shutdown, self._workers)
+
+        context = mp.get_context("spawn")
+        config_bytes = pickle.dumps(env_config)
+        bounds = np.linspace(0, n_envs, workers + 1).round().astype(int)
+        with _parent_main_hidden():
+            for index in range(workers):
+                start, stop = int(bounds[index]), int(bounds[index + 1])
+                parent_conn, child_conn = context.Pipe()
+                process = context.Process(
+                    target=_worker_main,
+                    args=(child_conn, config_bytes, stop - start, seed + start),
+                    name=f"harl-env-worker-{index}",
+                    daemon=True,
+                )
+                process.start()
+                # Only the child holds its end now, so its death shows as EOF here.
+                child_conn.close()
+                self._workers.append(_Worker(index, start, stop, process, parent_conn))
+
+        ready = [self._receive(worker, "starting") for worker in self._workers]
+        self.n_agents: int = ready[0][0]
+        self.observation_spaces: Sequence[spaces.Box] = ready[0][1]
+        self.action_spaces: Sequence[spaces.Space] = ready[0][2]
+        self.state_space: spaces.Box = ready[0][3]
+
+    def reset(self, seed: int | None = None) -> Reset:
+        """Reset every env; env ``k`` gets ``seed + k`` (the constructor's seed on the first call)."""
+        for worker in self._check_open():
+            self._send(worker, ("reset", None if seed is None else seed + worker.start), "resetting")
+        return _concat_resets([self._receive(worker, "resetting") for worker in self._workers])
+
+    def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
+        """Step every env with its row of ``actions``; ended episodes are reset (unseeded)."""
+        for worker in self._check_open():
+            chunk = [agent_actions[worker.start : worker.stop] for agent_actions in actions]
+            self._send(worker, ("step", chunk), "stepping")
+        return _concat_steps([self._receive(worker, "stepping") for worker in self._workers])
+
+    def close(self) -> None:
+        """Stop the workers; safe to call more than once."""
+        self._closed = True
+        self._finalizer()
+
+    def _check_open(self) -> list[_Worker]:
+        if self._closed:
+            raise RuntimeError("this vector env is closed")
+        return self._workers
+
+    def _send(self, worker: _Worker, message: tuple[str, Any], doing: str) -> None:
+        try:
+            worker.conn.send(message)
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            raise self._crashed(worker, doing, None) from None
+
+    def _receive(self, worker: _Worker, doing: str) -> Any:
+        """The worker's next reply; never blocks on a worker that has died."""
+        conn = worker.conn
+        while not conn.poll(_POLL_S):
+            # Re-check the pipe after seeing the process gone: it may have replied first.
+            if not worker.process.is_alive() and not conn.poll(0):
+                raise self._crashed(worker, doing, None)
+        try:
+            status, payload = conn.recv()
+        except (EOFError, ConnectionResetError, OSError):
+            raise self._crashed(worker, doing, None) from None
+        if status == "error":
+            raise self._crashed(worker, doing, payload) from _RemoteTraceback(payload)
+        return payload
+
+    def _crashed(self, worker: _Worker, doing: str, remote_traceback: str | None) -> EnvCrashedError:
+        """Shut every worker down and describe what happened to this one."""
+        process = worker.process
+        where = f"Environment worker {worker.index} (hosting {worker.envs_text()})"
+        self.close()
+        if remote_traceback is not None:
+            last_line = remote_traceback.strip().splitlines()[-1]
+            what = f"raised {last_line} while {doing}"
+        else:
+            code = process.exitcode
+            if code is not None and code < 0:
+                try:
+                    name = signal.Signals(-code).name
+                except ValueError:
+                    name = f"signal {-code}"
+                what = f"was killed by {name} while {doing}"
+            else:
+                what = f"died with exit code {code} while {doing}"
+        return EnvCrashedError(f"{where} {what}. {_HINT}")
