@@ -1,0 +1,191 @@
+"""harl.checkpoint: atomic writes, pruning, finding the newest, clear load errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+import torch
+
+from harl.checkpoint import (
+    FORMAT_VERSION,
+    atomic_write_bytes,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
+from harl.errors import CheckpointError
+
+
+class WriterFailed(Exception):
+    pass
+
+
+def half_writer(f: BinaryIO) -> None:
+    f.write(b"half of a checkpoint")
+    raise WriterFailed
+
+
+def names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+class TestAtomicWrite:
+    def test_complete_write(self, tmp_path: Path) -> None:
+        """A write that succeeds leaves exactly the final file with all its bytes."""
+        path = tmp_path / "ck" / "iter_0000001.pt"
+        atomic_write_bytes(path, lambda f: f.write(b"complete"))
+        assert path.read_bytes() == b"complete"
+        assert names(path.parent) == ["iter_0000001.pt"]
+
+    def test_failed_write_leaves_nothing(self, tmp_path: Path) -> None:
+        """A writer that raises mid-way leaves no temp file and no file under the final name."""
+        path = tmp_path / "iter_0000001.pt"
+        with pytest.raises(WriterFailed):
+            atomic_write_bytes(path, half_writer)
+        assert names(tmp_path) == []
+
+    def test_failed_write_keeps_the_old_file(self, tmp_path: Path) -> None:
+        """A failed rewrite of an existing name keeps the old, complete file."""
+        path = tmp_path / "iter_0000001.pt"
+        path.write_bytes(b"old and complete")
+        with pytest.raises(WriterFailed):
+            atomic_write_bytes(path, half_writer)
+        assert path.read_bytes() == b"old and complete"
+        assert names(tmp_path) == ["iter_0000001.pt"]
+
+    def test_interrupt_leaves_nothing(self, tmp_path: Path) -> None:
+        """Ctrl-C during the write (KeyboardInterrupt) is cleaned up too."""
+        def interrupted(f: BinaryIO) -> None:
+            f.write(b"x")
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            atomic_write_bytes(tmp_path / "iter_0000001.pt", interrupted)
+        assert names(tmp_path) == []
+
+
+class TestSaveAndPrune:
+    def test_keep_prunes_the_oldest(self, tmp_path: Path) -> None:
+        """With keep=2, five saves leave the two newest checkpoints."""
+        for i in range(1, 6):
+            save_checkpoint(tmp_path, i, {"i": i}, keep=2)
+        assert [p.name for p in list_checkpoints(tmp_path)] == ["iter_0000004.pt", "iter_0000005.pt"]
+
+    def test_saved_state_loads_back(self, tmp_path: Path) -> None:
+        """load_checkpoint returns the saved state plus the format tag."""
+        path = save_checkpoint(tmp_path, 7, {"counters": {"iteration": 7}}, keep=3)
+        assert path == tmp_path / "checkpoints" / "iter_0000007.pt"
+        assert load_checkpoint(path) == {"format": FORMAT_VERSION, "counters": {"iteration": 7}}
+
+    def test_stale_temp_files_are_removed(self, tmp_path: Path) -> None:
+        """A temp file left by a killed writer is removed by the next save."""
+        folder = tmp_path / "checkpoints"
+        folder.mkdir()
+        (folder / ".iter_0000001.pt.abc123.tmp").write_bytes(b"killed mid-write")
+        save_checkpoint(tmp_path, 2, {}, keep=3)
+        assert names(folder) == ["iter_0000002.pt"]
+
+
+class TestLatest:
+    def test_highest_iteration_wins(self, tmp_path: Path) -> None:
+        """The newest checkpoint is the highest iteration, compared as numbers, not names."""
+        folder = tmp_path / "checkpoints"
+        folder.mkdir()
+        for name in ["iter_0000002.pt", "iter_10000000.pt", "iter_9999999.pt", "iter_0000010.pt"]:
+            (folder / name).write_bytes(b"")
+        assert latest_checkpoint(tmp_path) == folder / "iter_10000000.pt"
+
+    def test_other_files_are_ignored(self, tmp_path: Path) -> None:
+        """Temp files and unrelated names are not checkpoints."""
+        folder = tmp_path / "checkpoints"
+        folder.mkdir()
+        for name in [".iter_0000009.pt.x.tmp", "iter_0000009.pt.bak", "notes.txt", "iter_0000003.pt"]:
+            (folder / name).write_bytes(b"")
+        assert list_checkpoints(tmp_path) == [folder / "iter_0000003.pt"]
+
+    def test_no_checkpoint(self, tmp_path: Path) -> None:
+        """A run without checkpoints gets a message naming the folder and what to do."""
+        with pytest.raises(CheckpointError) as info:
+            latest_checkpoint(tmp_path)
+        assert str(info.value) == (
+            f"{tmp_path}: no checkpoint in {tmp_path / 'checkpoints'}; a run writes one every "
+            "[checkpoint] every_iterations iterations and at its end, so this run stopped before its "
+            "first one: start it again with harl train"
+        )
+
+
+class TestLoadErrors:
+    def test_garbage_bytes(self, tmp_path: Path) -> None:
+        """A file of garbage names itself and the older checkpoint to use instead."""
+        older = save_checkpoint(tmp_path, 1, {}, keep=3)
+        newest = save_checkpoint(tmp_path, 2, {}, keep=3)
+        newest.write_bytes(b"\x00garbage, not a checkpoint")
+        with pytest.raises(CheckpointError) as info:
+            load_checkpoint(newest)
+        message = str(info.value)
+        assert message.startswith(f"{newest}: not a readable harl checkpoint (")
+        assert message.endswith(f"); pass an older one with --checkpoint {older}")
+
+    def test_garbage_without_an_older_checkpoint(self, tmp_path: Path) -> None:
+        """With no other checkpoint left, the message says the run must start again."""
+        only = save_checkpoint(tmp_path, 1, {}, keep=3)
+        only.write_bytes(b"")
+        with pytest.raises(CheckpointError) as info:
+            load_checkpoint(only)
+        assert str(info.value) == (
+            f"{only}: not a readable harl checkpoint (EOFError: Ran out of input); no other "
+            "checkpoint of this run is left, so the run must start again with harl train"
+        )
+
+    def test_torch_file_that_is_not_harl(self, tmp_path: Path) -> None:
+        """A valid torch file without harl's format tag is not a harl checkpoint."""
+        path = tmp_path / "weights.pt"
+        torch.save({"weight": torch.zeros(2)}, path)
+        with pytest.raises(CheckpointError) as info:
+            load_checkpoint(path)
+        assert str(info.value) == (
+            f'{path}: not a harl checkpoint (a harl checkpoint is a dict with a "format" entry; '
+            "this file holds a dict without one)"
+        )
+
+    def test_torch_file_holding_a_tensor(self, tmp_path: Path) -> None:
+        """A torch file holding a bare tensor is not a harl checkpoint either."""
+        path = tmp_path / "tensor.pt"
+        torch.save(torch.zeros(2), path)
+        with pytest.raises(CheckpointError) as info:
+            load_checkpoint(path)
+        assert str(info.value) == (f'{path}: not a harl checkpoint (a harl checkpoint is a dict '
+                                   'with a "format" entry; this file holds Tensor)')
+
+    def test_other_format_version(self, tmp_path: Path) -> None:
+        """A checkpoint of another format version says which version reads it."""
+        path = tmp_path / "future.pt"
+        torch.save({"format": FORMAT_VERSION + 1}, path)
+        with pytest.raises(CheckpointError) as info:
+            load_checkpoint(path)
+        assert str(info.value) == (
+            f"{path}: a harl checkpoint of format {FORMAT_VERSION + 1}, but this version of harl "
+            f"reads format {FORMAT_VERSION}; use the harl version that wrote it"
+        )
+
+    def test_run_checkpoint_that_is_not_harl(self, tmp_path: Path) -> None:
+        """A foreign file under a run's checkpoint name also points to the older checkpoint."""
+        older = save_checkpoint(tmp_path, 1, {}, keep=3)
+        path = older.with_name("iter_0000002.pt")
+        torch.save([1, 2], path)
+        with pytest.raises(CheckpointError) as info:
+            load_checkpoint(path)
+        assert str(info.value) == (
+            f'{path}: not a harl checkpoint (a harl checkpoint is a dict with a "format" entry; '
+            f"this file holds list); pass an older one with --checkpoint {older}"
+        )
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        """A checkpoint path that does not exist is named."""
+        path = tmp_path / "iter_0000001.pt"
+        with pytest.raises(CheckpointError) as info:
+            load_checkpoint(path)
+        assert str(info.value) == f"{path}: no such checkpoint file"
