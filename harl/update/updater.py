@@ -92,7 +92,7 @@ class OnPolicyUpdater:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "actor_optimizers": [l.optimizer.state_dict() for l in self.learners],  # type: ignore[attr-defined]
+            "actor_optimizers": [learner.optimizer.state_dict() for learner in self.learners],  # type: ignore[attr-defined]
             "critic_optimizer": self.critic.optimizer.state_dict(),
             "generator": self.generator.get_state(),
         }
