@@ -35,12 +35,12 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, source: str = "pipeline") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(
-            f'run.device: "{name}" was asked for, but this torch build ({torch.__version__}) '
+            f'{source}: run.device: "{name}" was asked for, but this torch build ({torch.__version__}) '
             'sees no CUDA device; use device = "auto" (picks the CPU here) or "cpu"'
         )
     return torch.device(name)
@@ -70,10 +70,13 @@ class Stages:
         self.eval_venv.close()
 
 
-def build_stages(spec: PipelineSpec) -> Stages:
-    """Build every stage of ``spec`` (envs included).  Close the result when done."""
+def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
+    """Build every stage of ``spec`` (envs included).  Close the result when done.
+
+    ``source`` names the pipeline file in errors found while building.
+    """
     run = spec.run
-    device = resolve_device(run.device)
+    device = resolve_device(run.device, source)
     if run.torch_threads > 0:
         torch.set_num_threads(run.torch_threads)
     seed_everything(run.seed)
@@ -119,7 +122,7 @@ def start_run(pipeline: str | Path, overrides: list[str] = (), run_dir: Path | N
     """A fresh run: validate, make the run directory, write the resolved pipeline, build."""
     spec, notes = load_pipeline(pipeline, overrides)
     text = dump_pipeline(spec)
-    stages = build_stages(spec)
+    stages = build_stages(spec, str(pipeline))
     run_dir = run_dir or new_run_dir(spec)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
@@ -161,7 +164,7 @@ def resume_run(run_dir: Path, checkpoint: Path | None = None) -> Trainer:
     spec, text = spec_of_run(run_dir)
     path = checkpoint or latest_checkpoint(run_dir)
     state = load_checkpoint(path)
-    stages = build_stages(spec)
+    stages = build_stages(spec, str(run_dir / "pipeline.toml"))
     try:
         restore(stages, state)
         set_rng_state(state["rng"])

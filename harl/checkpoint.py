@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -26,10 +27,17 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return run_dir / "checkpoints"
 
 
-def atomic_write_bytes(path: Path, write: Any) -> None:
-    """Call ``write(file)`` on a temp file next to ``path``, fsync, then rename it into place."""
+TEMP_SUFFIX = ".tmp"
+
+
+def atomic_write_bytes(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Call ``write(file)`` on a temp file next to ``path``, fsync, then rename it into place.
+
+    If ``write`` raises, the temp file is removed and ``path`` is untouched (an older file
+    under that name stays as it was).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -40,10 +48,33 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def save_checkpoint(run_dir: Path, iteration: int, state: dict[str, Any], keep: int) -> Path:
-    path = checkpoint_dir(run_dir) / f"iter_{iteration:07d}.pt"
+    """Write ``iter_<iteration>.pt`` atomically, then delete all but the newest ``keep``."""
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    folder = checkpoint_dir(run_dir)
+    path = folder / f"iter_{iteration:07d}.pt"
+    # Temp files left by a process killed mid-write (one writer per run directory).
+    if folder.is_dir():
+        for stale in folder.glob(f".iter_*{TEMP_SUFFIX}"):
+            stale.unlink(missing_ok=True)
     atomic_write_bytes(path, lambda f: torch.save({"format": FORMAT_VERSION, **state}, f))
     for old in list_checkpoints(run_dir)[:-keep]:
         old.unlink(missing_ok=True)
@@ -71,21 +102,42 @@ def latest_checkpoint(run_dir: Path) -> Path:
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The state saved by ``save_checkpoint``; any unreadable file is a ``CheckpointError``."""
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
+        # weights_only=False: the state holds numpy RNG state; only load your own runs' files.
         state = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same advice
-        older = [p.name for p in list_checkpoints(path.parent.parent) if p != path]
-        hint = (f"; pass an older one with --checkpoint (found: {', '.join(older)})" if older
-                else "; no older checkpoint is left, so the run must start again")
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "no detail"
         raise CheckpointError(
-            f"{path}: not a readable harl checkpoint ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}){hint}"
+            f"{path}: not a readable harl checkpoint ({type(exc).__name__}: {detail}){_older_hint(path)}"
         ) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+    if not isinstance(state, dict) or "format" not in state:
         raise CheckpointError(
-            f"{path}: not a harl checkpoint of format {FORMAT_VERSION} (found "
-            f"{state.get('format') if isinstance(state, dict) else type(state).__name__})"
+            f"{path}: not a harl checkpoint (a harl checkpoint is a dict with a \"format\" entry; "
+            f"this file holds {'a dict without one' if isinstance(state, dict) else type(state).__name__})"
+            f"{_older_hint(path)}"
+        )
+    if state["format"] != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: a harl checkpoint of format {state['format']!r}, but this version of harl "
+            f"reads format {FORMAT_VERSION}; use the harl version that wrote it"
         )
     return state
+
+
+def _older_hint(path: Path) -> str:
+    """Advice after a bad checkpoint of a run: the newest other checkpoint of that run."""
+    if path.parent.name != checkpoint_dir(Path()).name or not PATTERN.match(path.name):
+        return ""  # not one of a run's checkpoints
+    others = [p for p in list_checkpoints(path.parent.parent) if p.resolve() != path.resolve()]
+    if not others:
+        return "; no other checkpoint of this run is left, so the run must start again with harl train"
+    older = [p for p in others if _iteration(p) < _iteration(path)] or others
+    return f"; pass an older one with --checkpoint {older[-1]}"
+
+
+def _iteration(path: Path) -> int:
+    found = PATTERN.match(path.name)
+    return int(found.group(1)) if found else -1

@@ -70,18 +70,32 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     from harl.build import resume_run, start_run
 
     if args.resume:
-        if args.pipeline or args.overrides:
-            raise HarlError("harl train --resume RUN_DIR takes no pipeline file or --set: a run "
-                            "continues with its own pipeline.toml")
+        if args.pipeline or args.overrides or args.run_dir:
+            raise HarlError("harl train --resume RUN_DIR takes no pipeline file, --set or --run-dir: "
+                            f"a run continues in its own directory with its own pipeline.toml "
+                            f"(edit {Path(args.resume) / 'pipeline.toml'} to change it, e.g. to raise "
+                            "run.total_env_steps)")
         trainer = resume_run(Path(args.resume), Path(args.checkpoint) if args.checkpoint else None)
-        console.print(f"resuming {trainer.run_dir} at iteration {trainer.counters.iteration} "
-                      f"({trainer.counters.env_steps:,} env steps)", highlight=False)
+        c = trainer.counters
+        if c.iteration >= trainer.total_iterations:
+            trainer.stages.close()
+            console.print(
+                f"{trainer.run_dir}: nothing to do, the run already finished ({c.iteration} iterations, "
+                f"{c.env_steps:,} env steps, run.total_env_steps = {trainer.spec.run.total_env_steps:,}); "
+                f"to train longer, raise total_env_steps in {trainer.run_dir / 'pipeline.toml'} "
+                "and resume again", highlight=False)
+            return 0
+        console.print(f"resuming {trainer.run_dir} at iteration {c.iteration} "
+                      f"({c.env_steps:,} env steps)", highlight=False)
     else:
         if not args.pipeline:
             raise HarlError("harl train needs a pipeline file (e.g. harl train "
                             "pipelines/happo_mpe_spread.toml) or --resume RUN_DIR")
         if args.checkpoint:
             raise HarlError("--checkpoint only goes with --resume RUN_DIR")
+        if args.run_dir and (Path(args.run_dir) / "pipeline.toml").exists():
+            raise HarlError(f"--run-dir {args.run_dir}: already holds a run (it has a pipeline.toml); "
+                            f"continue it with harl train --resume {args.run_dir}, or pick a new directory")
         trainer, notes = start_run(args.pipeline, args.overrides,
                                    Path(args.run_dir) if args.run_dir else None)
         for note in notes:
@@ -107,7 +121,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     spec, notes = load_pipeline(args.pipeline, args.overrides)
     for note in notes:
         console.print(f"note: {note}", highlight=False)
-    stages = build_stages(spec)
+    stages = build_stages(spec, args.pipeline)
     try:
         table = Table(title=f"{args.pipeline}: valid")
         table.add_column("slot")
@@ -140,8 +154,13 @@ def cmd_stages(args: argparse.Namespace, console: Console) -> int:
             raise HarlError(f"harl stages: no slot or kind named {args.slot!r}; known: {', '.join(names)}")
     for slot, kind, cls, keys in rows:
         title = f"[{slot}]" + (f' kind = "{kind}"' if kind else "")
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
-        table = Table(title=escape(title), title_justify="left", caption=escape(doc), caption_justify="left")
+        doc = _summary(cls.__doc__ or "", title)
+        if not keys:
+            console.print(escape(title) + (f": {escape(doc)}" if doc else "") + " (no keys besides kind)",
+                          highlight=False)
+            continue
+        table = Table(title=escape(title), title_justify="left", caption=escape(doc) or None,
+                      caption_justify="left")
         table.add_column("key")
         table.add_column("type")
         table.add_column("default")
@@ -150,6 +169,14 @@ def cmd_stages(args: argparse.Namespace, console: Console) -> int:
             table.add_row(*(escape(cell) for cell in row))
         console.print(table)
     return 0
+
+
+def _summary(doc: str, title: str) -> str:
+    """A config class's docstring as one caption line, without the table name it repeats."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "")
+    if paragraph.startswith(title):
+        paragraph = paragraph[len(title):].lstrip(":. ")
+    return paragraph[:1].upper() + paragraph[1:]
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
@@ -165,7 +192,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     path = Path(args.checkpoint) if args.checkpoint else latest_checkpoint(run_dir)
     state = load_checkpoint(path)
     spec = attrs.evolve(spec, evaluator=attrs.evolve(spec.evaluator, deterministic=not args.sample))
-    stages = build_stages(spec)
+    stages = build_stages(spec, str(run_dir / "pipeline.toml"))
     try:
         restore(stages, state)
         stats = stages.evaluator.evaluate(args.episodes)
@@ -183,7 +210,7 @@ COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval"
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    console = Console()
+    console = Console(soft_wrap=True)  # never break a path that the user will copy
     try:
         return COMMANDS[args.command](args, console)
     except HarlError as exc:

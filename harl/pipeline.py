@@ -302,6 +302,9 @@ def _fix(loader: Loader, data: dict[str, Any], path: Sequence[str], cause: BaseE
     if field is None:
         return ""
     default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default
+    if default is None:  # an optional key: TOML has no null, so "not set" is "left out"
+        advice = f"{cause.advice}, " if isinstance(cause, SettingTypeError) else ""
+        return f"; {advice}or leave {path[-1]} out (it is not set by default)"
     if isinstance(cause, SettingTypeError):
         value = cause.value
         if isinstance(value, str):
@@ -409,10 +412,8 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         found = _TOML_POSITION.search(reason)
         if found is None:
             what = reason.removesuffix(" (at end of document)")
-            where = "at the end of the file" if what != reason else ""
-            what = what[:1].lower() + what[1:]
-            raise ConfigError(f"{source}: malformed TOML {where}: {what}; is a bracket or a quote "
-                              "left open?" if where else f"{source}: malformed TOML: {reason}") from None
+            where = " at the end of the file" if what != reason else ""
+            raise ConfigError(f"{source}: malformed TOML{where}: {what[:1].lower() + what[1:]}") from None
         line, column = int(found.group(1)), int(found.group(2))
         lines = text.splitlines()
         what = reason[:found.start()]
@@ -470,8 +471,9 @@ def load_pipeline(path: str | Path, overrides: Iterable[str] = ()) -> tuple[Pipe
     return structure_pipeline(data, str(path), loader, origins), notes
 
 
-DUMP_HEADER = ("# The resolved pipeline of this run: every key of every stage, defaults included.\n"
-               "# harl train --resume reads it; harl stages explains each key.\n")
+DUMP_HEADER = ("# The resolved pipeline of this run: every key of every stage, defaults included\n"
+               "# (an optional key that is not set is left out).  harl train --resume reads it;\n"
+               "# harl stages explains each key.\n")
 
 
 def dump_pipeline(spec: PipelineSpec) -> str:
@@ -482,6 +484,8 @@ def dump_pipeline(spec: PipelineSpec) -> str:
         lines.append(f"[{name}]")
         nested = []
         for key, value in content.items():
+            if value is None:
+                continue  # an optional key that is not set: TOML has no null, leaving it out says so
             if isinstance(value, dict):
                 nested.append((f"{name}.{key}", value))
             else:
@@ -509,8 +513,11 @@ def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, 
                 if f.name == "kind" or (slot + "." + f.name) in NESTED_SLOTS:
                     continue
                 default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default
-                type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-                keys.append((f.name, TYPE_NAMES.get(str(type_name), str(type_name)),
-                             toml_literal(default), f.metadata.get("doc", "")))
+                type_name = str(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", f.type))
+                optional = type_name.endswith(" | None")
+                type_name = type_name.removesuffix(" | None")
+                type_name = TYPE_NAMES.get(type_name, type_name) + (" (optional)" if optional else "")
+                keys.append((f.name, type_name, "(not set)" if default is None else toml_literal(default),
+                             f.metadata.get("doc", "")))
             rows.append((slot, kind_of(cls), cls, keys))
     return rows

@@ -37,7 +37,12 @@ def setting(default: Any = attrs.NOTHING, doc: str = "", check: Validator | None
 
 
 def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
+    """A value as TOML writes it, so messages quote what the user typed."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def in_range(low: float | None = None, high: float | None = None, *,
@@ -89,6 +94,6 @@ def kind_field(name: str) -> Any:
     """The ``kind`` tag of a variant; fixed per class, written back into resolved pipelines."""
     def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value != name:
-            raise InvalidSetting(attribute.name, f"expected {name!r}, got {_show(value)}")
+            raise InvalidSetting(attribute.name, f'expected "{name}", got {_show(value)}')
 
     return attrs.field(default=name, metadata={"doc": "which variant of this stage"}, validator=check)

@@ -109,7 +109,7 @@ class Trainer:
     def train(self, progress: ProgressView | None = None) -> TrainResult:
         s, c, spec = self.stages, self.counters, self.spec
         n_agents = s.policy.n_agents
-        csv = CSVLogger(self.run_dir / "metrics.csv", metric_columns(n_agents))
+        csv = CSVLogger(self.run_dir / "metrics.csv", metric_columns(n_agents), resume_after=c.iteration)
         view = progress or ProgressView(self.total_iterations * s.buffer.n_samples, c.env_steps,
                                         spec.logging.progress, spec.logging.log_every)
         interrupted = False

@@ -84,7 +84,7 @@ class TestCheck:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
         assert main(["check", str(HAPPO), "--set", "run.device=cuda"]) == 2
         assert capsys.readouterr().err == (
-            f'harl: run.device: "cuda" was asked for, but this torch build ({torch.__version__}) sees '
+            f'harl: {HAPPO}: run.device: "cuda" was asked for, but this torch build ({torch.__version__}) sees '
             'no CUDA device; use device = "auto" (picks the CPU here) or "cpu"\n'
         )
 
@@ -209,8 +209,6 @@ class TestTrain:
         assert f"resuming {run_dir} at iteration 2 (100 env steps)\n" in capsys.readouterr().out
         assert load_checkpoint(latest_checkpoint(run_dir))["counters"]["iteration"] == 3
 
-    @pytest.mark.xfail(strict=True, reason="resume appends after the CSV's last row, not the checkpoint's "
-                       "iteration: rows written after the checkpoint it resumes from are repeated")
     def test_resume_from_an_older_checkpoint_repeats_no_row(self, tmp_path: Path) -> None:
         """Resuming from an older checkpoint leaves each iteration once in metrics.csv."""
         run_dir = train(tmp_path, total_env_steps=150)

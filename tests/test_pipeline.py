@@ -10,6 +10,7 @@ import pytest
 from harl.errors import ConfigError
 from harl.pipeline import dump_pipeline, load_pipeline, parse_value
 from harl.update.simultaneous import SimultaneousConfig
+from tests.fakes import counting  # noqa: F401 - registers env kind "counting"
 
 PIPELINES = sorted((Path(__file__).parents[1] / "pipelines").glob("*.toml"))
 HAPPO = Path(__file__).parents[1] / "pipelines" / "happo_mpe_spread.toml"
@@ -52,6 +53,16 @@ class TestShippedPipelines:
         assert "hidden_sizes = [128, 128]\n" in text
         assert "total_env_steps = 10_000_000\n" in text
         assert '[updater]\nkind = "sequential"\norder = "random"\nlr_decay = "none"\n\n[updater.objective]\n' in text
+
+    def test_dump_leaves_out_unset_optional_keys(self, tmp_path: Path) -> None:
+        """An optional key that is not set is left out of the dump (TOML has no null) and stays unset."""
+        path = tmp_path / "counting.toml"
+        path.write_text('[env]\nkind = "counting"\ncrash_at = 4\n[updater]\nkind = "simultaneous"\n')
+        spec, _ = load_pipeline(path)
+        text = dump_pipeline(spec)
+        assert '[env]\nkind = "counting"\nepisode_length = 3\ncrash_at = 4\n\n' in text
+        path.write_text(text)
+        assert load_pipeline(path)[0] == spec and spec.env.terminate_at is None
 
     def test_there_are_shipped_pipelines(self) -> None:
         """The parametrised tests above are not vacuous."""
@@ -139,6 +150,15 @@ class TestTypes:
         assert error_of(path) == (
             f"{path}: policy.hidden_sizes: expected a list of integers, got [128, true]; "
             "write a list of whole numbers, e.g. hidden_sizes = [128, 128] (the default)"
+        )
+
+    def test_wrong_type_for_an_optional_key(self, tmp_path: Path) -> None:
+        """An optional key (no default) is advised to be written right or left out."""
+        path = tmp_path / "counting.toml"
+        path.write_text('[env]\nkind = "counting"\nterminate_at = 2.5\n[updater]\nkind = "simultaneous"\n')
+        assert error_of(path) == (
+            f"{path}: env.terminate_at: expected an integer, got 2.5; write a whole number, "
+            "or leave terminate_at out (it is not set by default)"
         )
 
     def test_value_for_table(self, tmp_path: Path) -> None:

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harl.checkpoint import atomic_write_bytes
+
 
 class CSVLogger:
-    """Writes rows with a fixed column set; a resumed run keeps the file's own header."""
+    """Writes rows with a fixed column set; a resumed run keeps the file's own header.
 
-    def __init__(self, path: Path, columns: Sequence[str]) -> None:
+    ``resume_after``: the iteration the run resumes from; rows written after it (by the
+    interrupted run, past its last checkpoint) are dropped so no iteration appears twice.
+    """
+
+    def __init__(self, path: Path, columns: Sequence[str], resume_after: int | None = None) -> None:
         self.path = path
+        if resume_after is not None:
+            self._truncate_after(resume_after)
         existing = self._header()
         self.columns = existing or list(columns)
         self.file = path.open("a", newline="", encoding="utf-8")
@@ -26,6 +35,25 @@ class CSVLogger:
             return None
         with self.path.open(newline="", encoding="utf-8") as f:
             return next(csv.reader(f), None)
+
+    def _truncate_after(self, iteration: int) -> None:
+        if not self.path.is_file():
+            return
+        with self.path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+        if not rows or "iteration" not in rows[0]:
+            return
+        col = rows[0].index("iteration")
+        kept = [rows[0]] + [r for r in rows[1:] if r and r[col].isdigit() and int(r[col]) <= iteration]
+        if len(kept) == len(rows):
+            return
+
+        def write(f) -> None:  # noqa: ANN001
+            text = io.StringIO()
+            csv.writer(text).writerows(kept)
+            f.write(text.getvalue().encode("utf-8"))
+
+        atomic_write_bytes(self.path, write)
 
     def write(self, row: dict[str, Any]) -> None:
         self.writer.writerow({k: _cell(v) for k, v in row.items()})
