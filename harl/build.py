@@ -65,6 +65,17 @@ class Stages:
     evaluator: Evaluator
     device: torch.device
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint holds of the stages (the Trainer adds counters and RNG states)."""
+        return {"policy": self.policy.state_dict(), "critic": self.critic.state_dict(),
+                "updater": self.updater.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.critic.load_state_dict(state["critic"])
+        if "updater" in state:
+            self.updater.load_state_dict(state["updater"])
+
     def close(self) -> None:
         self.venv.close()
         self.eval_venv.close()
@@ -148,10 +159,7 @@ def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
 
 def restore(stages: Stages, state: dict[str, Any]) -> None:
     try:
-        stages.policy.load_state_dict(state["policy"])
-        stages.critic.load_state_dict(state["critic"])
-        if "updater" in state:
-            stages.updater.load_state_dict(state["updater"])
+        stages.load_state_dict(state)
     except (KeyError, RuntimeError, ValueError) as exc:
         raise CheckpointError(
             f"the checkpoint does not fit this pipeline's networks ({str(exc).splitlines()[0]}); "

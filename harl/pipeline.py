@@ -47,13 +47,14 @@ else:  # pragma: no cover
 class PipelineSpec:
     """A whole pipeline: one config per slot."""
 
+    # Slots with variants hold one of ``slot_kinds()[slot]``; the Loader picks it by kind.
     run: RunConfig
     env: Any
-    collector: OnPolicyCollectorConfig
-    buffer: RolloutConfig
-    returns: GAEConfig
-    critic: VCriticConfig
-    updater: SequentialConfig | SimultaneousConfig
+    collector: Any
+    buffer: Any
+    returns: Any
+    critic: Any
+    updater: Any
     policy: PolicyConfig
     evaluator: EvaluatorConfig
     logging: LoggingConfig

@@ -52,13 +52,9 @@ class TrainResult:
     run_dir: Path
 
 
-def metric_columns(n_agents: int) -> list[str]:
-    columns = ["iteration", "env_steps", "episodes", "wall_time", "steps_per_s",
-               "train_return", "train_length", "eval_return", "eval_return_std", "eval_length",
-               "value_loss", "critic_grad_norm", "lr_scale", "agent_order"]
-    for i in range(n_agents):
-        columns += [f"agent{i}_{k}" for k in ("policy_loss", "entropy", "ratio", "grad_norm", "factor")]
-    return columns
+BASE_COLUMNS = ["iteration", "env_steps", "episodes", "wall_time", "steps_per_s",
+                "train_return", "train_length", "eval_return", "eval_return_std", "eval_length"]
+"""Columns every run has; the updater's ``stats.row()`` adds its own after them."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -73,7 +69,14 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 class Trainer:
-    """Composes the built stages (see ``harl.build``) into the training loop."""
+    """Composes the built stages (see ``harl.build``) into the training loop.
+
+    ``stages`` needs: ``collector`` (``collect(buffer)`` -> stats with ``env_steps`` and
+    ``episodes``; ``steps_per_iteration``), ``buffer``, ``returns`` (``compute(buffer)``),
+    ``updater`` (``update(buffer, progress)`` -> stats with ``row()``), ``evaluator``
+    (``evaluate()``), ``state_dict()`` / ``load_state_dict()`` for checkpoints, ``close()``.
+    On- and off-policy pipelines differ only in which stages fill these slots.
+    """
 
     def __init__(self, stages: Any, spec: Any, run_dir: Path, pipeline_text: str,
                  counters: Counters | None = None) -> None:
@@ -82,16 +85,13 @@ class Trainer:
         self.run_dir = run_dir
         self.pipeline_text = pipeline_text
         self.counters = counters or Counters()
-        steps_per_iteration = spec.collector.rollout_length * spec.collector.n_envs
+        steps_per_iteration = stages.collector.steps_per_iteration
         self.total_iterations = max(1, math.ceil(spec.run.total_env_steps / steps_per_iteration))
         self.last_eval: EvalStats | None = None
 
     def checkpoint_state(self) -> dict[str, Any]:
-        s = self.stages
         return {
-            "policy": s.policy.state_dict(),
-            "critic": s.critic.state_dict(),
-            "updater": s.updater.state_dict(),
+            **self.stages.state_dict(),
             "counters": attrs.asdict(self.counters),
             "rng": rng_state(),
             "pipeline": self.pipeline_text,
@@ -108,12 +108,11 @@ class Trainer:
 
     def train(self, progress: ProgressView | None = None) -> TrainResult:
         s, c, spec = self.stages, self.counters, self.spec
-        n_agents = s.policy.n_agents
-        csv = CSVLogger(self.run_dir / "metrics.csv", metric_columns(n_agents), resume_after=c.iteration)
-        view = progress or ProgressView(self.total_iterations * s.buffer.n_samples, c.env_steps,
+        csv: CSVLogger | None = None
+        view = progress or ProgressView(self.total_iterations * s.collector.steps_per_iteration, c.env_steps,
                                         spec.logging.progress, spec.logging.log_every)
         interrupted = False
-        last_saved = c.iteration
+        last_saved = resume_from = c.iteration
         try:
             while c.iteration < self.total_iterations:
                 start = time.perf_counter()
@@ -129,6 +128,9 @@ class Trainer:
                     self.last_eval = evaluation
                 c.wall_time += time.perf_counter() - start
                 row = self._row(rollout, update, evaluation, rollout.env_steps / train_time)
+                if csv is None:  # columns: the base ones, then what this updater reports
+                    csv = CSVLogger(self.run_dir / "metrics.csv", list(dict.fromkeys([*BASE_COLUMNS, *row])),
+                                    resume_after=resume_from)
                 csv.write(row)
                 view.update(row, self.last_eval.mean_return if self.last_eval else None)
                 if c.iteration % spec.checkpoint.every_iterations == 0:
@@ -141,7 +143,8 @@ class Trainer:
             if c.iteration > last_saved or (interrupted and c.iteration > 0):
                 self.save()
             view.close()
-            csv.close()
+            if csv is not None:
+                csv.close()
         return TrainResult(c, self.last_eval, interrupted, self.run_dir)
 
     def _row(self, rollout: Any, update: Any, evaluation: EvalStats | None,
@@ -154,14 +157,10 @@ class Trainer:
             "wall_time": c.wall_time, "steps_per_s": steps_per_s,
             "train_return": float(np.mean(returns)) if returns else None,
             "train_length": float(np.mean(lengths)) if lengths else None,
-            "value_loss": update.critic.value_loss, "critic_grad_norm": update.critic.grad_norm,
-            "lr_scale": update.lr_scale, "agent_order": "-".join(map(str, update.order)),
+            "eval_return": None, "eval_return_std": None, "eval_length": None,
         }
         if evaluation is not None:
             row.update(eval_return=evaluation.mean_return, eval_return_std=evaluation.std_return,
                        eval_length=evaluation.mean_length)
-        for i, a in enumerate(update.agents):
-            row.update({f"agent{i}_policy_loss": a.policy_loss, f"agent{i}_entropy": a.entropy,
-                        f"agent{i}_ratio": a.ratio, f"agent{i}_grad_norm": a.grad_norm,
-                        f"agent{i}_factor": a.factor})
+        row.update(update.row())
         return row

@@ -58,6 +58,11 @@ class OnPolicyCollector:
         self.seed = seed
         self.started = False
 
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps one ``collect`` call takes (T x n_envs)."""
+        return self.config.rollout_length * self.config.n_envs
+
     def _start(self, buffer: RolloutBuffer) -> None:
         obs, state, avail = self.venv.reset(seed=self.seed)
         for i, o in enumerate(obs):

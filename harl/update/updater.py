@@ -25,6 +25,15 @@ class UpdateStats:
     order: list[int]
     lr_scale: float
 
+    def row(self) -> dict[str, Any]:
+        """The metrics.csv columns of this update (per-agent columns as agent<i>_<name>)."""
+        out: dict[str, Any] = {"value_loss": self.critic.value_loss,
+                               "critic_grad_norm": self.critic.grad_norm,
+                               "lr_scale": self.lr_scale, "agent_order": "-".join(map(str, self.order))}
+        for i, agent in enumerate(self.agents):
+            out.update({f"agent{i}_{k}": v for k, v in attrs.asdict(agent).items()})
+        return out
+
 
 class Updater(Protocol):
     """Turns a filled buffer into a better policy::
@@ -32,9 +41,10 @@ class Updater(Protocol):
         for iteration in range(n):
             collector.collect(buffer); returns.compute(buffer)
             stats = updater.update(buffer, progress=iteration / n)
+            metrics_row.update(stats.row())
     """
 
-    def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats: ...
+    def update(self, buffer: Any, progress: float) -> Any: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
