@@ -25,7 +25,7 @@ from harl.pipeline import PipelineSpec, dump_pipeline, load_pipeline, structure_
 from harl.policy.actor import TeamPolicy
 from harl.returns.gae import GAE
 from harl.trainer import Counters, Trainer, set_rng_state
-from harl.update.objectives.ppo import PPOLearner
+from harl.update.objectives.ppo import PPOConfig, PPOLearner
 from harl.update.updater import OnPolicyUpdater
 from harl.update.v_critic import VCritic, VCriticLearner
 
@@ -33,6 +33,10 @@ try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
+
+
+ON_POLICY_LEARNERS: dict[type, Any] = {PPOConfig: PPOLearner}
+"""Objective config -> learner class (constructed as ``cls(actor, config, generator)``)."""
 
 
 def resolve_device(name: str, source: str = "pipeline") -> torch.device:
@@ -103,7 +107,8 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
         critic = VCritic(state_dim, n_agents, spec.critic).to(device)
         generator = torch.Generator().manual_seed(run.seed)
         objective = spec.updater.objective
-        learners = [PPOLearner(actor, objective, generator) for actor in policy.actors]
+        learner_class = ON_POLICY_LEARNERS[type(objective)]
+        learners = [learner_class(actor, objective, generator) for actor in policy.actors]
         updater = OnPolicyUpdater(spec.updater, learners,
                                   VCriticLearner(critic, spec.critic, generator), n_agents, generator)
         buffer = RolloutBuffer(obs_spaces, act_spaces, state_dim, col.n_envs, col.rollout_length,
