@@ -16,16 +16,20 @@ import numpy as np
 import torch
 
 from harl.buffers.rollout import RolloutBuffer
+from harl.build_off_policy import build_off_policy_stages
 from harl.checkpoint import latest_checkpoint, load_checkpoint
 from harl.collect.on_policy import OnPolicyCollector
 from harl.envs.vector import make_vector_env
 from harl.errors import CheckpointError, ConfigError
 from harl.evaluate import Evaluator
+from harl.logging.tensorboard import require_tensorboard
 from harl.pipeline import PipelineSpec, dump_pipeline, load_pipeline, structure_pipeline
 from harl.policy.actor import TeamPolicy
 from harl.returns.gae import GAE
 from harl.trainer import Counters, Trainer, set_rng_state
+from harl.update.objectives.a2c import A2CConfig, A2CLearner
 from harl.update.objectives.ppo import PPOConfig, PPOLearner
+from harl.update.objectives.trpo import TRPOConfig, TRPOLearner
 from harl.update.updater import OnPolicyUpdater
 from harl.update.v_critic import VCritic, VCriticLearner
 
@@ -35,7 +39,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 
-ON_POLICY_LEARNERS: dict[type, Any] = {PPOConfig: PPOLearner}
+ON_POLICY_LEARNERS: dict[type, Any] = {PPOConfig: PPOLearner, TRPOConfig: TRPOLearner,
+                                       A2CConfig: A2CLearner}
 """Objective config -> learner class (constructed as ``cls(actor, config, generator)``)."""
 
 
@@ -69,16 +74,33 @@ class Stages:
     evaluator: Evaluator
     device: torch.device
 
-    def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint holds of the stages (the Trainer adds counters and RNG states)."""
-        return {"policy": self.policy.state_dict(), "critic": self.critic.state_dict(),
-                "updater": self.updater.state_dict()}
+    STATEFUL = ("policy", "critic", "updater", "collector", "buffer", "evaluator")
+    """Slots whose ``state_dict()`` a checkpoint holds, when the slot's stage has one."""
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint holds of the stages (the Trainer adds counters and RNG states).
+
+        Every stage in ``STATEFUL`` that has ``state_dict`` / ``load_state_dict`` is saved
+        under its slot name: networks and optimisers, the collector's episode starts and the
+        evaluator's env RNG states (so a resumed run continues exactly), and a buffer's
+        contents where the buffer chooses to save them.
+        """
+        return {name: stage.state_dict() for name in self.STATEFUL
+                if hasattr(stage := getattr(self, name), "state_dict")}
+
+    def load_state_dict(self, state: dict[str, Any], networks_only: bool = False) -> None:
+        """Restore ``state_dict()``; slots missing from ``state`` (older checkpoints) keep their state.
+
+        ``networks_only``: just the policy and critic (to evaluate or render a checkpoint).
+        """
         self.policy.load_state_dict(state["policy"])
         self.critic.load_state_dict(state["critic"])
-        if "updater" in state:
-            self.updater.load_state_dict(state["updater"])
+        if networks_only:
+            return
+        for name in self.STATEFUL[2:]:
+            stage = getattr(self, name)
+            if name in state and hasattr(stage, "load_state_dict"):
+                stage.load_state_dict(state[name])
 
     def close(self) -> None:
         self.venv.close()
@@ -95,6 +117,8 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
     if run.torch_threads > 0:
         torch.set_num_threads(run.torch_threads)
     seed_everything(run.seed)
+    if spec.collector.kind == "off_policy":  # replay, n-step targets, Q critics: harl.build_off_policy
+        return build_off_policy_stages(spec, device, source)  # type: ignore[return-value]
     col = spec.collector
     venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000)
     try:
@@ -111,8 +135,12 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
         learners = [learner_class(actor, objective, generator) for actor in policy.actors]
         updater = OnPolicyUpdater(spec.updater, learners,
                                   VCriticLearner(critic, spec.critic, generator), n_agents, generator)
+        recurrent = spec.policy.recurrent
         buffer = RolloutBuffer(obs_spaces, act_spaces, state_dim, col.n_envs, col.rollout_length,
-                               fp_state=spec.critic.state_type == "FP", device=device)
+                               fp_state=spec.critic.state_type == "FP", device=device,
+                               hidden_size=policy.hidden_size,
+                               sequence_length={"none": 0, "naive": col.rollout_length,
+                                                "chunked": spec.policy.chunk_length}[recurrent])
         collector = OnPolicyCollector(col, venv, policy, critic, device, seed=run.seed * 1000)
         evaluator = Evaluator(spec.evaluator, eval_venv, policy, device, seed=run.seed * 1000 + 500)
     except BaseException:
@@ -137,6 +165,8 @@ def start_run(pipeline: str | Path, overrides: list[str] = (), run_dir: Path | N
               ) -> tuple[Trainer, list[str]]:
     """A fresh run: validate, make the run directory, write the resolved pipeline, build."""
     spec, notes = load_pipeline(pipeline, overrides)
+    if spec.logging.tensorboard:  # before the run directory exists
+        require_tensorboard()
     text = dump_pipeline(spec)
     stages = build_stages(spec, str(pipeline))
     run_dir = run_dir or new_run_dir(spec)
@@ -162,9 +192,9 @@ def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
     return structure_pipeline(data, str(path)), text
 
 
-def restore(stages: Stages, state: dict[str, Any]) -> None:
+def restore(stages: Stages, state: dict[str, Any], networks_only: bool = False) -> None:
     try:
-        stages.load_state_dict(state)
+        stages.load_state_dict(state, networks_only)
     except (KeyError, RuntimeError, ValueError) as exc:
         raise CheckpointError(
             f"the checkpoint does not fit this pipeline's networks ({str(exc).splitlines()[0]}); "
@@ -175,6 +205,8 @@ def restore(stages: Stages, state: dict[str, Any]) -> None:
 def resume_run(run_dir: Path, checkpoint: Path | None = None) -> Trainer:
     """Continue a run from its newest (or a named) checkpoint, appending to its metrics."""
     spec, text = spec_of_run(run_dir)
+    if spec.logging.tensorboard:
+        require_tensorboard()
     path = checkpoint or latest_checkpoint(run_dir)
     state = load_checkpoint(path)
     stages = build_stages(spec, str(run_dir / "pipeline.toml"))

@@ -1,4 +1,5 @@
-"""``harl``: train, resume, check and evaluate pipelines; list stage kinds.
+"""``harl``: train (one seed or a sweep), resume, check, evaluate, plot and render runs;
+list stage kinds.
 
 User errors (a bad pipeline, run directory, checkpoint, missing package) print one
 paragraph and exit with status 2; ``--debug`` shows the traceback too.
@@ -26,6 +27,9 @@ examples:
   harl check pipelines/happo_mpe_spread.toml
   harl stages updater
   harl eval runs/happo-mpe-spread-s1-20261130-101500 --episodes 20
+  harl train pipelines/happo_mpe_spread.toml --seeds 1,2,3 --jobs 2
+  harl plot runs/happo-mpe-spread-sweep-20261130-101500
+  harl render runs/happo-mpe-spread-s1-20261130-101500 --episodes 3 --out spread.gif
 
 --set takes a dotted key path and a TOML literal (a bare word is a string):
   --set run.total_env_steps=2_000_000  --set policy.hidden_sizes=[64,64]  --set env.scenario=simple_reference
@@ -49,7 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     overrides(t)
     t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its newest checkpoint")
     t.add_argument("--checkpoint", metavar="FILE", help="with --resume: continue from this checkpoint instead")
-    t.add_argument("--run-dir", metavar="DIR", help="write the run here instead of <logging.dir>/<name>-s<seed>-<time>")
+    t.add_argument("--run-dir", metavar="DIR", help="write the run here instead of <logging.dir>/<name>-s<seed>-<time> "
+                   "(with --seeds: the sweep directory)")
+    t.add_argument("--seeds", metavar="LIST", help="one run per seed, e.g. 1,2,3 or 1-5, in one sweep directory")
+    t.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="with --seeds: run N seeds at once, each in its own process (default 1)")
+    t.add_argument("--quiet", action="store_true", help="no progress display or log lines (batch jobs)")
 
     c = sub.add_parser("check", help="validate a pipeline and build every stage, run nothing")
     c.add_argument("pipeline")
@@ -63,12 +72,35 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=None, help="episodes (default: the pipeline's [evaluator] episodes)")
     e.add_argument("--checkpoint", metavar="FILE", help="evaluate this checkpoint instead of the newest")
     e.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
+
+    pl = sub.add_parser("plot", help="learning curves of runs (seeds as mean ± std bands) to a PNG",
+                        description="Draw a metric of runs against env steps.  Runs of the same pipeline "
+                        "with different seeds are drawn as their mean with a ± std band.")
+    pl.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                    help="run directories, or directories holding runs (a sweep directory, runs/)")
+    pl.add_argument("--metric", help="a metrics.csv column (default: eval_return if evaluated, else train_return)")
+    pl.add_argument("--out", metavar="FILE.png", help="default: <metric>.png in the one directory given, "
+                    "else in the current directory")
+
+    r = sub.add_parser("render", help="film a run's policy (deterministic) to a .gif or .mp4",
+                       description="Run a checkpoint's policy deterministically in an env that renders "
+                       "rgb_array frames, write a video and print the episode returns.")
+    r.add_argument("run_dir")
+    r.add_argument("--episodes", type=int, default=1, help="episodes to film (default 1)")
+    r.add_argument("--out", metavar="FILE", help="a .gif or .mp4 (default: RUN_DIR/render.mp4 when "
+                   "imageio-ffmpeg is installed, else RUN_DIR/render.gif)")
+    r.add_argument("--checkpoint", metavar="FILE", help="film this checkpoint instead of the newest")
+    r.add_argument("--fps", type=int, default=None, help="frames per second (default: the env's, else 10)")
     return p
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
     from harl.build import resume_run, start_run
 
+    if args.jobs != 1 and not args.seeds:
+        raise HarlError("--jobs only goes with --seeds (it runs several seeds at once)")
+    if args.seeds:
+        return _train_seeds(args, console)
     if args.resume:
         if args.pipeline or args.overrides or args.run_dir:
             raise HarlError("harl train --resume RUN_DIR takes no pipeline file, --set or --run-dir: "
@@ -102,7 +134,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
             console.print(f"note: {note}", highlight=False)
         console.print(f"run directory: {trainer.run_dir}", highlight=False)
     try:
-        result = trainer.train()
+        result = trainer.train(quiet=args.quiet)
     finally:
         trainer.stages.close()
     c = result.counters
@@ -112,6 +144,25 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         line += f"; last evaluation return {result.last_eval.mean_return:.2f}"
     console.print(line + f"\nresume with: harl train --resume {result.run_dir}", highlight=False)
     return 130 if result.interrupted else 0
+
+
+def _train_seeds(args: argparse.Namespace, console: Console) -> int:
+    from harl.sweep import Sweep, exit_code, follow_ups, parse_seeds, summary_table
+
+    if args.resume or args.checkpoint:
+        raise HarlError("--seeds starts new runs; resume each seed's run on its own with "
+                        "harl train --resume RUN_DIR")
+    if not args.pipeline:
+        raise HarlError("harl train --seeds needs a pipeline file, e.g. harl train "
+                        "pipelines/happo_mpe_spread.toml --seeds 1,2,3")
+    sweep = Sweep(args.pipeline, args.overrides, parse_seeds(args.seeds), args.jobs,
+                  Path(args.run_dir) if args.run_dir else None, args.quiet, console)
+    results = sweep.run()
+    console.print(summary_table(results, f"{sweep.sweep_dir}: {len(results)} seeds"))
+    for line in follow_ups(results):
+        console.print(line, highlight=False)
+    console.print(f"curves: harl plot {sweep.sweep_dir}", highlight=False)
+    return exit_code(results)
 
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
@@ -129,10 +180,12 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         table.add_column("built")
         venv = stages.venv
         table.add_row("env", spec.env.kind, f"{venv.n_agents} agents, {venv.n_envs} envs, state {tuple(venv.state_space.shape)}")
-        table.add_row("collector", spec.collector.kind, f"T={spec.collector.rollout_length}, backend {spec.collector.backend}")
-        table.add_row("buffer", spec.buffer.kind, f"{stages.buffer.n_samples} samples per iteration")
-        table.add_row("returns", spec.returns.kind, f"gamma={spec.returns.gamma}, lambda={spec.returns.lam}")
-        table.add_row("critic", spec.critic.kind, f"{spec.critic.state_type} state, {sum(p.numel() for p in stages.critic.parameters()):,} parameters")
+        off = spec.collector.kind == "off_policy"
+        table.add_row("collector", spec.collector.kind, f"{stages.collector.steps_per_iteration:,} env steps per iteration, backend {spec.collector.backend}")
+        table.add_row("buffer", spec.buffer.kind, f"capacity {spec.buffer.capacity:,}, batch {spec.buffer.batch_size}" if off
+                      else f"{stages.buffer.n_samples} samples per iteration")
+        table.add_row("returns", spec.returns.kind, f"gamma={spec.returns.gamma}, " + (f"n={spec.returns.n_step}" if off else f"lambda={spec.returns.lam}"))
+        table.add_row("critic", spec.critic.kind, f"{getattr(spec.critic, 'state_type', 'EP')} state, {sum(p.numel() for p in stages.critic.parameters()):,} parameters")
         table.add_row("updater", spec.updater.kind, f"objective {spec.updater.objective.kind}")
         n_actor = sum(p.numel() for p in stages.policy.parameters())
         table.add_row("policy", "mlp", f"{len(stages.policy.actors)} actor(s), {n_actor:,} parameters, device {stages.device}")
@@ -194,7 +247,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     spec = attrs.evolve(spec, evaluator=attrs.evolve(spec.evaluator, deterministic=not args.sample))
     stages = build_stages(spec, str(run_dir / "pipeline.toml"))
     try:
-        restore(stages, state)
+        restore(stages, state, networks_only=True)  # a fresh, seeded evaluation of the networks
         stats = stages.evaluator.evaluate(args.episodes)
     finally:
         stages.close()
@@ -205,7 +258,33 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval": cmd_eval}
+def cmd_plot(args: argparse.Namespace, console: Console) -> int:
+    from harl.plot import plot
+
+    out, groups = plot(args.run_dirs, args.metric, Path(args.out) if args.out else None)
+    runs = sum(len(g.runs) for g in groups)
+    console.print(f"wrote {out}: {runs} run{'s' if runs > 1 else ''} in {len(groups)} "
+                  f"curve{'s' if len(groups) > 1 else ''}", highlight=False)
+    for group in groups:
+        console.print(f"  {group.label}", highlight=False, markup=False)
+    return 0
+
+
+def cmd_render(args: argparse.Namespace, console: Console) -> int:
+    from harl.render import render_run
+
+    if args.fps is not None and args.fps < 1:
+        raise HarlError(f"--fps: expected a positive integer, got {args.fps}")
+    result = render_run(Path(args.run_dir), Path(args.checkpoint) if args.checkpoint else None,
+                        args.episodes, Path(args.out) if args.out else None, args.fps)
+    for k, (ret, length) in enumerate(zip(result.returns, result.lengths)):
+        console.print(f"episode {k}: return {ret:.3f}, length {length}", highlight=False)
+    console.print(f"wrote {result.path}: {result.frames} frames", highlight=False)
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval": cmd_eval,
+            "plot": cmd_plot, "render": cmd_render}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,18 +58,30 @@ class Evaluator:
         self.device = device
         self.seed: int | None = seed
 
+    def state_dict(self) -> dict[str, Any]:
+        """The pending first seed and the eval envs' RNG states: evaluations continue their streams."""
+        return {"seed": self.seed, "rng": self.venv.get_rng_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.seed = state["seed"]
+        self.venv.set_rng_state(state["rng"])
+
     @torch.no_grad()
     def evaluate(self, episodes: int | None = None) -> EvalStats:
         wanted = episodes or self.config.episodes
         obs, _, avail = self.venv.reset(seed=self.seed)
         self.seed = None  # later evaluations continue the envs' random streams
         done: list[dict[str, Any]] = []
+        hidden = self.policy.initial_hidden(self.venv.n_envs, self.device)  # None: feed-forward
+        starts = torch.ones(self.venv.n_envs, device=self.device)
         while len(done) < wanted:
             obs_t = [torch.as_tensor(o, device=self.device) for o in obs]
             avail_t = None if avail is None else [torch.as_tensor(a, device=self.device) for a in avail]
-            actions, _ = self.policy.act(obs_t, avail_t, deterministic=self.config.deterministic)
+            actions, _ = self.policy.act(obs_t, avail_t, deterministic=self.config.deterministic,
+                                         hidden=hidden, starts=starts)
             step = self.venv.step([a.cpu().numpy() for a in actions])
             obs, avail = step.obs, step.avail
+            starts = torch.as_tensor(step.terminated | step.truncated, dtype=torch.float32, device=self.device)
             done.extend(step.episode_infos)
         return summarize_episodes(done[:wanted])
 

@@ -23,18 +23,28 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn
 
+from harl.buffers.replay import ReplayConfig
 from harl.buffers.rollout import RolloutConfig
+from harl.collect.off_policy import OffPolicyCollectorConfig
 from harl.collect.on_policy import OnPolicyCollectorConfig
 from harl.envs.registry import ENV_KINDS
 from harl.errors import ConfigError
 from harl.evaluate import EvaluatorConfig
 from harl.policy.actor import PolicyConfig
 from harl.returns.gae import GAEConfig
+from harl.returns.n_step import NStepConfig
 from harl.run_config import CheckpointConfig, LoggingConfig, RunConfig
 from harl.settings import InvalidSetting
+from harl.update.objectives.a2c import A2CConfig
+from harl.update.objectives.d3qn import D3QNConfig
+from harl.update.objectives.ddpg import DDPGConfig
 from harl.update.objectives.ppo import PPOConfig
+from harl.update.objectives.sac import SACConfig
+from harl.update.objectives.td3 import TD3Config
+from harl.update.objectives.trpo import TRPOConfig
 from harl.update.sequential import SequentialConfig
 from harl.update.simultaneous import SimultaneousConfig
+from harl.update.q_critic import JointQCriticConfig, QCriticConfig
 from harl.update.v_critic import VCriticConfig
 
 if sys.version_info >= (3, 11):
@@ -66,12 +76,12 @@ def slot_kinds() -> dict[str, list[type]]:
     return {
         "run": [RunConfig],
         "env": list(ENV_KINDS),
-        "collector": [OnPolicyCollectorConfig],
-        "buffer": [RolloutConfig],
-        "returns": [GAEConfig],
-        "critic": [VCriticConfig],
+        "collector": [OnPolicyCollectorConfig, OffPolicyCollectorConfig],
+        "buffer": [RolloutConfig, ReplayConfig],
+        "returns": [GAEConfig, NStepConfig],
+        "critic": [VCriticConfig, QCriticConfig, JointQCriticConfig],
         "updater": [SequentialConfig, SimultaneousConfig],
-        "updater.objective": [PPOConfig],
+        "updater.objective": [PPOConfig, TRPOConfig, A2CConfig, DDPGConfig, TD3Config, SACConfig, D3QNConfig],
         "policy": [PolicyConfig],
         "evaluator": [EvaluatorConfig],
         "logging": [LoggingConfig],
@@ -185,6 +195,13 @@ def _int_tuple(value: Any, _: type) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _table(value: Any, _: type) -> dict[str, Any]:
+    """A free-form table (``[env.kwargs]``): any TOML values, passed on as they are."""
+    if not isinstance(value, dict):
+        raise SettingTypeError("a table", value)
+    return dict(value)
+
+
 class Loader:
     """Owns the cattrs converter and the kind dispatch of every slot."""
 
@@ -197,6 +214,7 @@ class Loader:
         c.register_structure_hook(bool, _strict_bool)
         c.register_structure_hook(str, _strict_str)
         c.register_structure_hook_func(lambda t: t == tuple[int, ...], _int_tuple)
+        c.register_structure_hook_func(lambda t: t == dict[str, Any], _table)
         c.register_unstructure_hook(tuple, list)
         # Nested slots are found by their field type (a union or a single class).  The hook
         # must exist before the parents' structure functions are generated: cattrs looks up
@@ -298,6 +316,8 @@ def _fix(loader: Loader, data: dict[str, Any], path: Sequence[str], cause: BaseE
                 else f"; set its keys one by one, e.g. --set {dotted}.KEY=VALUE")
     if not isinstance(cause, (SettingTypeError, InvalidSetting)) or path[-1] == "kind":
         return ""
+    if isinstance(cause, InvalidSetting) and not cause.suggest_default:
+        return ""
     cls = _class_at(loader, path[:-1], _table_at(data, path[:-1]))
     field = attrs.fields_dict(cls).get(path[-1]) if cls is not None else None
     if field is None:
@@ -334,6 +354,74 @@ def _cross_checks(built: dict[str, Any]) -> Iterable[tuple[list[str], str]]:
                '"sequential" updates agents one after another, which needs one actor per agent, '
                "but policy.share_parameters = true makes one actor for all; set "
                'policy.share_parameters = false, or updater.kind = "simultaneous"')
+    yield from _recurrent_checks(built)
+    yield from _off_policy_checks(built)
+
+
+def _recurrent_checks(built: dict[str, Any]) -> Iterable[tuple[list[str], str]]:
+    """Recurrent actors train on sequences cut from on-policy rollouts."""
+    policy, collector = built.get("policy"), built.get("collector")
+    if policy is None or collector is None or policy.recurrent == "none":
+        return
+    if not isinstance(collector, OnPolicyCollectorConfig):
+        yield (["policy", "recurrent"],
+               f'"{policy.recurrent}" needs on-policy rollouts, but collector.kind = "{collector.kind}" '
+               'has no recurrent actors; set policy.recurrent = "none"')
+    elif policy.recurrent == "chunked" and collector.rollout_length % policy.chunk_length:
+        length = collector.rollout_length
+        near = max(d for d in range(1, min(policy.chunk_length, length) + 1) if length % d == 0)
+        yield (["policy", "chunk_length"],
+               f"expected a divisor of collector.rollout_length ({length}), got "
+               f"{policy.chunk_length}; for example chunk_length = {near}")
+
+
+OFF_POLICY_KINDS = {
+    "buffer": (ReplayConfig,), "returns": (NStepConfig,), "critic": (QCriticConfig, JointQCriticConfig),
+    "updater.objective": (DDPGConfig, TD3Config, SACConfig, D3QNConfig),
+}
+"""Per slot, the config classes that belong to the off-policy family (collector "off_policy")."""
+
+OFF_POLICY_FIX = {"buffer": 'buffer.kind = "replay"', "returns": 'returns.kind = "n_step"',
+                  "critic": 'critic.kind = "q" ("joint_q" for d3qn)',
+                  "updater.objective": "updater.objective.kind = one of ddpg, td3, sac, d3qn"}
+
+
+def _off_policy_checks(built: dict[str, Any]) -> Iterable[tuple[list[str], str]]:
+    """The off-policy family's slots go together; so do d3qn and joint_q, td3 and twin critics."""
+    collector, updater, critic = built.get("collector"), built.get("updater"), built.get("critic")
+    if collector is None or updater is None:
+        return
+    off = isinstance(collector, OffPolicyCollectorConfig)
+    slots = {"buffer": built.get("buffer"), "returns": built.get("returns"), "critic": critic,
+             "updater.objective": updater.objective}
+    for slot, config in slots.items():
+        if config is None or isinstance(config, OFF_POLICY_KINDS[slot]) == off:
+            continue
+        kind = kind_of(type(config))
+        if off:
+            yield (slot.split(".") + ["kind"],
+                   f'"{kind}" belongs to the on-policy family, but collector.kind = "off_policy"; set '
+                   f'{OFF_POLICY_FIX[slot]} (or collector.kind = "on_policy")')
+        else:
+            yield (slot.split(".") + ["kind"],
+                   f'"{kind}" belongs to the off-policy family, but collector.kind = "{collector.kind}"; '
+                   'set collector.kind = "off_policy" (with a replay buffer, n_step returns and a Q critic)')
+    if not off:
+        return
+    objective, policy = updater.objective, built.get("policy")
+    both_off = (isinstance(critic, OFF_POLICY_KINDS["critic"])
+                and isinstance(objective, OFF_POLICY_KINDS["updater.objective"]))
+    if both_off and isinstance(objective, D3QNConfig) != isinstance(critic, JointQCriticConfig):
+        if isinstance(objective, D3QNConfig):
+            yield (["critic", "kind"], '"q" cannot score d3qn\'s joint greedy actions; set critic.kind = "joint_q"')
+        else:
+            yield (["critic", "kind"], f'"joint_q" serves only d3qn, not "{objective.kind}"; set critic.kind = "q"')
+    if isinstance(objective, TD3Config) and isinstance(critic, QCriticConfig) and not critic.twin:
+        yield (["critic", "twin"], 'td3 takes the minimum of twin critics in its targets; set critic.twin = true '
+               '(or updater.objective.kind = "ddpg")')
+    if policy is not None and policy.share_parameters and isinstance(updater, SimultaneousConfig):
+        yield (["policy", "share_parameters"], "off-policy objectives keep one actor per agent; set "
+               "policy.share_parameters = false")
 
 
 # --------------------------------------------------------------------------- overrides

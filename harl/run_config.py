@@ -33,6 +33,7 @@ class LoggingConfig:
     dir: str = setting("runs", "parent directory of run directories")
     progress: bool = setting(True, "rich progress display (a plain line per log_every iterations when not a terminal)")
     log_every: int = setting(10, "iterations between plain log lines when the output is not a terminal", positive())
+    tensorboard: bool = setting(False, 'also write every metric as TensorBoard scalars into the run directory (pip install "harl[tensorboard]")')
 
 
 @attrs.frozen

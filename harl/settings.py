@@ -16,12 +16,17 @@ import attrs
 
 
 class InvalidSetting(ValueError):
-    """Raised by validators; ``key`` is the field name, ``message`` the expectation."""
+    """Raised by validators; ``key`` is the field name, ``message`` the expectation.
 
-    def __init__(self, key: str, message: str) -> None:
+    ``suggest_default=False`` when the default would not fix it (a setting whose valid
+    values depend on another): the loader then does not offer the default as an example.
+    """
+
+    def __init__(self, key: str, message: str, suggest_default: bool = True) -> None:
         super().__init__(f"{key}: {message}")
         self.key = key
         self.message = message
+        self.suggest_default = suggest_default
 
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import math
 import random
+import signal
+import threading
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import attrs
@@ -33,7 +36,8 @@ import torch
 from harl.checkpoint import save_checkpoint
 from harl.evaluate import EvalStats
 from harl.logging.csv_log import CSVLogger
-from harl.logging.progress import ProgressView
+from harl.logging.progress import ProgressView, StageTimes
+from harl.logging.tensorboard import TensorBoardLogger
 
 
 @attrs.define
@@ -68,6 +72,39 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
+class GracefulStop:
+    """Ctrl-C once: finish the iteration, checkpoint, stop.  Ctrl-C again: stop at once.
+
+    Stopping between iterations makes the checkpoint exact (``--resume`` then continues as
+    if never stopped); a second Ctrl-C raises ``KeyboardInterrupt`` where the run is, and
+    the checkpoint written then is of a half-done iteration.  Only the main thread can
+    catch signals; elsewhere Ctrl-C keeps Python's default behaviour.  An ignored SIGINT
+    stays ignored.
+    """
+
+    def __init__(self, view: ProgressView) -> None:
+        self.view = view
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> GracefulStop:
+        # Where SIGINT is ignored (a background job of a script), keep ignoring it.
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self.view.message("Ctrl-C: stopping after this iteration, with a checkpoint (Ctrl-C again to stop now)")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 class Trainer:
     """Composes the built stages (see ``harl.build``) into the training loop.
 
@@ -88,6 +125,7 @@ class Trainer:
         steps_per_iteration = stages.collector.steps_per_iteration
         self.total_iterations = max(1, math.ceil(spec.run.total_env_steps / steps_per_iteration))
         self.last_eval: EvalStats | None = None
+        self.stage_times = StageTimes()
 
     def checkpoint_state(self) -> dict[str, Any]:
         return {
@@ -106,45 +144,66 @@ class Trainer:
         last = iteration == self.total_iterations
         return last or iteration == 1 or (every > 0 and iteration % every == 0)
 
-    def train(self, progress: ProgressView | None = None) -> TrainResult:
+    def train(self, progress: ProgressView | None = None, quiet: bool = False) -> TrainResult:
+        """Run iterations until the budget is spent or Ctrl-C (see ``GracefulStop``).
+
+        ``quiet``: no progress display and no log lines (batch jobs).
+        """
         s, c, spec = self.stages, self.counters, self.spec
         csv: CSVLogger | None = None
         view = progress or ProgressView(self.total_iterations * s.collector.steps_per_iteration, c.env_steps,
-                                        spec.logging.progress, spec.logging.log_every)
+                                        spec.logging.progress and not quiet, spec.logging.log_every)
         interrupted = False
         last_saved = resume_from = c.iteration
+        tensorboard: TensorBoardLogger | None = None
         try:
-            while c.iteration < self.total_iterations:
-                start = time.perf_counter()
-                rollout = s.collector.collect(s.buffer)
-                s.returns.compute(s.buffer)
-                update = s.updater.update(s.buffer, progress=c.iteration / self.total_iterations)
-                c.iteration += 1
-                c.env_steps += rollout.env_steps
-                c.episodes += len(rollout.episodes)
-                train_time = time.perf_counter() - start
-                evaluation = s.evaluator.evaluate() if self._should_evaluate(c.iteration) else None
-                if evaluation is not None:
-                    self.last_eval = evaluation
-                c.wall_time += time.perf_counter() - start
-                row = self._row(rollout, update, evaluation, rollout.env_steps / train_time)
-                if csv is None:  # columns: the base ones, then what this updater reports
-                    csv = CSVLogger(self.run_dir / "metrics.csv", list(dict.fromkeys([*BASE_COLUMNS, *row])),
-                                    resume_after=resume_from)
-                csv.write(row)
-                view.update(row, self.last_eval.mean_return if self.last_eval else None)
-                if c.iteration % spec.checkpoint.every_iterations == 0:
-                    self.save()
-                    last_saved = c.iteration
+            if spec.logging.tensorboard:
+                tensorboard = TensorBoardLogger(self.run_dir, purge_step=c.env_steps + 1 if c.iteration else None)
+            with GracefulStop(view) as stop:
+                while c.iteration < self.total_iterations:
+                    start = time.perf_counter()
+                    rollout = s.collector.collect(s.buffer)
+                    collected = time.perf_counter()
+                    s.returns.compute(s.buffer)
+                    update = s.updater.update(s.buffer, progress=c.iteration / self.total_iterations)
+                    c.iteration += 1
+                    c.env_steps += rollout.env_steps
+                    c.episodes += len(rollout.episodes)
+                    updated = time.perf_counter()
+                    evaluation = s.evaluator.evaluate() if self._should_evaluate(c.iteration) else None
+                    if evaluation is not None:
+                        self.last_eval = evaluation
+                    end = time.perf_counter()
+                    c.wall_time += end - start
+                    self.stage_times.add(collected - start, updated - collected, end - updated)
+                    row = self._row(rollout, update, evaluation, rollout.env_steps / (updated - start))
+                    if csv is None:  # columns: the base ones, then what this updater reports
+                        csv = CSVLogger(self.run_dir / "metrics.csv", list(dict.fromkeys([*BASE_COLUMNS, *row])),
+                                        resume_after=resume_from)
+                    csv.write(row)
+                    if tensorboard is not None:
+                        tensorboard.write(row)
+                    view.update(row, self.last_eval.mean_return if self.last_eval else None,
+                                self.stage_times.shares())
+                    if c.iteration % spec.checkpoint.every_iterations == 0:
+                        self.save()
+                        last_saved = c.iteration
+                    if stop.requested and c.iteration < self.total_iterations:
+                        interrupted = True
+                        break
         except KeyboardInterrupt:
             interrupted = True
             view.message("interrupted: writing a checkpoint before stopping")
         finally:
-            if c.iteration > last_saved or (interrupted and c.iteration > 0):
+            # Not again when the newest checkpoint is of this iteration: a Ctrl-C inside the
+            # next iteration would overwrite its exact state with a half-done one.
+            if c.iteration > last_saved:
                 self.save()
             view.close()
             if csv is not None:
                 csv.close()
+            if tensorboard is not None:
+                tensorboard.close()
         return TrainResult(c, self.last_eval, interrupted, self.run_dir)
 
     def _row(self, rollout: Any, update: Any, evaluation: EvalStats | None,

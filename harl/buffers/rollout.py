@@ -8,9 +8,16 @@ Layout (E = n_envs, A = agents, V = () for EP state or (A,) for FP state)::
     rewards       (T, E, A)                terminated / truncated (T, E)
     values        (T+1, E, *V)             final_values (T, E, *V)  V(pre-reset state) at episode ends
     advantages / returns (T, E, *V)        filled by the ReturnComputer
+    starts        (T+1, E)                 1 where step t is an episode's first
+    hidden[i]     (T+1, E, H)              recurrent actors only: GRU state before step t
 
 Slot T+1 holds the observation after the last step; ``roll_over`` moves it to slot 0 so
-the next rollout continues the same episodes.
+the next rollout continues the same episodes (and the GRU states carry over with them).
+
+For recurrent actors ``agent_batch`` cuts each env's T steps into sequences of
+``sequence_length`` steps (T for naive recurrent training, ``chunk_length`` for chunked),
+each with the GRU state stored before its first step; a sequence may run across an
+episode boundary because ``starts`` resets the state there.
 """
 
 from __future__ import annotations
@@ -45,17 +52,61 @@ class AgentBatch:
     """(N, 1) float: 1 where the agent was alive."""
     advantages: torch.Tensor
     """(N, 1), normalised over this agent's active samples."""
+    hidden: torch.Tensor | None = None
+    """Recurrent actors: (B, H) GRU state before each of the B sequences; rows are then
+    sequence-major (row b * L + t, L = N / B).  None for feed-forward actors."""
+    starts: torch.Tensor | None = None
+    """Recurrent actors: (N,) 1 where a row is an episode's first step."""
 
     @property
     def size(self) -> int:
         return int(self.obs.shape[0])
 
+    @property
+    def sequence_length(self) -> int:
+        """Steps per sequence (1 for feed-forward batches: every row stands alone)."""
+        return 1 if self.hidden is None else self.size // int(self.hidden.shape[0])
+
+    def select(self, rows: torch.Tensor) -> AgentBatch:
+        """The sub-batch of ``rows`` (for recurrent batches: whole sequences, as ``minibatch_rows`` gives)."""
+        hidden = None
+        if self.hidden is not None:
+            hidden = self.hidden[rows[:: self.sequence_length] // self.sequence_length]
+        return AgentBatch(
+            obs=self.obs[rows], actions=self.actions[rows], old_log_probs=self.old_log_probs[rows],
+            avail=None if self.avail is None else self.avail[rows], active=self.active[rows],
+            advantages=self.advantages[rows], hidden=hidden,
+            starts=None if self.starts is None else self.starts[rows],
+        )
+
+
+def minibatch_rows(batch: AgentBatch, count: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """Row indices of ``count`` minibatches of one shuffled pass over ``batch``.
+
+    Feed-forward: a permutation of the rows.  Recurrent: a permutation of the sequences,
+    each minibatch holding whole sequences in time order.
+    """
+    length = batch.sequence_length
+    units = batch.size // length
+    perm = torch.randperm(units, generator=generator)
+    size = max(1, units // count)
+    chunks = [perm[k * size:(k + 1) * size] for k in range(count)]
+    if length > 1:
+        steps = torch.arange(length)
+        chunks = [(c.unsqueeze(-1) * length + steps).reshape(-1) for c in chunks]
+    return [c.to(batch.obs.device) for c in chunks]
+
 
 class RolloutBuffer:
     def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
                  state_dim: int, n_envs: int, length: int, fp_state: bool,
-                 device: torch.device | str = "cpu") -> None:
+                 device: torch.device | str = "cpu", hidden_size: int = 0,
+                 sequence_length: int = 0) -> None:
+        """``hidden_size`` > 0 stores GRU states; ``sequence_length`` (a divisor of ``length``) cuts them."""
         T, E, A = length, n_envs, len(action_spaces)
+        if hidden_size and (sequence_length <= 0 or T % sequence_length):
+            raise ValueError(f"sequence_length must divide the rollout length {T}, got {sequence_length}")
+        self.sequence_length = sequence_length
         self.length, self.n_envs, self.n_agents, self.fp_state = T, E, A, fp_state
         self.device = torch.device(device)
         f32 = dict(dtype=torch.float32, device=self.device)
@@ -74,6 +125,9 @@ class RolloutBuffer:
         self.final_values = torch.zeros(T, *vshape, **f32)
         self.advantages = torch.zeros(T, *vshape, **f32)
         self.returns = torch.zeros(T, *vshape, **f32)
+        self.starts = torch.ones(T + 1, E, **f32)
+        self.hidden = ([torch.zeros(T + 1, E, hidden_size, **f32) for _ in action_spaces]
+                       if hidden_size else None)
 
     @property
     def n_samples(self) -> int:
@@ -94,7 +148,7 @@ class RolloutBuffer:
     def roll_over(self) -> None:
         """Carry the last observation into slot 0 for the next rollout."""
         for x in (*self.obs, *[a for a in self.avail if a is not None], self.state, self.active,
-                  self.values):
+                  self.values, self.starts, *(self.hidden or [])):
             x[0].copy_(x[-1])
 
     def normalized_advantages(self, agent: int) -> torch.Tensor:
@@ -109,6 +163,8 @@ class RolloutBuffer:
     def agent_batch(self, agent: int) -> AgentBatch:
         n = self.n_samples
         avail = self.avail[agent]
+        if self.hidden is not None:
+            return self._sequence_batch(agent)
         return AgentBatch(
             obs=self.obs[agent][:-1].reshape(n, -1),
             actions=self.actions[agent].reshape(n, -1),
@@ -116,6 +172,28 @@ class RolloutBuffer:
             avail=None if avail is None else avail[:-1].reshape(n, -1),
             active=self.active[:-1, :, agent].reshape(n, 1),
             advantages=self.normalized_advantages(agent).reshape(n, 1),
+        )
+
+    def _sequence_batch(self, agent: int) -> AgentBatch:
+        """One agent's samples as (T / L) * E sequences of L steps, sequence-major."""
+        T, E, L = self.length, self.n_envs, self.sequence_length
+
+        def seq(x: torch.Tensor) -> torch.Tensor:
+            """(T, E, ...) -> (T/L * E * L, ...): chunk c of env e is sequence c * E + e."""
+            tail = x.shape[2:]
+            return x.reshape(T // L, L, E, *tail).transpose(1, 2).reshape(T * E, *tail)
+
+        avail = self.avail[agent]
+        assert self.hidden is not None
+        return AgentBatch(
+            obs=seq(self.obs[agent][:-1]),
+            actions=seq(self.actions[agent]),
+            old_log_probs=seq(self.log_probs[agent]),
+            avail=None if avail is None else seq(avail[:-1]),
+            active=seq(self.active[:-1, :, agent]).unsqueeze(-1),
+            advantages=seq(self.normalized_advantages(agent)).unsqueeze(-1),
+            hidden=self.hidden[agent][:-1:L].reshape(T // L * E, -1),
+            starts=seq(self.starts[:-1]),
         )
 
     def critic_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

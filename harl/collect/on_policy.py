@@ -57,20 +57,40 @@ class OnPolicyCollector:
         self.device = device
         self.seed = seed
         self.started = False
+        self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
 
     @property
     def steps_per_iteration(self) -> int:
         """Env steps one ``collect`` call takes (T x n_envs)."""
         return self.config.rollout_length * self.config.n_envs
 
+    def state_dict(self) -> dict[str, Any]:
+        """How the envs' current episodes began, so a resumed run can begin them again."""
+        return {"started": self.started, "episode_starts": self.venv.episode_starts() if self.started else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The first ``collect`` after this restarts the saved episodes instead of seeding anew.
+
+        Exact when every env was at an episode's first step at the checkpoint (as when the
+        rollout length is a multiple of the episode length); otherwise those episodes start over.
+        """
+        self._restart = state["episode_starts"] if state["started"] else None
+
     def _start(self, buffer: RolloutBuffer) -> None:
-        obs, state, avail = self.venv.reset(seed=self.seed)
+        if self._restart is not None:
+            obs, state, avail = self.venv.restart(self._restart)
+            self._restart = None
+        else:
+            obs, state, avail = self.venv.reset(seed=self.seed)
         for i, o in enumerate(obs):
             buffer.obs[i][0].copy_(torch.as_tensor(o))
             if avail is not None and buffer.avail[i] is not None:
                 buffer.avail[i][0].copy_(torch.as_tensor(avail[i]))  # type: ignore[union-attr]
         buffer.state[0].copy_(torch.as_tensor(state))
         buffer.active[0].fill_(1.0)
+        buffer.starts[0].fill_(1.0)
+        for h in buffer.hidden or []:
+            h[0].zero_()
         self.started = True
 
     @torch.no_grad()
@@ -84,7 +104,8 @@ class OnPolicyCollector:
         for t in range(buffer.length):
             obs = [o[t] for o in buffer.obs]
             avail = [None if a is None else a[t] for a in buffer.avail]
-            actions, log_probs = self.policy.act(obs, avail)
+            hidden = None if buffer.hidden is None else [h[t] for h in buffer.hidden]
+            actions, log_probs = self.policy.act(obs, avail, hidden=hidden, starts=buffer.starts[t])
             buffer.values[t] = self.critic.value(buffer.state[t])
             step = self.venv.step([a.cpu().numpy() for a in actions])
             for i in range(n_agents):
@@ -100,6 +121,9 @@ class OnPolicyCollector:
             buffer.terminated[t] = terminated
             buffer.truncated[t] = truncated
             ended = terminated | truncated
+            buffer.starts[t + 1] = ended.float()
+            for h, new in zip(buffer.hidden or [], hidden or []):
+                h[t + 1] = new
             active = torch.as_tensor(step.active, dtype=torch.float32)
             buffer.active[t + 1] = torch.where(ended.unsqueeze(-1), torch.ones_like(active), active)
             if bool(ended.any()):

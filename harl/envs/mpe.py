@@ -165,6 +165,13 @@ class MPEEnv:
         truncated = not terminated and self._steps >= self._max_cycles
         return EnvStep(obs, state, self._avail, rewards, terminated, truncated)
 
+    def get_rng_state(self) -> dict[str, Any]:
+        """The state of mpe2's generator (MPE draws random numbers only in ``reset``)."""
+        return self._raw.np_random.bit_generator.state
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        self._raw.np_random.bit_generator.state = state
+
     def render(self) -> np.ndarray:
         """An RGB frame ``(height, width, 3)``; needs ``make_mpe_env(..., render_mode="rgb_array")``."""
         if self._raw.render_mode != "rgb_array":

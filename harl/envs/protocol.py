@@ -49,7 +49,13 @@ class EnvStep:
 
 
 class MultiAgentEnv(Protocol):
-    """One multi-agent environment; see the module docstring for the loop."""
+    """One multi-agent environment; see the module docstring for the loop.
+
+    Optional, for exact resume: ``get_rng_state() -> Any`` (a picklable snapshot of the
+    env's random generator) and ``set_rng_state(state)``.  With them a checkpoint can
+    replay how each episode began (``VectorEnv.episode_starts`` / ``restart``); without
+    them a resumed env starts from its first seed again.
+    """
 
     n_agents: int
     observation_spaces: Sequence[spaces.Box]
@@ -92,6 +98,11 @@ class VectorStep:
     """``(n_envs, *state_shape)``: the pre-reset state where an episode ended, else ``state``."""
     episode_infos: list[dict[str, Any]]
     """One dict per episode that ended this step: ``return``, ``length`` and env metrics."""
+    final_obs: list[np.ndarray] | None = None
+    """Per agent, the pre-reset observation where an episode ended, else ``obs`` (off-policy
+    transitions bootstrap from it on truncation).  None only from backends that lack it."""
+    final_avail: list[np.ndarray] | None = None
+    """Like ``final_obs`` for ``avail`` (None when the env has no masks)."""
 
 
 class VectorEnv(Protocol):
@@ -117,5 +128,19 @@ class VectorEnv(Protocol):
     ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]: ...
 
     def step(self, actions: Sequence[np.ndarray]) -> VectorStep: ...
+
+    def episode_starts(self) -> list[dict[str, Any]]:
+        """How each env's current episode began (picklable; for checkpoints)."""
+        ...
+
+    def restart(
+        self, starts: Sequence[dict[str, Any]]
+    ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]:
+        """Begin each env's episode again as it began (``episode_starts``); like ``reset``."""
+        ...
+
+    def get_rng_state(self) -> list[Any]: ...
+
+    def set_rng_state(self, states: Sequence[Any]) -> None: ...
 
     def close(self) -> None: ...

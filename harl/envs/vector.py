@@ -33,7 +33,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.protocol import EnvStep, VectorEnv, VectorStep
-from harl.envs.registry import make_env
+from harl.envs.registry import make_env, vector_factory
 from harl.errors import EnvCrashedError, HarlError
 
 Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
@@ -47,9 +47,14 @@ def make_vector_env(
     """``n_envs`` copies of the env that ``env_config`` describes; env ``k`` is seeded ``seed + k``.
 
     ``workers`` (subprocess backend only): 0 means one per env, at most one per CPU.
+    A natively vectorised kind (a ``VectorFactory``, e.g. VMAS) is built as one simulator
+    of ``n_envs`` environments in this process; ``backend`` and ``workers`` do not apply.
     """
     if n_envs < 1:
         raise ValueError(f"n_envs must be at least 1, got {n_envs}")
+    native = vector_factory(env_config)
+    if native is not None:
+        return native(env_config, n_envs, seed)
     if backend == "inline":
         return InlineVectorEnv(env_config, n_envs, seed)
     if backend == "subprocess":
@@ -63,6 +68,12 @@ def _stack_avail(avails: Sequence[list[np.ndarray] | None], n_agents: int) -> li
     if avails[0] is None:
         return None
     return [np.stack([avail[i] for avail in avails]) for i in range(n_agents)]  # type: ignore[index]
+
+
+def _rng_state(env: Any) -> Any:
+    """The env's RNG state (its optional ``get_rng_state``), or None."""
+    get = getattr(env, "get_rng_state", None)
+    return None if get is None else get()
 
 
 def _one_line(exc: BaseException) -> str:
@@ -93,18 +104,67 @@ class InlineVectorEnv:
         # Running episode return (sum over steps of the mean agent reward) and length.
         self._returns = np.zeros(n_envs)
         self._lengths = np.zeros(n_envs, dtype=np.int64)
+        # How each env's current episode began (see ``episode_starts``).
+        self._starts: list[dict[str, Any]] = [{"seed": seed + k, "rng": None} for k in range(n_envs)]
 
     def reset(self, seed: int | None = None) -> Reset:
         """Reset every env; env ``k`` gets ``seed + k`` (the constructor's seed on the first call)."""
         if seed is None and not self._reset_before:
             seed = self._seed
+        return self._reset_all([None if seed is None else seed + k for k in range(self.n_envs)])
+
+    def episode_starts(self) -> list[dict[str, Any]]:
+        """How each env's current episode began, for ``restart``; plain picklable dicts.
+
+        ``seed``: the seed of a seeded reset, else None; ``rng``: the env's RNG state just
+        before an unseeded reset (None when the env has no ``get_rng_state``); ``steps``: how
+        far the episode has run since.  Checkpoints store this list.
+        """
+        return [{**start, "steps": int(steps)} for start, steps in zip(self._starts, self._lengths)]
+
+    def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
+        """Begin each env's episode again exactly as ``starts`` (from ``episode_starts``) says.
+
+        An episode that had run some steps starts over from its first one.  An env whose
+        RNG state could not be read (no ``get_rng_state``) starts from its first seed.
+        """
+        if len(starts) != self.n_envs:
+            raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
+        seeds: list[int | None] = []
+        for k, (env, start) in enumerate(zip(self.envs, starts)):
+            seed = start["seed"]
+            if seed is None:
+                if start["rng"] is not None and hasattr(env, "set_rng_state"):
+                    env.set_rng_state(start["rng"])
+                else:
+                    seed = self._seed + k
+            seeds.append(seed)
+        return self._reset_all(seeds)
+
+    def get_rng_state(self) -> list[Any]:
+        """Each env's RNG state now (None for an env without ``get_rng_state``)."""
+        return [_rng_state(env) for env in self.envs]
+
+    def set_rng_state(self, states: Sequence[Any]) -> None:
+        """Restore ``get_rng_state``'s states; the next unseeded ``reset`` continues from them."""
+        if len(states) != self.n_envs:
+            raise ValueError(f"set_rng_state needs {self.n_envs} states, got {len(states)}")
+        for env, state in zip(self.envs, states):
+            if state is not None and hasattr(env, "set_rng_state"):
+                env.set_rng_state(state)
         self._reset_before = True
-        results = []
-        for k, env in enumerate(self.envs):
-            try:
-                results.append(env.reset(None if seed is None else seed + k))
-            except Exception as exc:
-                self._raise_crashed(k, "resetting", exc)
+
+    def _reset_one(self, k: int, seed: int | None) -> Reset:
+        env = self.envs[k]
+        try:
+            self._starts[k] = {"seed": seed, "rng": None if seed is not None else _rng_state(env)}
+            return env.reset(seed)
+        except Exception as exc:
+            self._raise_crashed(k, "resetting", exc)
+
+    def _reset_all(self, seeds: Sequence[int | None]) -> Reset:
+        self._reset_before = True
+        results = [self._reset_one(k, seed) for k, seed in enumerate(seeds)]
         self._returns[:] = 0.0
         self._lengths[:] = 0
         obs = [np.stack([result[0][i] for result in results]) for i in range(self.n_agents)]
@@ -137,17 +197,18 @@ class InlineVectorEnv:
         obs = [np.stack([step.obs[i] for step in steps]) for i in range(n_agents)]
         avail = _stack_avail([step.avail for step in steps], n_agents)
         state = final_state.copy()
+        ended = np.flatnonzero(terminated | truncated).tolist()
+        # The ended episodes' last observations, before the resets below overwrite them.
+        final_obs = [o.copy() for o in obs] if ended else obs
+        final_avail = avail if avail is None or not ended else [a.copy() for a in avail]
         episode_infos: list[dict[str, Any]] = []
-        for k in np.flatnonzero(terminated | truncated).tolist():
+        for k in ended:
             episode_infos.append(
                 {**steps[k].info, "return": float(self._returns[k]), "length": int(self._lengths[k])}
             )
             self._returns[k] = 0.0
             self._lengths[k] = 0
-            try:
-                obs_k, state_k, avail_k = self.envs[k].reset()
-            except Exception as exc:
-                self._raise_crashed(k, "resetting", exc)
+            obs_k, state_k, avail_k = self._reset_one(k, None)
             state[k] = state_k
             for i in range(n_agents):
                 obs[i][k] = obs_k[i]
@@ -156,7 +217,7 @@ class InlineVectorEnv:
         return VectorStep(
             obs=obs, state=state, avail=avail, rewards=rewards, terminated=terminated,
             truncated=truncated, active=active, final_state=final_state,
-            episode_infos=episode_infos,
+            episode_infos=episode_infos, final_obs=final_obs, final_avail=final_avail,
         )
 
     def _raise_crashed(self, k: int, doing: str, exc: Exception) -> NoReturn:
@@ -234,6 +295,9 @@ def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) 
                 conn.send(("ok", venv.step(argument)))
             elif command == "reset":
                 conn.send(("ok", venv.reset(argument)))
+            elif command in ("episode_starts", "restart", "get_rng_state", "set_rng_state"):
+                method = getattr(venv, command)
+                conn.send(("ok", method() if argument is None else method(argument)))
             elif command == "close":
                 break
             else:
@@ -285,6 +349,10 @@ def _concat_steps(parts: list[VectorStep]) -> VectorStep:
         active=np.concatenate([p.active for p in parts]),
         final_state=np.concatenate([p.final_state for p in parts]),
         episode_infos=[info for p in parts for info in p.episode_infos],
+        final_obs=[np.concatenate([p.final_obs[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
+        if parts[0].final_obs is not None else None,
+        final_avail=[np.concatenate([p.final_avail[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
+        if parts[0].final_avail is not None else None,
     )
 
 
@@ -348,6 +416,35 @@ class SubprocessVectorEnv:
             chunk = [agent_actions[worker.start : worker.stop] for agent_actions in actions]
             self._send(worker, ("step", chunk), "stepping")
         return _concat_steps([self._receive(worker, "stepping") for worker in self._workers])
+
+    def episode_starts(self) -> list[dict[str, Any]]:
+        """How each env's current episode began (see ``InlineVectorEnv.episode_starts``)."""
+        return [s for part in self._call("episode_starts", None, "reporting its episodes") for s in part]
+
+    def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
+        """Begin each env's episode again as ``starts`` says (see ``InlineVectorEnv.restart``)."""
+        if len(starts) != self.n_envs:
+            raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
+        chunks = [list(starts[w.start:w.stop]) for w in self._workers]
+        return _concat_resets(self._call("restart", chunks, "resetting"))
+
+    def get_rng_state(self) -> list[Any]:
+        """Each env's RNG state now (None for an env without ``get_rng_state``)."""
+        return [s for part in self._call("get_rng_state", None, "reporting its RNG state") for s in part]
+
+    def set_rng_state(self, states: Sequence[Any]) -> None:
+        """Restore ``get_rng_state``'s states; the next unseeded ``reset`` continues from them."""
+        if len(states) != self.n_envs:
+            raise ValueError(f"set_rng_state needs {self.n_envs} states, got {len(states)}")
+        self._call("set_rng_state", [list(states[w.start:w.stop]) for w in self._workers],
+                   "restoring its RNG state")
+
+    def _call(self, command: str, arguments: list[Any] | None, doing: str) -> list[Any]:
+        """Send ``command`` to every worker (with its own argument) and collect the replies."""
+        workers = self._check_open()
+        for k, worker in enumerate(workers):
+            self._send(worker, (command, None if arguments is None else arguments[k]), doing)
+        return [self._receive(worker, doing) for worker in workers]
 
     def close(self) -> None:
         """Stop the workers; safe to call more than once."""

@@ -1,4 +1,10 @@
-"""The team's actors: one MLP + action head per agent (or one shared by all)."""
+"""The team's actors: one MLP (+ GRU) + action head per agent (or one shared by all).
+
+Recurrent actors see their samples as sequences.  A batch of ``N`` rows then holds ``B``
+sequences of ``L = N / B`` steps, sequence-major (row ``b * L + t``), with ``hidden``
+``(B, H)`` the GRU state before each sequence's first step and ``starts`` ``(N,)`` 1 where an
+episode begins (the state is zeroed there).  Acting is the case ``L = 1``, ``B = n_envs``.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from torch import nn
 
 from harl.errors import ConfigError
 from harl.policy.heads import make_head
-from harl.policy.networks import ACTIVATIONS, MLP
+from harl.policy.networks import ACTIVATIONS, MLP, GRULayer
 from harl.settings import each_positive, in_range, one_of, positive, setting
 
 
@@ -27,24 +33,62 @@ class PolicyConfig:
     std_y_coef: float = setting(0.5, "upper bound of the Gaussian std", positive())
     output_gain: float = setting(0.01, "orthogonal-init gain of the action layer (small: near-uniform start)", in_range(0, None, low_open=True))
     share_parameters: bool = setting(False, "one actor for all agents (needs identical spaces)")
+    recurrent: str = setting("none", "a GRU after the MLP: none; naive (trained on whole rollouts); chunked (on chunk_length pieces)", one_of(("none", "naive", "chunked")))
+    chunk_length: int = setting(10, "steps per training sequence when recurrent = chunked (HARL's data_chunk_length)", positive())
 
 
 class Actor(nn.Module):
-    """Observation -> action distribution for one agent."""
+    """Observation (and GRU state) -> action distribution for one agent."""
 
     def __init__(self, obs_dim: int, action_space: spaces.Space, config: PolicyConfig) -> None:
         super().__init__()
         self.base = MLP(obs_dim, config.hidden_sizes, config.activation, config.input_norm)
-        self.head = make_head(action_space, self.base.out_dim, config.std_x_coef,
+        width = self.base.out_dim
+        self.rnn = GRULayer(width, width) if config.recurrent != "none" else None
+        self.head = make_head(action_space, width, config.std_x_coef,
                               config.std_y_coef, config.output_gain)
 
-    def act(self, obs: torch.Tensor, avail: torch.Tensor | None,
-            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.head.sample(self.base(obs), avail, deterministic)
+    @property
+    def hidden_size(self) -> int:
+        """Width of the GRU state (0: a feed-forward actor)."""
+        return 0 if self.rnn is None else self.rnn.hidden_dim
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor,
-                 avail: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.head.evaluate(self.base(obs), actions, avail)
+    def features(self, obs: torch.Tensor, hidden: torch.Tensor | None = None,
+                 starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The head's input for each row, and the GRU state after each sequence (None: feed-forward)."""
+        x = self.base(obs)
+        if self.rnn is None:
+            return x, None
+        if hidden is None or starts is None:
+            raise ValueError("a recurrent actor needs the GRU state and the episode starts of its rows")
+        n_seq = hidden.shape[0]
+        length = x.shape[0] // n_seq
+        seq = x.view(n_seq, length, -1).transpose(0, 1)
+        out, last = self.rnn(seq, hidden, starts.reshape(n_seq, length).transpose(0, 1))
+        return out.transpose(0, 1).reshape(n_seq * length, -1), last
+
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool = False,
+            hidden: torch.Tensor | None = None, starts: torch.Tensor | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(actions, per-dimension log-probs, next GRU state or None) for one step of each row."""
+        x, last = self.features(obs, hidden, starts)
+        actions, log_probs = self.head.sample(x, avail, deterministic)
+        return actions, log_probs, last
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None,
+                 hidden: torch.Tensor | None = None, starts: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.head.evaluate(self.features(obs, hidden, starts)[0], actions, avail)
+
+    def distribution(self, obs: torch.Tensor, avail: torch.Tensor | None,
+                     hidden: torch.Tensor | None = None, starts: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, ...]:
+        """The action distribution's parameters (what ``kl`` compares)."""
+        return self.head.distribution(self.features(obs, hidden, starts)[0], avail)
+
+    def kl(self, old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """``(batch,)`` KL(old || new) between two ``distribution`` outputs."""
+        return self.head.kl(old, new)
 
 
 def describe_space(space: spaces.Space) -> str:
@@ -95,12 +139,33 @@ class TeamPolicy(nn.Module):
     def actor(self, agent: int) -> Actor:
         return self.actors[self.index[agent]]  # type: ignore[return-value]
 
+    @property
+    def hidden_size(self) -> int:
+        """Width of each agent's GRU state (0: feed-forward actors)."""
+        return self.actor(0).hidden_size
+
+    def initial_hidden(self, n_envs: int, device: torch.device | str = "cpu") -> list[torch.Tensor] | None:
+        """Zero GRU states, one ``(n_envs, H)`` tensor per agent; None for feed-forward actors."""
+        if not self.hidden_size:
+            return None
+        return [torch.zeros(n_envs, self.hidden_size, device=device) for _ in range(self.n_agents)]
+
     @torch.no_grad()
     def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
-            deterministic: bool = False) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+            deterministic: bool = False, hidden: list[torch.Tensor] | None = None,
+            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """One step of every agent in every env.
+
+        Recurrent actors need ``hidden`` (from ``initial_hidden``; its entries are replaced by
+        the states after this step) and ``starts`` ``(n_envs,)``, 1 where this step begins an
+        episode (those states are zeroed first).
+        """
         actions, log_probs = [], []
         for i in range(self.n_agents):
-            a, lp = self.actor(i).act(obs[i], None if avail is None else avail[i], deterministic)
+            a, lp, last = self.actor(i).act(obs[i], None if avail is None else avail[i], deterministic,
+                                            None if hidden is None else hidden[i], starts)
             actions.append(a)
             log_probs.append(lp)
+            if hidden is not None and last is not None:
+                hidden[i] = last
         return actions, log_probs

@@ -37,6 +37,10 @@ class ActionHead(Protocol):
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor,
                  avail: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]: ...
 
+    def distribution(self, x: torch.Tensor, avail: torch.Tensor | None) -> tuple[torch.Tensor, ...]: ...
+
+    def kl(self, old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor: ...
+
 
 class GaussianHead(nn.Module):
     """Diagonal Gaussian with a state-independent std, ``sigmoid(p / x) * y`` as in HARL.
@@ -71,6 +75,18 @@ class GaussianHead(nn.Module):
         mean, std = self.mean(x), self._std()
         entropy = (0.5 + _LOG_SQRT_2PI + std.log()).sum().expand(mean.shape[0])
         return self._log_prob(mean, std, actions), entropy
+
+    def distribution(self, x: torch.Tensor, avail: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """The distribution's parameters ``(mean, std)``, each ``(batch, k)``."""
+        mean = self.mean(x)
+        return mean, self._std().expand_as(mean)
+
+    @staticmethod
+    def kl(old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """``(batch,)`` KL(old || new) of two ``distribution`` outputs, summed over dimensions."""
+        (mu0, s0), (mu1, s1) = old, new
+        var_ratio = (s0 / s1) ** 2
+        return 0.5 * (var_ratio + ((mu0 - mu1) / s1) ** 2 - 1 - var_ratio.log()).sum(-1)
 
 
 def _masked_logits(logits: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
@@ -124,6 +140,15 @@ class CategoricalHead(nn.Module):
             log_probs.append(log_p.gather(-1, index[:, j : j + 1]))
             entropy = entropy + _entropy(log_p)
         return torch.cat(log_probs, -1), entropy  # type: ignore[return-value]
+
+    def distribution(self, x: torch.Tensor, avail: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """The distribution's parameters: one ``(batch, n_j)`` log-probability table per sub-action."""
+        return tuple(self._log_probs(x, avail))
+
+    @staticmethod
+    def kl(old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """``(batch,)`` KL(old || new) of two ``distribution`` outputs, summed over sub-actions."""
+        return sum((p.exp() * (p - q)).sum(-1) for p, q in zip(old, new))  # type: ignore[return-value]
 
 
 def make_head(space: spaces.Space, in_dim: int, std_x_coef: float, std_y_coef: float,

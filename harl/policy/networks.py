@@ -39,3 +39,37 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x)
+
+
+class GRULayer(nn.Module):
+    """A one-layer GRU over time whose state is zeroed where an episode starts, then LayerNorm.
+
+    ``forward(x (L, B, F), h0 (B, H), starts (L, B))`` returns the normalised outputs
+    ``(L, B, H)`` and the last raw state ``(B, H)``.  Before step ``t`` the state of every
+    sequence with ``starts[t] = 1`` is reset to zero, so a sequence may run across an
+    episode boundary.  The sequence is cut only where some state resets, and each piece
+    goes through cuDNN/``nn.GRU`` in one call (HARL's RNN layer does the same).
+    """
+
+    def __init__(self, in_dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.gru = nn.GRU(in_dim, hidden_dim)
+        for name, param in self.gru.named_parameters():
+            if name.startswith("weight"):
+                nn.init.orthogonal_(param)
+            else:
+                nn.init.zeros_(param)
+        self.norm = nn.LayerNorm(hidden_dim)
+        self.hidden_dim = hidden_dim
+
+    def forward(self, x: torch.Tensor, h0: torch.Tensor, starts: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        keep = 1.0 - starts.to(x.dtype)
+        cuts = [0, *(torch.nonzero((starts[1:] > 0).any(-1)).view(-1) + 1).tolist(), x.shape[0]]
+        h = h0.unsqueeze(0)
+        outputs = []
+        for begin, end in zip(cuts[:-1], cuts[1:]):
+            h = h * keep[begin].view(1, -1, 1)
+            out, h = self.gru(x[begin:end].contiguous(), h.contiguous())
+            outputs.append(out)
+        return self.norm(torch.cat(outputs)), h.squeeze(0)

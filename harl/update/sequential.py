@@ -16,7 +16,13 @@ import torch
 
 from harl.buffers.rollout import AgentBatch
 from harl.settings import kind_field, one_of, setting
+from harl.update.objectives.a2c import A2CConfig
+from harl.update.objectives.d3qn import D3QNConfig
+from harl.update.objectives.ddpg import DDPGConfig
 from harl.update.objectives.ppo import AgentStats, PPOConfig
+from harl.update.objectives.sac import SACConfig
+from harl.update.objectives.td3 import TD3Config
+from harl.update.objectives.trpo import TRPOConfig
 
 
 class PolicyLearner(Protocol):
@@ -29,7 +35,9 @@ class PolicyLearner(Protocol):
         ...
 
 
-ObjectiveConfig = PPOConfig
+ObjectiveConfig = PPOConfig | TRPOConfig | A2CConfig | DDPGConfig | TD3Config | SACConfig | D3QNConfig
+"""On-policy objectives (ppo, trpo, a2c) and off-policy ones (ddpg, td3, sac, d3qn; driven by
+``harl.update.off_policy_updater``)."""
 
 
 @attrs.frozen

@@ -39,4 +39,6 @@ def merge_batches(batches: Sequence[AgentBatch]) -> AgentBatch:
         avail=avail,
         active=torch.cat([b.active for b in batches]),
         advantages=torch.cat([b.advantages for b in batches]),
+        hidden=None if batches[0].hidden is None else torch.cat([b.hidden for b in batches]),  # type: ignore[misc]
+        starts=None if batches[0].starts is None else torch.cat([b.starts for b in batches]),  # type: ignore[misc]
     )

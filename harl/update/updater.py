@@ -80,6 +80,8 @@ class OnPolicyUpdater:
 
     def _set_lr(self, scale: float) -> None:
         for learner in [*self.learners, self.critic]:
+            if learner.optimizer is None:  # type: ignore[attr-defined]
+                continue  # a learner without a learning rate (TRPO's step is set by its KL bound)
             for group in learner.optimizer.param_groups:  # type: ignore[attr-defined]
                 group["lr"] = learner.base_lr * scale  # type: ignore[attr-defined]
 
@@ -102,13 +104,15 @@ class OnPolicyUpdater:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "actor_optimizers": [learner.optimizer.state_dict() for learner in self.learners],  # type: ignore[attr-defined]
+            "actor_optimizers": [None if learner.optimizer is None else learner.optimizer.state_dict()  # type: ignore[attr-defined]
+                                 for learner in self.learners],
             "critic_optimizer": self.critic.optimizer.state_dict(),
             "generator": self.generator.get_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for learner, opt in zip(self.learners, state["actor_optimizers"]):
-            learner.optimizer.load_state_dict(opt)  # type: ignore[attr-defined]
+            if learner.optimizer is not None and opt is not None:  # type: ignore[attr-defined]
+                learner.optimizer.load_state_dict(opt)  # type: ignore[attr-defined]
         self.critic.optimizer.load_state_dict(state["critic_optimizer"])
         self.generator.set_state(state["generator"])

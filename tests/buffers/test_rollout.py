@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from harl.buffers.rollout import RolloutBuffer
+from harl.buffers.rollout import RolloutBuffer, minibatch_rows
 
 OBS = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (5,), np.float32)]
 ACT = [spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(4)]
@@ -67,3 +67,59 @@ def test_roll_over_carries_the_last_slot() -> None:
     buf.state[-1] = 2.0
     buf.roll_over()
     assert torch.all(buf.obs[0][0] == 5.0) and torch.all(buf.state[0] == 2.0)
+
+
+def recurrent(sequence_length: int) -> RolloutBuffer:
+    """T = 6, E = 2, GRU width 1; obs = 10 t + e, hidden = 100 t + e; episodes start at the marked steps."""
+    buf = RolloutBuffer(OBS, ACT, state_dim=6, n_envs=2, length=6, fp_state=False, hidden_size=1,
+                        sequence_length=sequence_length)
+    t = torch.arange(7.0).view(7, 1)
+    e = torch.arange(2.0).view(1, 2)
+    buf.obs[0][:] = (10 * t + e).unsqueeze(-1)  # every column of agent 0's obs
+    buf.hidden[0][:] = (100 * t + e).unsqueeze(-1)
+    buf.starts.zero_()
+    buf.starts[0] = 1.0
+    buf.starts[2, 0] = buf.starts[4, 1] = buf.starts[5, 1] = 1.0
+    return buf
+
+
+def test_chunked_sequences_follow_one_env_and_reset_at_every_episode_start() -> None:
+    """Chunks of 3: each is 3 consecutive steps of one env, starts at its own first GRU state, and flags every episode start in it."""
+    buf = recurrent(3)
+    batch = buf.agent_batch(0)
+    # sequence c * E + e covers steps 3c .. 3c + 2 of env e
+    assert batch.obs[:, 0].view(4, 3).tolist() == [[0, 10, 20], [1, 11, 21], [30, 40, 50], [31, 41, 51]]
+    assert batch.hidden.view(-1).tolist() == [0, 1, 300, 301]
+    assert batch.starts.view(4, 3).tolist() == [[1, 0, 1], [1, 0, 0], [0, 0, 0], [0, 1, 1]]
+    for row in range(12):  # no sequence runs into an episode start without the reset flag
+        t, e = int(batch.obs[row, 0]) // 10, int(batch.obs[row, 0]) % 10
+        assert batch.starts[row] == buf.starts[t, e]
+
+
+def test_naive_sequences_are_whole_rollouts_per_env() -> None:
+    """Naive recurrent training: one sequence per env, of all T steps, from the rollout's first state."""
+    batch = recurrent(6).agent_batch(0)
+    assert batch.sequence_length == 6
+    assert batch.obs[:, 0].view(2, 6).tolist() == [[0, 10, 20, 30, 40, 50], [1, 11, 21, 31, 41, 51]]
+    assert batch.hidden.view(-1).tolist() == [0, 1]
+
+
+def test_recurrent_minibatches_hold_whole_sequences_in_time_order() -> None:
+    """Two minibatches of the four chunks: each is two whole sequences, rows in time order."""
+    batch = recurrent(3).agent_batch(0)
+    rows = minibatch_rows(batch, 2, torch.Generator().manual_seed(0))
+    assert sorted(torch.cat(rows).tolist()) == list(range(12))
+    for idx in rows:
+        part = batch.select(idx)
+        assert part.hidden.shape == (2, 1)
+        seqs = part.obs[:, 0].view(2, 3)
+        assert torch.equal(seqs[:, 1:] - seqs[:, :-1], torch.full((2, 2), 10.0))
+        assert part.hidden.view(-1).tolist() == [100 * (v // 10) + v % 10 for v in seqs[:, 0].tolist()]
+
+
+def test_roll_over_carries_gru_states_and_episode_starts() -> None:
+    """The next rollout begins with the last GRU state and knows whether its first step starts an episode."""
+    buf = recurrent(3)
+    buf.roll_over()
+    assert buf.hidden[0][0].view(-1).tolist() == [600, 601]
+    assert buf.starts[0].tolist() == buf.starts[-1].tolist()

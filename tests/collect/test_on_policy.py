@@ -102,3 +102,34 @@ def test_heterogeneous_team_trains_end_to_end() -> None:
         assert all(torch.isfinite(torch.tensor(a.policy_loss)) for a in update.agents)
     finally:
         stages.close()
+
+
+@pytest.mark.parametrize(("mode", "length"), [("naive", 6), ("chunked", 3)])
+def test_recurrent_rollouts_re_evaluate_to_the_collected_log_probs(mode: str, length: int) -> None:
+    """A GRU team's stored states and episode starts reproduce every collected log-prob (ratio 1), across rollouts."""
+    data = counting_pipeline(rollout_length=6)
+    data["env"]["episode_length"] = 4
+    # input_norm off: the counting env's observations are constant vectors, which LayerNorm zeroes
+    data["policy"] = {"hidden_sizes": [8], "recurrent": mode, "chunk_length": length, "input_norm": False}
+    stages = build_stages(structure_pipeline(data, "counting"))
+    try:
+        stages.collector.collect(stages.buffer)
+        carried = [h[-1].clone() for h in stages.buffer.hidden]
+        stages.collector.collect(stages.buffer)  # steps 6..11: an episode continues, another starts at 8
+        buf = stages.buffer
+        assert buf.starts[:, 0].tolist() == [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+        for i, actor in enumerate(stages.policy.actors):
+            torch.testing.assert_close(buf.hidden[i][0], carried[i])  # carried across rollouts
+            assert bool(buf.hidden[i][1:].abs().sum(-1).gt(0).all())
+            batch = buf.agent_batch(i)
+            assert batch.sequence_length == length
+            with torch.no_grad():
+                log_probs, _ = actor.evaluate(batch.obs, batch.actions, batch.avail, batch.hidden, batch.starts)
+            torch.testing.assert_close(log_probs, batch.old_log_probs, atol=1e-5, rtol=1e-5)
+        for it in range(2):
+            stages.returns.compute(stages.buffer)
+            update = stages.updater.update(stages.buffer, it / 2)
+            stages.collector.collect(stages.buffer)
+        assert all(torch.isfinite(torch.tensor(a.policy_loss)) for a in update.agents)
+    finally:
+        stages.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import attrs
 import torch
 
-from harl.buffers.rollout import AgentBatch
+from harl.buffers.rollout import AgentBatch, minibatch_rows
 from harl.policy.actor import Actor
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.v_critic import clip_grads
@@ -75,18 +75,14 @@ class PPOLearner:
 
     def update(self, batch: AgentBatch, factor: torch.Tensor) -> AgentStats:
         cfg = self.config
-        n = batch.size
-        size = max(1, n // cfg.minibatches)
         rows: list[torch.Tensor] = []
         for _ in range(cfg.epochs):
-            perm = torch.randperm(n, generator=self.generator).to(batch.obs.device)
-            for k in range(cfg.minibatches):
-                idx = perm[k * size:(k + 1) * size]
-                avail = None if batch.avail is None else batch.avail[idx]
-                log_probs, entropy = self.actor.evaluate(batch.obs[idx], batch.actions[idx], avail)
-                ratio = aggregate_ratio(log_probs - batch.old_log_probs[idx], cfg.action_aggregation)
-                active = batch.active[idx]
-                policy_loss = ppo_loss(ratio, batch.advantages[idx], factor[idx], active, cfg.clip)
+            for idx in minibatch_rows(batch, cfg.minibatches, self.generator):
+                mb = batch.select(idx)
+                log_probs, entropy = self.actor.evaluate(mb.obs, mb.actions, mb.avail, mb.hidden, mb.starts)
+                ratio = aggregate_ratio(log_probs - mb.old_log_probs, cfg.action_aggregation)
+                active = mb.active
+                policy_loss = ppo_loss(ratio, mb.advantages, factor[idx], active, cfg.clip)
                 mean_entropy = masked_mean(entropy.unsqueeze(-1), active)
                 self.optimizer.zero_grad(set_to_none=True)
                 (policy_loss - cfg.entropy_coef * mean_entropy).backward()
@@ -100,5 +96,5 @@ class PPOLearner:
     @torch.no_grad()
     def ratio(self, batch: AgentBatch) -> torch.Tensor:
         """(N, 1) new/old probability ratio of the actions in ``batch`` under the current actor."""
-        log_probs, _ = self.actor.evaluate(batch.obs, batch.actions, batch.avail)
+        log_probs, _ = self.actor.evaluate(batch.obs, batch.actions, batch.avail, batch.hidden, batch.starts)
         return aggregate_ratio(log_probs - batch.old_log_probs, self.config.action_aggregation)

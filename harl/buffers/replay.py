@@ -1,0 +1,183 @@
+"""Circular replay storage for the off-policy family, per agent, on the training device.
+
+Layout: ``S = ceil(capacity / n_envs)`` rows, one row per vector step, each holding the
+transitions of all ``E`` envs (A = agents)::
+
+    obs[i], next_obs[i]      (S, E, obs_dim_i)      avail[i], next_avail[i]  (S, E, n_actions_i) or None
+    actions[i]               (S, E, k_i)            as the env takes them (Box values, category indices)
+    state, next_state        (S, E, state_dim)      rewards (S, E, A)   active (S, E, A): alive when acting
+    terminated, truncated    (S, E) bool, kept apart
+
+``next_*`` hold what the step reached: the pre-reset observation and state where an
+episode ended, so a truncated transition can bootstrap.  Row ``r + 1`` of env ``e`` is
+the step after row ``r`` of env ``e`` (modulo ``S``), which is how n-step windows are
+read without any per-sample Python loop.  The newest row has no successor yet: windows
+stop there (``ends``), and a window never runs from the newest data into the oldest.
+
+Sampling is uniform over the stored transitions (flat index ``row * E + env``); the
+``n_step`` return computer turns a sample into a ``ReplayBatch``.  Storage is allocated
+with ``torch.empty``, so memory is only touched as the buffer fills.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from harl.policy.heads import action_width, avail_size
+from harl.settings import kind_field, positive, setting
+
+
+@attrs.frozen
+class ReplayConfig:
+    """``[buffer] kind = "replay"``: circular off-policy storage, sampled uniformly."""
+
+    kind: str = kind_field("replay")
+    capacity: int = setting(1_000_000, "transitions kept (over all envs); the oldest are overwritten", positive())
+    batch_size: int = setting(1000, "transitions per gradient step", positive())
+
+
+@attrs.frozen
+class ReplayBatch:
+    """Sampled transitions with their n-step targets; per-agent lists indexed by agent."""
+
+    state: torch.Tensor
+    """(B, state_dim) at the sampled step."""
+    obs: list[torch.Tensor]
+    actions: list[torch.Tensor]
+    """As stored: (B, k_i) floats (Box values or category indices)."""
+    avail: list[torch.Tensor | None]
+    active: torch.Tensor
+    """(B, A) float: 1 where the agent was alive when it acted."""
+    returns: torch.Tensor
+    """(B, A): each agent's n-step discounted reward sum (the EP critic averages them)."""
+    discount: torch.Tensor
+    """(B,): gamma^m where the target bootstraps, 0 after termination."""
+    steps: torch.Tensor
+    """(B,) int: m, the rewards summed."""
+    next_state: torch.Tensor
+    """(B, state_dim) reached after the m-th step (the bootstrap state)."""
+    next_obs: list[torch.Tensor]
+    next_avail: list[torch.Tensor | None]
+
+    @property
+    def size(self) -> int:
+        return int(self.state.shape[0])
+
+
+def _as(x: Any, like: torch.Tensor) -> torch.Tensor:
+    return torch.as_tensor(x, dtype=like.dtype, device=like.device)
+
+
+class ReplayBuffer:
+    """Per-agent circular storage; ``add`` one vector step, ``sample_index`` for batches."""
+
+    def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
+                 state_dim: int, n_envs: int, capacity: int, device: torch.device | str = "cpu") -> None:
+        E, A = n_envs, len(action_spaces)
+        S = max(2, -(-capacity // n_envs))
+        self.rows, self.n_envs, self.n_agents = S, E, A
+        self.device = torch.device(device)
+        f32 = dict(dtype=torch.float32, device=self.device)
+
+        def per_agent(width: Sequence[int]) -> list[torch.Tensor]:
+            return [torch.empty(S, E, w, **f32) for w in width]
+
+        def masks() -> list[torch.Tensor | None]:
+            return [torch.empty(S, E, avail_size(s), **f32) if avail_size(s) else None
+                    for s in action_spaces]
+
+        obs_dims = [int(np.prod(s.shape)) for s in observation_spaces]
+        self.obs, self.next_obs = per_agent(obs_dims), per_agent(obs_dims)
+        self.avail, self.next_avail = masks(), masks()
+        self.actions = per_agent([action_width(s) for s in action_spaces])
+        self.state = torch.empty(S, E, state_dim, **f32)
+        self.next_state = torch.empty(S, E, state_dim, **f32)
+        self.rewards = torch.empty(S, E, A, **f32)
+        self.active = torch.empty(S, E, A, **f32)
+        self.terminated = torch.zeros(S, E, dtype=torch.bool, device=self.device)
+        self.truncated = torch.zeros(S, E, dtype=torch.bool, device=self.device)
+        self.head = 0
+        """The row the next ``add`` writes."""
+        self.filled = 0
+        """Rows holding data (at most S)."""
+        self.env_steps = 0
+        """Transitions added since construction (not capped by the capacity)."""
+
+    @property
+    def size(self) -> int:
+        """Transitions stored."""
+        return self.filled * self.n_envs
+
+    def add(self, obs: Sequence[Any], avail: Sequence[Any] | None, state: Any, actions: Sequence[Any],
+            rewards: Any, terminated: Any, truncated: Any, active: Any, next_obs: Sequence[Any],
+            next_avail: Sequence[Any] | None, next_state: Any) -> None:
+        """Store one vector step: arrays with a leading ``n_envs`` axis (numpy or torch)."""
+        r = self.head
+        for i in range(self.n_agents):
+            self.obs[i][r] = _as(obs[i], self.obs[i]).reshape(self.n_envs, -1)
+            self.next_obs[i][r] = _as(next_obs[i], self.next_obs[i]).reshape(self.n_envs, -1)
+            self.actions[i][r] = _as(actions[i], self.actions[i]).reshape(self.n_envs, -1)
+            mask, next_mask = self.avail[i], self.next_avail[i]
+            if mask is not None and next_mask is not None:
+                mask[r] = 1.0 if avail is None else _as(avail[i], mask)
+                next_mask[r] = 1.0 if next_avail is None else _as(next_avail[i], next_mask)
+        self.state[r] = _as(state, self.state)
+        self.next_state[r] = _as(next_state, self.next_state)
+        self.rewards[r] = _as(rewards, self.rewards)
+        self.active[r] = _as(active, self.active)
+        self.terminated[r] = _as(terminated, self.terminated)
+        self.truncated[r] = _as(truncated, self.truncated)
+        self.head = (r + 1) % self.rows
+        self.filled = min(self.filled + 1, self.rows)
+        self.env_steps += self.n_envs
+
+    def sample_index(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """(B,) flat indices ``row * n_envs + env``, uniform with replacement over stored transitions."""
+        if self.filled == 0:
+            raise RuntimeError("cannot sample from an empty replay buffer")
+        index = torch.randint(self.size, (batch_size,), generator=generator)
+        return index.to(self.device)
+
+    def windows(self, index: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows ``(B, n)`` of the n steps from each sampled transition on (same env), and envs ``(B,)``.
+
+        Flat indices count rows from the oldest stored one, so the same index names the same
+        transition whether or not the buffer has wrapped around.
+        """
+        oldest = self.head if self.filled == self.rows else 0
+        first = (oldest + torch.div(index, self.n_envs, rounding_mode="floor")) % self.rows
+        envs = index % self.n_envs
+        rows = (first.unsqueeze(1) + torch.arange(n, device=self.device)) % self.rows
+        return rows, envs
+
+    def ends(self, rows: torch.Tensor, envs: torch.Tensor) -> torch.Tensor:
+        """(B, n) bool: the window must stop after this step (episode end, or newest data)."""
+        envs = envs.unsqueeze(1)
+        newest = (self.head - 1) % self.rows
+        return self.terminated[rows, envs] | self.truncated[rows, envs] | (rows == newest)
+
+    def gather(self, first: torch.Tensor, envs: torch.Tensor, last: torch.Tensor, returns: torch.Tensor,
+               discount: torch.Tensor, steps: torch.Tensor) -> ReplayBatch:
+        """Assemble a batch: the sampled step ``first`` and the bootstrap step ``last`` (rows, per env)."""
+        def at(x: torch.Tensor | None, rows: torch.Tensor) -> torch.Tensor | None:
+            return None if x is None else x[rows, envs]
+
+        return ReplayBatch(
+            state=self.state[first, envs],
+            obs=[o[first, envs] for o in self.obs],
+            actions=[a[first, envs] for a in self.actions],
+            avail=[at(a, first) for a in self.avail],
+            active=self.active[first, envs],
+            returns=returns,
+            discount=discount,
+            steps=steps,
+            next_state=self.next_state[last, envs],
+            next_obs=[o[last, envs] for o in self.next_obs],
+            next_avail=[at(a, last) for a in self.next_avail],
+        )

@@ -1,0 +1,151 @@
+"""The off-policy Collector: ``train_interval`` vector steps into the replay buffer.
+
+::
+
+    collector = OffPolicyCollector(config, venv, team, device, seed)
+    for iteration in range(n):
+        stats = collector.collect(buffer)   # train_interval x n_envs transitions
+        updater.update(buffer, progress)    # updates_per_round gradient steps (none in warm-up)
+
+The first ``warmup_steps`` env steps take uniformly random actions (inside the Box,
+among the available categories); after that the team explores as its objective says
+(Gaussian noise for DDPG/TD3, sampling for SAC, epsilon-greedy for D3QN).  Every
+transition keeps what the step reached, the pre-reset observation and state where an
+episode ended, so truncated transitions can bootstrap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from harl.buffers.replay import ReplayBuffer
+from harl.collect.on_policy import CollectStats
+from harl.envs.protocol import VectorEnv
+from harl.policy.heads import avail_size
+from harl.policy.off_policy import OffPolicyTeam, masked_uniform
+from harl.settings import in_range, kind_field, one_of, positive, setting
+
+
+@attrs.frozen
+class OffPolicyCollectorConfig:
+    """``[collector] kind = "off_policy"``: steps into a replay buffer between update rounds."""
+
+    kind: str = kind_field("off_policy")
+    n_envs: int = setting(20, "environments stepped together", positive())
+    train_interval: int = setting(50, "vector steps per iteration (each followed by an update round)", positive())
+    updates_per_round: int = setting(50, "gradient steps per iteration (HARL: update_per_train x train_interval)", positive())
+    warmup_steps: int = setting(10_000, "env steps of uniformly random actions before learning starts", in_range(0, None))
+    backend: str = setting("inline", "inline (one process) or subprocess (worker processes)", one_of(("inline", "subprocess")))
+    workers: int = setting(0, "subprocess workers (0: one per CPU core, at most n_envs)", in_range(0, None))
+
+
+def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.Tensor | None],
+                   n: int, device: torch.device, generator: torch.Generator | None = None) -> list[torch.Tensor]:
+    """Uniform actions per agent, ``(n, k_i)`` floats: inside the Box (standard normal on an
+    unbounded side), uniform among available categories (per sub-action for MultiDiscrete)."""
+    out = []
+    for space, mask in zip(action_spaces, avail):
+        if isinstance(space, spaces.Box):
+            low = torch.as_tensor(np.asarray(space.low, np.float32).ravel(), device=device)
+            high = torch.as_tensor(np.asarray(space.high, np.float32).ravel(), device=device)
+            u = torch.rand(n, low.numel(), generator=generator, device=device)
+            bounded = torch.isfinite(low) & torch.isfinite(high)
+            normal = torch.randn(n, low.numel(), generator=generator, device=device)
+            out.append(torch.where(bounded, low + u * (high - low), normal))
+            continue
+        sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(k) for k in np.asarray(space.nvec).ravel()]
+        parts = [None] * len(sizes) if mask is None else mask.split(sizes, -1)
+        picks = [masked_uniform(part, size, n, device, generator) for part, size in zip(parts, sizes)]
+        out.append(torch.stack(picks, -1).float())
+    return out
+
+
+class OffPolicyCollector:
+    def __init__(self, config: OffPolicyCollectorConfig, venv: VectorEnv, team: OffPolicyTeam,
+                 device: torch.device, seed: int) -> None:
+        self.config = config
+        self.venv = venv
+        self.team = team
+        self.device = device
+        self.seed = seed
+        self.masked = [avail_size(s) > 0 for s in venv.action_spaces]
+        self.env_steps = 0
+        """Env steps taken since the run began (drives warm-up and epsilon schedules)."""
+        self.generator = torch.Generator().manual_seed(seed)
+        self._obs: list[np.ndarray] | None = None
+        self._state: np.ndarray | None = None
+        self._avail: list[np.ndarray] | None = None
+        self._active = np.ones((config.n_envs, venv.n_agents), dtype=np.float32)
+        self._restart: list[dict[str, Any]] | None = None
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps one ``collect`` call takes (train_interval x n_envs)."""
+        return self.config.train_interval * self.config.n_envs
+
+    @property
+    def warming_up(self) -> bool:
+        return self.env_steps < self.config.warmup_steps
+
+    def _tensors(self, arrays: Sequence[np.ndarray]) -> list[torch.Tensor]:
+        return [torch.as_tensor(a, dtype=torch.float32, device=self.device) for a in arrays]
+
+    def _masks(self, avail: list[np.ndarray] | None) -> list[torch.Tensor | None]:
+        if avail is None:
+            return [None] * len(self.masked)
+        return [torch.as_tensor(a, dtype=torch.float32, device=self.device) if m else None
+                for a, m in zip(avail, self.masked)]
+
+    def _start(self) -> None:
+        if self._restart is not None:
+            self._obs, self._state, self._avail = self.venv.restart(self._restart)
+            self._restart = None
+        else:
+            self._obs, self._state, self._avail = self.venv.reset(seed=self.seed)
+        self._active[:] = 1.0
+
+    @torch.no_grad()
+    def collect(self, buffer: ReplayBuffer) -> CollectStats:
+        if self._obs is None:
+            self._start()
+        episodes: list[dict[str, Any]] = []
+        n = self.config.n_envs
+        for _ in range(self.config.train_interval):
+            obs, state, avail = self._obs, self._state, self._avail
+            masks = self._masks(avail)
+            if self.warming_up:
+                actions = random_actions(self.venv.action_spaces, masks, n, self.device, self.generator)
+            else:
+                actions = self.team.explore(self._tensors(obs), masks, self.env_steps)  # type: ignore[arg-type]
+            actions_np = [a.cpu().numpy() for a in actions]
+            step = self.venv.step(actions_np)
+            final_obs = step.final_obs if step.final_obs is not None else step.obs
+            final_avail = step.final_avail if step.final_obs is not None else step.avail
+            buffer.add(obs, avail, state, actions_np, step.rewards, step.terminated, step.truncated,  # type: ignore[arg-type]
+                       self._active, final_obs, final_avail, step.final_state)
+            ended = step.terminated | step.truncated
+            self._active = np.where(ended[:, None], 1.0, step.active).astype(np.float32)
+            self._obs, self._state, self._avail = step.obs, step.state, step.avail
+            episodes.extend(step.episode_infos)
+            self.env_steps += n
+        return CollectStats(self.config.train_interval * n, episodes)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Steps taken (warm-up, epsilon) and how the envs' current episodes began."""
+        started = self._obs is not None
+        return {"env_steps": self.env_steps, "generator": self.generator.get_state(),
+                "episode_starts": self.venv.episode_starts() if started else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env_steps = state["env_steps"]
+        self.generator.set_state(state["generator"])
+        self._restart = state["episode_starts"]
+
+    def close(self) -> None:
+        self.venv.close()

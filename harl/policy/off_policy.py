@@ -1,0 +1,260 @@
+"""Actors of the off-policy family and the team that holds them.
+
+Each actor acts in two ways: ``act(obs, avail, deterministic)`` (evaluation: the mean or
+greedy action; ``deterministic=False`` explores as in training) and ``explore(obs, avail,
+env_steps)`` (collection: exploration noise, sampling or epsilon-greedy).  Actions come
+out as the env takes them: ``(B, k)`` floats (Box values, category indices).
+
+- ``DeterministicActor`` (DDPG, TD3): tanh output scaled to the Box; Gaussian exploration.
+- ``SquashedGaussianActor`` (SAC, Box): tanh-squashed reparameterised Gaussian.
+- ``CategoricalActor`` (SAC, Discrete / MultiDiscrete): straight-through Gumbel-softmax
+  one-hot samples for the critic, masked by ``avail``.
+- ``DuelingQActor`` (D3QN): per-agent dueling Q network, epsilon-greedy.
+
+The networks follow HARL's off-policy models: plain ``Linear -> activation`` stacks with
+PyTorch's default initialisation (the Gumbel-softmax actor keeps the on-policy MLP with
+LayerNorm, as HARL's discrete SAC policy does).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.nn import functional as F
+
+from harl.policy.heads import MASKED_LOGIT
+from harl.policy.networks import ACTIVATIONS, MLP, init_linear
+
+OFF_POLICY_ACTIVATIONS = {**ACTIVATIONS, "hardswish": nn.Hardswish, "identity": nn.Identity}
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+"""Clamp of the squashed Gaussian's log-std (HARL's and SpinningUp's bounds)."""
+
+
+def plain_mlp(sizes: Sequence[int], activation: str, final_activation: str | None = None,
+              input_norm: bool = False) -> nn.Sequential:
+    """``Linear -> activation`` per layer; the last layer gets ``final_activation`` (none by default)."""
+    layers: list[nn.Module] = [nn.LayerNorm(sizes[0])] if input_norm else []
+    for j in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[j], sizes[j + 1]))
+        name = activation if j < len(sizes) - 2 else final_activation
+        if name is not None:
+            layers.append(OFF_POLICY_ACTIVATIONS[name]())
+    return nn.Sequential(*layers)
+
+
+def box_bounds(space: spaces.Box, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(centre, half-range) of a bounded Box, flattened."""
+    low = torch.as_tensor(np.asarray(space.low, dtype=np.float32).ravel(), device=device)
+    high = torch.as_tensor(np.asarray(space.high, dtype=np.float32).ravel(), device=device)
+    return (high + low) / 2, (high - low) / 2
+
+
+def masked_uniform(avail: torch.Tensor | None, n: int, batch: int, device: torch.device,
+                   generator: torch.Generator | None = None) -> torch.Tensor:
+    """(batch,) category indices drawn uniformly among the available ones (all if ``avail`` is None)."""
+    weights = torch.ones(batch, n, device=device) if avail is None else avail.float()
+    return torch.multinomial(weights, 1, generator=generator).squeeze(1)
+
+
+def masked_argmax(values: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
+    """(B,) argmax over the last axis among available entries."""
+    if avail is not None:
+        values = values.masked_fill(avail == 0, -math.inf)
+    return values.argmax(-1)
+
+
+class DeterministicActor(nn.Module):
+    """obs -> ``centre + half_range * tanh(mlp(obs))``: always inside the Box."""
+
+    def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
+                 input_norm: bool, expl_noise: float) -> None:
+        super().__init__()
+        centre, half = box_bounds(space)
+        self.register_buffer("centre", centre)
+        self.register_buffer("half_range", half)
+        self.net = plain_mlp([obs_dim, *hidden_sizes, centre.numel()], activation, "tanh", input_norm)
+        self.expl_noise = expl_noise
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.centre + self.half_range * self.net(obs)
+
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
+        return self.forward(obs) if deterministic else self.explore(obs, avail, None)
+
+    def explore(self, obs: torch.Tensor, avail: torch.Tensor | None, env_steps: int | None) -> torch.Tensor:
+        """The action plus Gaussian noise of std ``expl_noise * half_range``, clipped to the Box."""
+        action = self.forward(obs)
+        noisy = action + torch.randn_like(action) * self.expl_noise * self.half_range
+        return torch.maximum(torch.minimum(noisy, self.centre + self.half_range), self.centre - self.half_range)
+
+
+class SquashedGaussianActor(nn.Module):
+    """SAC's Box actor: ``a = centre + half_range * tanh(u)``, ``u ~ N(mu(o), sigma(o))``."""
+
+    def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
+                 input_norm: bool) -> None:
+        super().__init__()
+        centre, half = box_bounds(space)
+        self.register_buffer("centre", centre)
+        self.register_buffer("half_range", half)
+        self.register_buffer("log_half_sum", half.log().sum())
+        dim = centre.numel()
+        self.body = plain_mlp([obs_dim, *hidden_sizes], activation, "tanh", input_norm)
+        self.mu = nn.Linear(hidden_sizes[-1], dim)
+        self.log_std = nn.Linear(hidden_sizes[-1], dim)
+
+    def rsample(self, obs: torch.Tensor, avail: torch.Tensor | None = None,
+                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action (B, d) with a reparameterised gradient, log-density (B,) of that action)."""
+        x = self.body(obs)
+        mu = self.mu(x)
+        log_std = self.log_std(x).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        std = log_std.exp()
+        u = mu if deterministic else mu + std * torch.randn_like(mu)
+        gauss = (-0.5 * ((u - mu) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        # log |d tanh(u)/du| = 2 (log 2 - u - softplus(-2u)), stable for large |u|
+        squash = (2 * (math.log(2) - u - F.softplus(-2 * u))).sum(-1)
+        action = self.centre + self.half_range * torch.tanh(u)
+        return action, gauss - squash - self.log_half_sum
+
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
+        return self.rsample(obs, avail, deterministic)[0]
+
+    def explore(self, obs: torch.Tensor, avail: torch.Tensor | None, env_steps: int | None) -> torch.Tensor:
+        return self.rsample(obs, avail)[0]
+
+
+class CategoricalActor(nn.Module):
+    """SAC's Discrete / MultiDiscrete actor; ``avail`` concatenates the sub-actions' masks.
+
+    ``rsample`` returns concatenated one-hot vectors (the critic's input format) with a
+    straight-through Gumbel-softmax gradient, as HARL's HASAC does for discrete actions.
+    """
+
+    def __init__(self, obs_dim: int, space: spaces.Space, hidden_sizes: Sequence[int], activation: str,
+                 input_norm: bool, gain: float) -> None:
+        super().__init__()
+        if isinstance(space, spaces.Discrete):
+            self.sizes = [int(space.n)]
+        else:
+            self.sizes = [int(n) for n in np.asarray(space.nvec).ravel()]
+        self.base = MLP(obs_dim, hidden_sizes, activation, input_norm)
+        self.logits = init_linear(nn.Linear(self.base.out_dim, sum(self.sizes)), gain)
+
+    def log_probs(self, obs: torch.Tensor, avail: torch.Tensor | None) -> list[torch.Tensor]:
+        logits = self.logits(self.base(obs))
+        if avail is not None:
+            logits = logits.masked_fill(avail == 0, MASKED_LOGIT)
+        return [torch.log_softmax(part, -1) for part in logits.split(self.sizes, -1)]
+
+    def rsample(self, obs: torch.Tensor, avail: torch.Tensor | None = None,
+                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(one-hot actions (B, sum n) with a straight-through gradient, log-probability (B,))."""
+        onehots, logp = [], 0.0
+        for log_p in self.log_probs(obs, avail):
+            if deterministic:
+                hard = F.one_hot(log_p.argmax(-1), log_p.shape[-1]).to(log_p.dtype)
+                onehots.append(hard)
+            else:
+                gumbel = -torch.empty_like(log_p).exponential_().log()
+                soft = torch.softmax(log_p + gumbel, -1)
+                hard = F.one_hot(soft.argmax(-1), log_p.shape[-1]).to(log_p.dtype)
+                onehots.append(hard - soft.detach() + soft)
+            logp = logp + (onehots[-1] * log_p).sum(-1)
+        return torch.cat(onehots, -1), logp  # type: ignore[return-value]
+
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
+        picks = []
+        for log_p in self.log_probs(obs, avail):
+            if deterministic:
+                picks.append(log_p.argmax(-1))
+            else:
+                gumbel = -torch.empty_like(log_p).exponential_().log()
+                picks.append((log_p + gumbel).argmax(-1))
+        return torch.stack(picks, -1).float()
+
+    def explore(self, obs: torch.Tensor, avail: torch.Tensor | None, env_steps: int | None) -> torch.Tensor:
+        return self.act(obs, avail, deterministic=False)
+
+
+class DuelingQActor(nn.Module):
+    """D3QN's per-agent Q: ``Q(o, a) = V(o) + A(o, a) - mean_a A(o, a)``; epsilon-greedy exploration.
+
+    Epsilon falls linearly from ``epsilon_start`` to ``epsilon_end`` over the first
+    ``epsilon_decay_steps`` env steps after warm-up (``env_steps`` counts from the run's start).
+    """
+
+    def __init__(self, obs_dim: int, space: spaces.Discrete, hidden_sizes: Sequence[int], activation: str,
+                 input_norm: bool, dueling_hidden_sizes: Sequence[int], dueling_activation: str,
+                 epsilon: tuple[float, float, int, int]) -> None:
+        super().__init__()
+        self.n = int(space.n)
+        self.base = plain_mlp([obs_dim, *hidden_sizes], activation, activation, input_norm)
+        self.value = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, 1], dueling_activation)
+        self.advantage = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, self.n], dueling_activation)
+        self.epsilon_start, self.epsilon_end, self.decay_steps, self.warmup_steps = epsilon
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.base(obs)
+        adv = self.advantage(x)
+        return self.value(x) + adv - adv.mean(-1, keepdim=True)
+
+    def greedy(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
+        return masked_argmax(self.forward(obs), avail).unsqueeze(-1).float()
+
+    def epsilon(self, env_steps: int | None) -> float:
+        if env_steps is None or self.decay_steps <= 0:
+            return self.epsilon_end
+        frac = min(1.0, max(0.0, (env_steps - self.warmup_steps) / self.decay_steps))
+        return self.epsilon_start + frac * (self.epsilon_end - self.epsilon_start)
+
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
+        return self.greedy(obs, avail) if deterministic else self.explore(obs, avail, None)
+
+    def explore(self, obs: torch.Tensor, avail: torch.Tensor | None, env_steps: int | None) -> torch.Tensor:
+        """Per row: a uniformly random available action with probability epsilon, else greedy."""
+        greedy = self.greedy(obs, avail).squeeze(-1)
+        batch = obs.shape[0]
+        random = masked_uniform(avail, self.n, batch, obs.device).to(greedy.dtype)
+        pick = torch.rand(batch, device=obs.device) < self.epsilon(env_steps)
+        return torch.where(pick, random, greedy).unsqueeze(-1)
+
+
+class OffPolicyTeam(nn.Module):
+    """One actor per agent, with polyak-averaged target copies where the objective uses them.
+
+    Meets what the ``Evaluator`` needs: ``n_agents`` and ``act(obs, avail, deterministic)``.
+    """
+
+    def __init__(self, actors: Sequence[nn.Module], with_targets: bool) -> None:
+        super().__init__()
+        self.n_agents = len(actors)
+        self.actors = nn.ModuleList(actors)
+        self.targets: nn.ModuleList | None = None
+        if with_targets:
+            self.targets = copy.deepcopy(self.actors)
+            self.targets.requires_grad_(False)
+
+    def initial_hidden(self, n_envs: int, device: torch.device | str = "cpu") -> None:
+        """Off-policy actors are feed-forward: no recurrent state."""
+        return None
+
+    @torch.no_grad()
+    def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+            deterministic: bool = True, hidden: None = None, starts: torch.Tensor | None = None
+            ) -> tuple[list[torch.Tensor], None]:
+        """Every agent's action; ``hidden`` and ``starts`` exist for the Evaluator's recurrent case."""
+        return [actor.act(obs[i], None if avail is None else avail[i], deterministic)  # type: ignore[operator]
+                for i, actor in enumerate(self.actors)], None
+
+    @torch.no_grad()
+    def explore(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+                env_steps: int) -> list[torch.Tensor]:
+        return [actor.explore(obs[i], None if avail is None else avail[i], env_steps)  # type: ignore[operator]
+                for i, actor in enumerate(self.actors)]

@@ -1,0 +1,171 @@
+"""``harl render RUN_DIR``: a run's policy on video, deterministic actions.
+
+::
+
+    env = make_render_env(spec.env)                 # the factory's render_mode="rgb_array"
+    for episode in range(n):
+        obs, _, avail = env.reset(seed=base + episode)
+        frames: env.render() after the reset and after every step, until the episode ends
+
+Episode ``e`` is seeded ``run.seed * 1000 + 900 + e``, so a video is reproducible.  An env
+kind renders when its factory takes ``render_mode`` and the env it returns has
+``render()`` returning an ``(H, W, 3)`` uint8 frame.  Videos are written with imageio
+(``pip install "harl[video]"``): ``.gif`` through pillow, ``.mp4`` through imageio-ffmpeg.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+
+from harl.errors import CheckpointError, HarlError, MissingExtraError
+
+DEFAULT_FPS = 10
+FORMATS = (".gif", ".mp4")
+
+
+@attrs.frozen
+class RenderResult:
+    path: Path
+    frames: int
+    returns: list[float]
+    lengths: list[int]
+
+
+def make_render_env(env_config: Any) -> Any:
+    """One env of ``env_config``'s kind built to return ``rgb_array`` frames, or a HarlError."""
+    from harl.envs.registry import ENV_KINDS
+
+    kind, factory = ENV_KINDS[type(env_config)]
+    try:
+        takes_mode = "render_mode" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C factory: no signature to read
+        takes_mode = False
+    if not takes_mode:
+        raise HarlError(f'env kind "{kind}" cannot render frames: its factory takes no render_mode '
+                        '(an env renders when its factory accepts render_mode="rgb_array" and the env '
+                        "has render())")
+    env = factory(env_config, render_mode="rgb_array")
+    if not callable(getattr(env, "render", None)):
+        env.close()
+        raise HarlError(f'env kind "{kind}" cannot render frames: its env has no render() method')
+    return env
+
+
+def check_video(out: Path) -> None:
+    """A HarlError unless ``out`` names a .gif or .mp4 that the installed packages can write."""
+    suffix = out.suffix.lower()
+    if suffix not in FORMATS:
+        raise HarlError(f"--out {out}: expected a .gif or .mp4 file name")
+    if importlib.util.find_spec("imageio") is None:
+        raise MissingExtraError("harl render", "video", "imageio")
+    if suffix == ".mp4" and importlib.util.find_spec("imageio_ffmpeg") is None:
+        raise HarlError(f'--out {out}: writing .mp4 needs: pip install "harl[video]" (the optional package '
+                        '"imageio-ffmpeg" is not installed); or write a .gif, which needs only imageio')
+
+
+class Video:
+    """Frames to a file: an .mp4 is encoded as frames come; a .gif is written at ``close``
+    (pillow needs every frame at once, so long videos are better as .mp4)."""
+
+    def __init__(self, out: Path, fps: int) -> None:
+        check_video(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self.out, self.fps, self.frames = out, fps, 0
+        self._gif: list[np.ndarray] | None = None
+        self._mp4: Any = None
+        if out.suffix.lower() == ".gif":
+            self._gif = []
+        else:
+            import imageio.v2 as imageio
+
+            # macro_block_size=1 keeps the frame size (MPE's 700 px is no multiple of 16).
+            self._mp4 = imageio.get_writer(out, format="FFMPEG", mode="I", fps=fps, codec="libx264",
+                                           macro_block_size=1)
+
+    def add(self, frame: np.ndarray) -> None:
+        self.frames += 1
+        if self._gif is not None:
+            self._gif.append(frame)
+        else:
+            self._mp4.append_data(frame)
+
+    def close(self) -> None:
+        if self._mp4 is not None:
+            self._mp4.close()
+        elif self._gif:
+            import imageio.v3 as iio
+
+            iio.imwrite(self.out, np.stack(self._gif), extension=".gif", duration=1000 / self.fps, loop=0)
+
+
+def default_out(run_dir: Path) -> Path:
+    """``RUN_DIR/render.mp4`` when imageio-ffmpeg is installed, else ``RUN_DIR/render.gif``."""
+    return run_dir / ("render.mp4" if importlib.util.find_spec("imageio_ffmpeg") else "render.gif")
+
+
+@torch.no_grad()
+def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path | None,
+               fps: int | None = None) -> RenderResult:
+    """Load the run's newest (or the named) checkpoint and film ``episodes`` episodes."""
+    from harl.build import spec_of_run
+    from harl.checkpoint import latest_checkpoint, load_checkpoint
+    from harl.policy.actor import TeamPolicy
+
+    if episodes < 1:
+        raise HarlError(f"--episodes: expected a positive integer, got {episodes}")
+    spec, _ = spec_of_run(run_dir)
+    out = out or default_out(run_dir)
+    check_video(out)  # before the work: a missing package is said at once
+    path = checkpoint or latest_checkpoint(run_dir)
+    state = load_checkpoint(path)
+    env = make_render_env(spec.env)
+    try:
+        policy = TeamPolicy(env.observation_spaces, env.action_spaces, spec.policy)
+        try:
+            policy.load_state_dict(state["policy"])
+        except (KeyError, RuntimeError) as exc:
+            raise CheckpointError(f"{path}: does not fit this run's policy ({str(exc).splitlines()[0]})") from None
+        policy.eval()
+        video = Video(out, fps or int(getattr(env, "render_fps", DEFAULT_FPS)))
+        returns: list[float] = []
+        lengths: list[int] = []
+        try:
+            for episode in range(episodes):
+                obs, _, avail = env.reset(seed=spec.run.seed * 1000 + 900 + episode)
+                video.add(_frame(env))
+                total, steps, done = 0.0, 0, False
+                hidden, starts = policy.initial_hidden(1), torch.ones(1)  # GRU state (None: feed-forward)
+                while not done:
+                    obs_t = [torch.as_tensor(o, dtype=torch.float32).unsqueeze(0) for o in obs]
+                    avail_t = None if avail is None else [torch.as_tensor(a, dtype=torch.float32).unsqueeze(0)
+                                                          for a in avail]
+                    actions, _ = policy.act(obs_t, avail_t, deterministic=True, hidden=hidden, starts=starts)
+                    starts = torch.zeros(1)
+                    step = env.step([a[0].numpy() for a in actions])
+                    obs, avail = step.obs, step.avail
+                    total += float(np.mean(step.rewards))  # as the vector envs count a return
+                    steps += 1
+                    done = bool(step.terminated or step.truncated)
+                    video.add(_frame(env))
+                returns.append(total)
+                lengths.append(steps)
+        finally:
+            video.close()
+    finally:
+        env.close()
+    return RenderResult(out, video.frames, returns, lengths)
+
+
+def _frame(env: Any) -> np.ndarray:
+    frame = np.asarray(env.render())
+    if frame.ndim != 3 or frame.shape[-1] not in (3, 4):
+        raise HarlError(f"the env's render() returned an array of shape {frame.shape}; "
+                        "expected an (height, width, 3) RGB frame")
+    return frame[..., :3].astype(np.uint8, copy=False)

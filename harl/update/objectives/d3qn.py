@@ -1,0 +1,116 @@
+"""Dueling double DQN for one agent (HAD3QN in the sequential updater).
+
+Each agent has a dueling Q network ``Q_i(o_i, a_i)``; a ``joint_q`` critic scores joint
+actions.  An actor round starts from every agent's own greedy action.  Agent i regresses
+its Q value of its greedy action toward the critic's value of the current joint action,
+then its slot becomes its *best response* under the critic, the others' actions fixed::
+
+    loss_i = mean_alive (Q_i(o_i, a_i) - Q_joint(s, a_1, .., a_n))^2
+    a_i <- argmax_b Q_joint(s, a_1, .., b, .., a_n)            (sequential updater only)
+
+so later agents regress toward the value of a joint action their predecessors have
+already improved (coordinate ascent on the critic).  The critic's target takes the target
+agents' greedy actions at the bootstrap state and scores them with the target critic
+(action selection and evaluation by different networks: the double-Q decoupling).
+Exploration is epsilon-greedy, epsilon decaying linearly after warm-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from harl.buffers.replay import ReplayBatch
+from harl.errors import ConfigError
+from harl.policy.actor import PolicyConfig, describe_space
+from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, DuelingQActor, OffPolicyTeam, masked_argmax
+from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
+from harl.update.q_critic import JointQCritic, masked_mean, polyak_update
+from harl.update.v_critic import clip_grads
+
+
+@attrs.frozen
+class D3QNConfig:
+    """``[updater.objective] kind = "d3qn"``: per-agent dueling Q, epsilon-greedy (Discrete actions)."""
+
+    kind: str = kind_field("d3qn")
+    lr: float = setting(5e-4, "Adam learning rate of each agent's Q network", positive())
+    epsilon_start: float = setting(0.05, "exploration rate right after warm-up", in_range(0, 1))
+    epsilon_end: float = setting(0.05, "exploration rate after the decay", in_range(0, 1))
+    epsilon_decay_steps: int = setting(0, "env steps after warm-up over which epsilon falls linearly (0: constant end value)", in_range(0, None))
+    dueling_hidden_sizes: tuple[int, ...] = setting((128,), "hidden widths of the value and advantage streams", each_positive())
+    dueling_activation: str = setting("hardswish", "activation of the value and advantage streams", one_of(OFF_POLICY_ACTIVATIONS))
+    polyak: float = setting(0.005, "target-network update rate", in_range(0, 1, low_open=True))
+    max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
+
+
+def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: D3QNConfig, agent: int,
+               source: str, warmup_steps: int = 0) -> nn.Module:
+    if not isinstance(space, spaces.Discrete):
+        raise ConfigError(
+            f'{source}: updater.objective.kind: "d3qn" needs Discrete actions, but agent {agent} has '
+            f'{describe_space(space)}; use kind = "sac" (any space) or "td3" (Box)'
+        )
+    epsilon = (config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps, warmup_steps)
+    return DuelingQActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
+                         config.dueling_hidden_sizes, config.dueling_activation, epsilon)
+
+
+class D3QNLearner:
+    """One agent's dueling Q network, trained toward the critic's joint values."""
+
+    stat_names = ("actor_loss",)
+
+    def __init__(self, index: int, team: OffPolicyTeam, critic: JointQCritic, config: D3QNConfig) -> None:
+        self.index = index
+        self.actor: DuelingQActor = team.actors[index]  # type: ignore[assignment]
+        assert team.targets is not None
+        self.target: DuelingQActor = team.targets[index]  # type: ignore[assignment]
+        self.critic = critic
+        self.config = config
+        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
+        self.base_lr = config.lr
+
+    @torch.no_grad()
+    def next_action(self, batch: ReplayBatch) -> tuple[torch.Tensor, None]:
+        i = self.index
+        q = self.target(batch.next_obs[i])
+        return masked_argmax(q, batch.next_avail[i]).unsqueeze(-1).float(), None
+
+    @torch.no_grad()
+    def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
+        return self.actor.greedy(batch.obs[self.index], batch.avail[self.index])
+
+    def update(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        i = self.index
+        with torch.no_grad():
+            target = self.critic.value(batch.state, actions)
+        q = self.actor(batch.obs[i]).gather(-1, actions[i].long()).squeeze(-1)
+        loss = masked_mean((q - target) ** 2, batch.active[:, i])
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.max_grad_norm > 0:
+            clip_grads(self.actor.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        return {"actor_loss": loss.detach()}
+
+    def updated_action(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> torch.Tensor:
+        return self.critic.best_response(batch.state, actions, self.index, batch.avail[self.index])
+
+    def soft_update(self) -> None:
+        polyak_update(self.target, self.actor, self.config.polyak)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def make_learner(index: int, team: OffPolicyTeam, critic: JointQCritic, config: D3QNConfig,
+                 space: spaces.Space) -> D3QNLearner:
+    return D3QNLearner(index, team, critic, config)

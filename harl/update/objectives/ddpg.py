@@ -1,0 +1,134 @@
+"""DDPG for one agent (HADDPG in the sequential updater, MADDPG in the simultaneous one).
+
+A deterministic actor ``mu_i(o_i)`` (tanh, scaled to the Box) maximises the centralised
+critic's ``Q(s, a_1..a_n)`` with its own fresh action and the others' actions as the
+updater hands them over (already updated predecessors in the sequential updater)::
+
+    loss_i = -mean_alive Q(s, a_1, .., mu_i(o_i), .., a_n)
+
+The critic's target takes every agent's target-actor action at the bootstrap state.
+Exploration adds Gaussian noise of std ``expl_noise`` x half the action range.
+TD3 (``td3.py``) is this learner with target smoothing and delayed updates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from harl.buffers.replay import ReplayBatch
+from harl.errors import ConfigError
+from harl.policy.actor import PolicyConfig, describe_space
+from harl.policy.off_policy import DeterministicActor, OffPolicyTeam
+from harl.settings import in_range, kind_field, positive, setting
+from harl.update.q_critic import QCritic, masked_mean, polyak_update, team_value
+from harl.update.v_critic import clip_grads
+
+
+@attrs.frozen
+class DDPGConfig:
+    """``[updater.objective] kind = "ddpg"``: deterministic actor, exploration noise, target actor."""
+
+    kind: str = kind_field("ddpg")
+    lr: float = setting(5e-4, "actor Adam learning rate", positive())
+    expl_noise: float = setting(0.1, "exploration noise std, in units of half the action range", in_range(0, None))
+    polyak: float = setting(0.005, "target-actor update rate", in_range(0, 1, low_open=True))
+    max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
+
+
+def require_bounded_box(space: spaces.Space, agent: int, kind: str, source: str) -> spaces.Box:
+    """The space as a Box with finite bounds, or a ConfigError saying what to use instead."""
+    if not isinstance(space, spaces.Box):
+        raise ConfigError(
+            f'{source}: updater.objective.kind: "{kind}" needs Box actions, but agent {agent} has '
+            f'{describe_space(space)}; use kind = "sac" (any space) or "d3qn" (Discrete)'
+        )
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        raise ConfigError(
+            f'{source}: updater.objective.kind: "{kind}" scales a tanh output into the action '
+            f"bounds, but agent {agent}'s Box is unbounded; bound the env's action space"
+        )
+    return space
+
+
+def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: Any, agent: int,
+               source: str) -> nn.Module:
+    box = require_bounded_box(space, agent, config.kind, source)
+    return DeterministicActor(obs_dim, box, policy.hidden_sizes, policy.activation, policy.input_norm,
+                              config.expl_noise)
+
+
+def smoothed_target_actions(actions: torch.Tensor, centre: torch.Tensor, half: torch.Tensor,
+                            policy_noise: float, noise_clip: float,
+                            noise: torch.Tensor | None = None) -> torch.Tensor:
+    """TD3's target smoothing: ``clip(a + clip(eps, -c, c), low, high)``, eps ~ N(0, sigma).
+
+    ``policy_noise`` (sigma) and ``noise_clip`` (c) are in units of half the action range;
+    ``noise`` (standard normal, same shape as ``actions``) may be passed for tests.
+    """
+    eps = torch.randn_like(actions) if noise is None else noise
+    eps = (eps * policy_noise * half).clamp(-noise_clip * half, noise_clip * half)
+    return torch.maximum(torch.minimum(actions + eps, centre + half), centre - half)
+
+
+class DeterministicLearner:
+    """One agent's DDPG/TD3 actor update; ``smoothing`` = (policy_noise, noise_clip) for TD3."""
+
+    stat_names = ("actor_loss",)
+
+    def __init__(self, index: int, team: OffPolicyTeam, critic: QCritic, config: Any,
+                 smoothing: tuple[float, float] | None = None) -> None:
+        self.index = index
+        self.actor: DeterministicActor = team.actors[index]  # type: ignore[assignment]
+        assert team.targets is not None
+        self.target: DeterministicActor = team.targets[index]  # type: ignore[assignment]
+        self.critic = critic
+        self.config = config
+        self.smoothing = smoothing
+        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
+        self.base_lr = config.lr
+
+    @torch.no_grad()
+    def next_action(self, batch: ReplayBatch) -> tuple[torch.Tensor, None]:
+        action = self.target(batch.next_obs[self.index])
+        if self.smoothing is not None:
+            action = smoothed_target_actions(action, self.target.centre, self.target.half_range, *self.smoothing)
+        return action, None
+
+    @torch.no_grad()
+    def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
+        return self.actor(batch.obs[self.index])
+
+    def update(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        i = self.index
+        joint = list(actions)
+        joint[i] = self.actor(batch.obs[i])
+        loss = -masked_mean(team_value(self.critic, batch.state, joint, "first"), batch.active[:, i])
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.max_grad_norm > 0:
+            clip_grads(self.actor.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        return {"actor_loss": loss.detach()}
+
+    def updated_action(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> torch.Tensor:
+        return self.initial_action(batch)
+
+    def soft_update(self) -> None:
+        polyak_update(self.target, self.actor, self.config.polyak)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: DDPGConfig,
+                 space: spaces.Space) -> DeterministicLearner:
+    return DeterministicLearner(index, team, critic, config)

@@ -1,0 +1,256 @@
+"""The trust-region objective for one agent, weighted by the HA factor (HATRPO).
+
+    maximise   L(θ) = mean_active[ factor * r_θ * A ]
+    subject to mean_active[ KL(π_old || π_θ) ] <= kl_threshold
+
+One natural-gradient step per iteration, no optimiser and no learning rate:
+
+1. ``g = ∇L`` at the rollout policy (where ``r = 1``);
+2. the direction ``x ≈ (F + damping I)⁻¹ g`` by ``cg_iterations`` of conjugate gradient,
+   where ``F v`` is the Hessian-vector product of the mean KL (the Fisher matrix);
+3. the full step ``x · sqrt(2 kl_threshold / xᵀFx)``, which reaches the KL bound on the
+   quadratic model of the KL;
+4. a backtracking line search: the fractions 1, c, c², ... (``backtrack_coeff`` = c, at
+   most ``ls_step`` tries) until the surrogate really improves, by at least
+   ``accept_ratio`` of the linear prediction, with the real KL under the bound.  When no
+   fraction passes, the parameters are restored exactly.
+
+The math is in module-level functions (``conjugate_gradient``, ``fisher_vector_product``,
+``line_search``) that tests call directly.  Box and Discrete actions only, as in HARL.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import attrs
+import torch
+
+from harl.buffers.rollout import AgentBatch
+from harl.errors import ConfigError
+from harl.policy.actor import Actor
+from harl.policy.heads import CategoricalHead
+from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.update.objectives.ppo import aggregate_ratio, masked_mean
+
+
+@attrs.frozen
+class TRPOConfig:
+    """``[updater.objective] kind = "trpo"``: one KL-bounded natural-gradient step per iteration."""
+
+    kind: str = kind_field("trpo")
+    kl_threshold: float = setting(0.01, "trust region: the largest mean KL(old || new) a step may reach", positive())
+    ls_step: int = setting(10, "line-search tries; each shrinks the step by backtrack_coeff", positive())
+    backtrack_coeff: float = setting(0.8, "step shrink factor per line-search try", in_range(0, 1, low_open=True, high_open=True))
+    accept_ratio: float = setting(0.5, "accept a step whose real improvement is at least this fraction of the predicted one", in_range(0, 1))
+    cg_iterations: int = setting(10, "conjugate-gradient iterations for the natural-gradient direction", positive())
+    damping: float = setting(0.1, "added to the Fisher matrix's diagonal: (F + damping I) x = g", in_range(0, None))
+    action_aggregation: str = setting("prod", "how per-dimension ratios combine: prod or mean", one_of(("prod", "mean")))
+
+
+# --------------------------------------------------------------------------- flat parameters
+
+
+def flat_params(params: Sequence[torch.Tensor]) -> torch.Tensor:
+    """A copy of the parameters' values as one vector."""
+    return torch.cat([p.detach().reshape(-1) for p in params])
+
+
+@torch.no_grad()
+def set_flat_params(params: Sequence[torch.Tensor], flat: torch.Tensor) -> None:
+    """Write the vector ``flat`` (as made by ``flat_params``) back into the parameters."""
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.copy_(flat[offset:offset + n].view_as(p))
+        offset += n
+
+
+def flat_grad(output: torch.Tensor, params: Sequence[torch.Tensor],
+              create_graph: bool = False) -> torch.Tensor:
+    """The gradient of the scalar ``output`` as one vector (zeros for unused parameters)."""
+    grads = torch.autograd.grad(output, list(params), create_graph=create_graph, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
+                      for g, p in zip(grads, params)])
+
+
+# --------------------------------------------------------------------------- the math
+
+
+def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor,
+                       iterations: int = 10, residual_tol: float = 1e-10) -> torch.Tensor:
+    """Approximately solve ``A x = b`` for a symmetric positive-definite ``A`` given as ``matvec``.
+
+    Stops early once the squared residual falls below ``residual_tol``.
+    """
+    x = torch.zeros_like(b)
+    r = b.clone()
+    p = b.clone()
+    rr = r @ r
+    for _ in range(iterations):
+        if float(rr) < residual_tol:
+            break
+        ap = matvec(p)
+        alpha = rr / (p @ ap)
+        x += alpha * p
+        r -= alpha * ap
+        new_rr = r @ r
+        p = r + (new_rr / rr) * p
+        rr = new_rr
+    return x
+
+
+def fisher_operator(kl: torch.Tensor, params: Sequence[torch.Tensor],
+                    damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``v -> (H + damping I) v`` with ``H`` the Hessian of the scalar ``kl`` in ``params``.
+
+    ``kl`` is KL(π_fixed || π_θ) with π_fixed the current policy detached; at that point
+    its Hessian is the Fisher information matrix.  The KL's gradient graph is built once
+    and reused by every product (conjugate gradient asks for ten or so).
+    """
+    grad = flat_grad(kl, params, create_graph=True)
+
+    def product(v: torch.Tensor) -> torch.Tensor:
+        grads = torch.autograd.grad(grad @ v, list(params), retain_graph=True, allow_unused=True)
+        hv = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
+                        for g, p in zip(grads, params)])
+        return hv + damping * v
+
+    return product
+
+
+def fisher_vector_product(kl: torch.Tensor, params: Sequence[torch.Tensor], v: torch.Tensor,
+                          damping: float = 0.0) -> torch.Tensor:
+    """``(H + damping I) v``, ``H`` the Hessian of ``kl`` in ``params`` (see ``fisher_operator``)."""
+    return fisher_operator(kl, params, damping)(v)
+
+
+@attrs.frozen
+class LineSearchResult:
+    accepted: bool
+    fraction: float
+    """Fraction of the full step that was taken (0 when rejected)."""
+    improvement: float
+    """Surrogate gain of the accepted step (0 when rejected)."""
+    kl: float
+    """Mean KL of the accepted step (0 when rejected)."""
+
+
+@torch.no_grad()
+def line_search(params: Sequence[torch.Tensor], full_step: torch.Tensor, expected_improve: float,
+                surrogate: Callable[[], torch.Tensor], kl: Callable[[], torch.Tensor],
+                kl_threshold: float, steps: int = 10, backtrack_coeff: float = 0.8,
+                accept_ratio: float = 0.5) -> LineSearchResult:
+    """Backtrack from the full step until a fraction of it really improves the surrogate.
+
+    ``surrogate()`` and ``kl()`` evaluate the objective and the mean KL to the starting
+    policy at the parameters' current values; ``expected_improve`` is the linear model's
+    gain of the full step (``g · full_step``).  A fraction ``f`` is accepted when the KL
+    stays under ``kl_threshold``, the surrogate gain is positive and at least
+    ``accept_ratio · f · expected_improve``.  If none of ``steps`` fractions is accepted,
+    the parameters are restored to their exact starting values.
+    """
+    start = flat_params(params)
+    base = float(surrogate())
+    fraction = 1.0
+    for _ in range(steps):
+        set_flat_params(params, start + fraction * full_step)
+        improvement = float(surrogate()) - base
+        divergence = float(kl())
+        if (divergence < kl_threshold and improvement > 0
+                and improvement > accept_ratio * fraction * expected_improve):
+            return LineSearchResult(True, fraction, improvement, divergence)
+        fraction *= backtrack_coeff
+    set_flat_params(params, start)
+    return LineSearchResult(False, 0.0, 0.0, 0.0)
+
+
+# --------------------------------------------------------------------------- the learner
+
+
+@attrs.frozen
+class TRPOStats:
+    """What one agent's TRPO step reports."""
+
+    policy_loss: float
+    """Minus the surrogate after the step."""
+    entropy: float
+    ratio: float
+    """Mean new/old probability ratio after the step."""
+    grad_norm: float
+    """Norm of the surrogate's gradient."""
+    factor: float
+    """Mean of the HA factor this agent was weighted by (1 for MA updates)."""
+    kl: float
+    """Mean KL(old || new) of the step taken (0 when the line search rejected it)."""
+    step_fraction: float
+    """Fraction of the full natural-gradient step taken (0: rejected, parameters restored)."""
+
+
+class TRPOLearner:
+    """Updates one actor by a trust-region step; ``ratio`` tells the updater how far it moved."""
+
+    optimizer = None
+    """No optimiser: the step size comes from the KL bound (the updater skips its learning rate)."""
+    base_lr = 0.0
+
+    def __init__(self, actor: Actor, config: TRPOConfig, generator: torch.Generator) -> None:
+        head = actor.head
+        if isinstance(head, CategoricalHead) and head.action_dim > 1:
+            raise ConfigError(
+                'updater.objective.kind: "trpo" handles Box and Discrete actions, but an agent '
+                f"has MultiDiscrete({head.sizes}) actions (HARL's HATRPO refuses them too); "
+                'use "ppo" or "a2c" for this team'
+            )
+        self.actor = actor
+        self.config = config
+        self.generator = generator
+        self.params = [p for p in actor.parameters() if p.requires_grad]
+
+    def _surrogate(self, batch: AgentBatch, factor: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(surrogate, per-sample entropy, ratio) at the actor's current parameters."""
+        log_probs, entropy = self.actor.evaluate(batch.obs, batch.actions, batch.avail,
+                                                 batch.hidden, batch.starts)
+        ratio = aggregate_ratio(log_probs - batch.old_log_probs, self.config.action_aggregation)
+        return masked_mean(factor * ratio * batch.advantages, batch.active), entropy, ratio
+
+    def _distribution(self, batch: AgentBatch) -> tuple[torch.Tensor, ...]:
+        # cuDNN's GRU has no double backward, which the Fisher-vector product needs
+        with torch.backends.cudnn.flags(enabled=False):
+            return self.actor.distribution(batch.obs, batch.avail, batch.hidden, batch.starts)
+
+    def update(self, batch: AgentBatch, factor: torch.Tensor) -> TRPOStats:
+        cfg = self.config
+        surrogate, _, _ = self._surrogate(batch, factor)
+        grad = flat_grad(surrogate, self.params)
+        with torch.no_grad():
+            old = tuple(t.detach() for t in self._distribution(batch))
+
+        def mean_kl() -> torch.Tensor:
+            return masked_mean(self.actor.kl(old, self._distribution(batch)).unsqueeze(-1), batch.active)
+
+        fisher = fisher_operator(mean_kl(), self.params, cfg.damping)
+        direction = conjugate_gradient(fisher, grad, cfg.cg_iterations)
+        curvature = float(direction @ fisher(direction))
+        del fisher  # frees the KL graph before the line search
+        if math.isfinite(curvature) and curvature > 0:
+            full_step = direction * math.sqrt(2 * cfg.kl_threshold / curvature)
+            result = line_search(self.params, full_step, float(grad @ full_step),
+                                 lambda: self._surrogate(batch, factor)[0], mean_kl,
+                                 cfg.kl_threshold, cfg.ls_step, cfg.backtrack_coeff, cfg.accept_ratio)
+        else:  # a zero gradient (e.g. all advantages 0): nothing to do
+            result = LineSearchResult(False, 0.0, 0.0, 0.0)
+        with torch.no_grad():
+            after, entropy, ratio = self._surrogate(batch, factor)
+            mean_entropy = masked_mean(entropy.unsqueeze(-1), batch.active)
+        return TRPOStats(-float(after), float(mean_entropy), float(ratio.mean()),
+                         float(torch.linalg.vector_norm(grad)), float(factor.mean()),
+                         result.kl, result.fraction)
+
+    @torch.no_grad()
+    def ratio(self, batch: AgentBatch) -> torch.Tensor:
+        """(N, 1) new/old probability ratio of the actions in ``batch`` under the current actor."""
+        log_probs, _ = self.actor.evaluate(batch.obs, batch.actions, batch.avail, batch.hidden, batch.starts)
+        return aggregate_ratio(log_probs - batch.old_log_probs, self.config.action_aggregation)

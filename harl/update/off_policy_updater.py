@@ -1,0 +1,176 @@
+"""The off-policy Updater: ``updates_per_round`` gradient steps on replayed batches.
+
+One gradient step::
+
+    batch  = returns.sample(buffer, batch_size)         # n-step targets, per-sample discount
+    critic <- TD step toward R_n + discount * (Q_target(s', a') - penalty)
+    every policy_freq steps:
+        actions = [agent.initial_action(batch) for each agent]          # no gradient
+        for i in order:                         # sequential: random or fixed order
+            agent i: one actor step on Q(s, actions with its own slot fresh)
+            sequential:   actions[i] = agent i's *updated* action      (HA: later agents see it)
+            simultaneous: actions stay the pre-update ones             (MA: MADDPG, MATD3)
+        polyak-update the target networks
+
+Iterations whose buffer holds at most ``warmup_steps`` transitions (the random warm-up)
+do no gradient step; their stats row has empty cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import attrs
+import torch
+
+from harl.buffers.replay import ReplayBatch, ReplayBuffer
+from harl.returns.n_step import NStepReturns
+from harl.update.q_critic import QCriticLearner
+from harl.update.sequential import SequentialConfig
+from harl.update.simultaneous import SimultaneousConfig
+
+
+class OffPolicyAgent(Protocol):
+    """One agent's objective (``ddpg``, ``td3``, ``sac``, ``d3qn``) as the updater drives it."""
+
+    stat_names: tuple[str, ...]
+    base_lr: float
+    optimizer: torch.optim.Optimizer
+
+    def next_action(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """At the bootstrap observation: the critic-format action and an entropy penalty (B,) or None."""
+        ...
+
+    def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
+        """The agent's current action (no gradient) that the others' losses start from."""
+        ...
+
+    def update(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One actor step; ``actions[j]`` is agent j's action as this agent must see it."""
+        ...
+
+    def updated_action(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> torch.Tensor:
+        """The agent's action after its update (what its successors see in a sequential round)."""
+        ...
+
+    def soft_update(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def actor_round(agents: Sequence[OffPolicyAgent], batch: ReplayBatch, order: Sequence[int],
+                sequential: bool) -> dict[int, dict[str, torch.Tensor]]:
+    """Update every agent once, in ``order``; see the module docstring."""
+    actions = [agent.initial_action(batch) for agent in agents]
+    stats: dict[int, dict[str, torch.Tensor]] = {}
+    for i in order:
+        stats[i] = agents[i].update(batch, list(actions))
+        if sequential:
+            actions[i] = agents[i].updated_action(batch, actions)
+    return stats
+
+
+@attrs.frozen
+class OffPolicyUpdateStats:
+    updates: int
+    """Gradient (critic) steps this iteration; 0 during warm-up."""
+    critic: dict[str, float | None]
+    agents: list[dict[str, float | None]]
+    order: list[int]
+    lr_scale: float
+
+    def row(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"updates": self.updates, **self.critic, "lr_scale": self.lr_scale,
+                               "agent_order": "-".join(map(str, self.order)) or None}
+        for i, agent in enumerate(self.agents):
+            out.update({f"agent{i}_{k}": v for k, v in agent.items()})
+        return out
+
+
+CRITIC_STATS = ("critic_loss", "q_mean", "target_mean")
+
+
+class OffPolicyUpdater:
+    """Critic TD steps and HA-sequential (or MA-simultaneous) actor rounds on replayed batches."""
+
+    def __init__(self, config: SequentialConfig | SimultaneousConfig, agents: Sequence[OffPolicyAgent],
+                 critic: QCriticLearner, returns: NStepReturns, batch_size: int, updates_per_round: int,
+                 warmup_steps: int, policy_freq: int, generator: torch.Generator) -> None:
+        self.config = config
+        self.sequential = isinstance(config, SequentialConfig)
+        self.agents = list(agents)
+        self.critic = critic
+        self.returns = returns
+        self.batch_size = batch_size
+        self.updates_per_round = updates_per_round
+        self.warmup_steps = warmup_steps
+        self.policy_freq = policy_freq
+        self.generator = generator
+        self.steps = 0
+        """Critic steps since the start of the run (TD3's delayed updates count them)."""
+
+    def agent_order(self) -> list[int]:
+        n = len(self.agents)
+        if isinstance(self.config, SequentialConfig) and self.config.order == "random":
+            return torch.randperm(n, generator=self.generator).tolist()
+        return list(range(n))
+
+    def _set_lr(self, scale: float) -> None:
+        for learner in [*self.agents, self.critic]:
+            for group in learner.optimizer.param_groups:
+                group["lr"] = learner.base_lr * scale
+
+    def _empty(self, scale: float) -> OffPolicyUpdateStats:
+        return OffPolicyUpdateStats(0, dict.fromkeys(CRITIC_STATS), [dict.fromkeys(a.stat_names) for a in self.agents],
+                                    [], scale)
+
+    def update(self, buffer: ReplayBuffer, progress: float) -> OffPolicyUpdateStats:
+        scale = 1.0 - progress if self.config.lr_decay == "linear" else 1.0
+        if buffer.env_steps <= self.warmup_steps or buffer.size == 0:
+            return self._empty(scale)
+        self._set_lr(scale)
+        critic = self.critic.critic
+        critic_rows: list[torch.Tensor] = []
+        agent_rows: list[list[torch.Tensor]] = [[] for _ in self.agents]
+        order: list[int] = []
+        for _ in range(self.updates_per_round):
+            batch = self.returns.sample(buffer, self.batch_size, self.generator)
+            nexts = [agent.next_action(batch) for agent in self.agents]
+            penalties = [p for _, p in nexts if p is not None]
+            penalty = torch.stack(penalties).sum(0) if penalties else None
+            stats = self.critic.update(batch, critic.encode(batch.actions), [a for a, _ in nexts], penalty)
+            critic_rows.append(torch.stack([stats[k] for k in CRITIC_STATS]))
+            self.steps += 1
+            if self.steps % self.policy_freq:
+                continue
+            order = self.agent_order()
+            critic.nets.requires_grad_(False)  # actor losses need no critic weight gradients
+            try:
+                rounds = actor_round(self.agents, batch, order, self.sequential)
+            finally:
+                critic.nets.requires_grad_(True)
+            for i, agent in enumerate(self.agents):
+                agent_rows[i].append(torch.stack([rounds[i][k].float() for k in agent.stat_names]))
+                agent.soft_update()
+            self.critic.soft_update()
+        critic_means = torch.stack(critic_rows).mean(0).tolist()
+        agents_stats = []
+        for agent, rows in zip(self.agents, agent_rows):
+            means = torch.stack(rows).mean(0).tolist() if rows else [None] * len(agent.stat_names)
+            agents_stats.append(dict(zip(agent.stat_names, means)))
+        return OffPolicyUpdateStats(len(critic_rows), dict(zip(CRITIC_STATS, critic_means)), agents_stats,
+                                    order, scale)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"agents": [agent.state_dict() for agent in self.agents], "critic": self.critic.state_dict(),
+                "generator": self.generator.get_state(), "steps": self.steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for agent, agent_state in zip(self.agents, state["agents"]):
+            agent.load_state_dict(agent_state)
+        self.critic.load_state_dict(state["critic"])
+        self.generator.set_state(state["generator"])
+        self.steps = state["steps"]

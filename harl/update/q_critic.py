@@ -1,0 +1,297 @@
+"""Centralised action-value critics of the off-policy family, and their TD learner.
+
+- ``q``: ``Q(s, a_1 .. a_n)`` on the global state and every agent's action (Box values,
+  one-hot for Discrete / MultiDiscrete), single or ``twin`` (targets use the minimum of
+  two networks: TD3, SAC).  EP state: one value per env from the team reward; FP state:
+  one value per agent (the state plus the agent's one-hot id) from its own reward.
+- ``joint_q``: D3QN's dueling network over the *joint* discrete action space, used to
+  score the joint greedy action (``best_response`` gives one agent's best action with the
+  others' fixed).
+
+Both keep polyak-averaged target networks.  The TD target of a sampled batch is::
+
+    y = R_n + discount * (Q_target(s', a') - penalty)
+
+with ``R_n`` and ``discount`` (gamma^m, 0 after termination) from the ``n_step`` return
+computer, ``a'`` the objective's next actions and ``penalty`` its entropy term (SAC).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.nn import functional as F
+
+from harl.buffers.replay import ReplayBatch
+from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, masked_argmax, plain_mlp
+from harl.returns.value_norm import ValueNorm
+from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
+from harl.update.v_critic import clip_grads, huber
+
+MAX_JOINT_ACTIONS = 100_000
+"""``joint_q`` enumerates the joint action space; beyond this it is refused."""
+
+
+@attrs.frozen
+class QCriticConfig:
+    """``[critic] kind = "q"``: centralised Q(s, a_1..a_n), single or twin."""
+
+    kind: str = kind_field("q")
+    twin: bool = setting(False, "two Q networks; targets take their minimum (TD3, SAC)")
+    state_type: str = setting("EP", "EP: one global state/value per env; FP: one per agent", one_of(("EP", "FP")))
+    hidden_sizes: tuple[int, ...] = setting((256, 256), "widths of the hidden layers", each_positive())
+    activation: str = setting("relu", "hidden activation", one_of(OFF_POLICY_ACTIVATIONS))
+    input_norm: bool = setting(False, "LayerNorm on the raw input (state and actions)")
+    lr: float = setting(1e-3, "Adam learning rate", positive())
+    polyak: float = setting(0.005, "target-network update rate: target <- (1 - polyak) target + polyak online", in_range(0, 1, low_open=True))
+    huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
+    max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
+    value_norm: bool = setting(False, "normalise TD targets with a running mean/std (HARL's ValueNorm)")
+
+
+@attrs.frozen
+class JointQCriticConfig:
+    """``[critic] kind = "joint_q"``: D3QN's dueling Q over the joint discrete action space (EP state)."""
+
+    kind: str = kind_field("joint_q")
+    hidden_sizes: tuple[int, ...] = setting((128, 128), "widths of the shared hidden layers", each_positive())
+    activation: str = setting("relu", "activation of the shared layers", one_of(OFF_POLICY_ACTIVATIONS))
+    dueling_hidden_sizes: tuple[int, ...] = setting((128,), "hidden widths of the value and advantage streams", each_positive())
+    dueling_activation: str = setting("hardswish", "activation of the value and advantage streams", one_of(OFF_POLICY_ACTIVATIONS))
+    input_norm: bool = setting(False, "LayerNorm on the raw state")
+    lr: float = setting(1e-3, "Adam learning rate", positive())
+    polyak: float = setting(0.005, "target-network update rate", in_range(0, 1, low_open=True))
+    huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
+    max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
+
+
+@torch.no_grad()
+def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``target <- (1 - tau) * target + tau * online``, parameter by parameter (tau = 1 copies)."""
+    t_params = list(target.parameters())
+    o_params = list(online.parameters())
+    if t_params:
+        torch._foreach_lerp_(t_params, o_params, tau)
+
+
+def critic_action_width(space: spaces.Space) -> int:
+    """Columns an agent's action takes in the critic's input (one-hot widths for categories)."""
+    if isinstance(space, spaces.Box):
+        return int(np.prod(space.shape))
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, spaces.MultiDiscrete):
+        return int(np.asarray(space.nvec).sum())
+    raise TypeError(f"unsupported action space {space!r}")
+
+
+def one_hot_actions(stored: torch.Tensor, space: spaces.Space) -> torch.Tensor:
+    """Stored actions ``(B, k)`` -> the critic's format (Box unchanged, categories one-hot)."""
+    if isinstance(space, spaces.Box):
+        return stored
+    sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(n) for n in np.asarray(space.nvec).ravel()]
+    index = stored.long()
+    return torch.cat([F.one_hot(index[:, j], n).to(stored.dtype) for j, n in enumerate(sizes)], -1)
+
+
+class QCritic(nn.Module):
+    """Q(s, a_1..a_n); values in env units: ``(B,)`` for EP, ``(B, A)`` for FP."""
+
+    def __init__(self, state_dim: int, action_spaces: Sequence[spaces.Space], config: QCriticConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.spaces = list(action_spaces)
+        self.n_agents = len(self.spaces)
+        self.fp = config.state_type == "FP"
+        in_dim = state_dim + (self.n_agents if self.fp else 0) + sum(critic_action_width(s) for s in self.spaces)
+        sizes = [in_dim, *config.hidden_sizes, 1]
+        self.nets = nn.ModuleList(plain_mlp(sizes, config.activation, None, config.input_norm)
+                                  for _ in range(2 if config.twin else 1))
+        self.targets = copy.deepcopy(self.nets)
+        self.targets.requires_grad_(False)
+        self.normalizer = ValueNorm() if config.value_norm else None
+        self.register_buffer("agent_ids", torch.eye(self.n_agents))
+
+    def encode(self, stored: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Buffer actions -> the critic's action format (one-hot for categories)."""
+        return [one_hot_actions(a, s) for a, s in zip(stored, self.spaces)]
+
+    def inputs(self, state: torch.Tensor, actions: Sequence[torch.Tensor]) -> torch.Tensor:
+        x = torch.cat([state, *actions], -1)
+        if not self.fp:
+            return x
+        lead = x.shape[:-1]
+        copies = x.unsqueeze(-2).expand(*lead, self.n_agents, x.shape[-1])
+        ids = self.agent_ids.expand(*lead, self.n_agents, self.n_agents)
+        return torch.cat([copies, ids], -1)
+
+    def raw(self, state: torch.Tensor, actions: Sequence[torch.Tensor],
+            nets: nn.ModuleList | None = None) -> list[torch.Tensor]:
+        """Each network's output (normalised units when value_norm is on)."""
+        x = self.inputs(state, actions)
+        return [net(x).squeeze(-1) for net in (nets if nets is not None else self.nets)]
+
+    def _denormalize(self, q: torch.Tensor) -> torch.Tensor:
+        return q if self.normalizer is None else self.normalizer.denormalize(q)
+
+    def value(self, state: torch.Tensor, actions: Sequence[torch.Tensor], reduce: str = "first") -> torch.Tensor:
+        """Q in env units for actor losses: the first network's, or the twins' ``min``."""
+        if reduce == "first":
+            x = self.inputs(state, actions)
+            return self._denormalize(self.nets[0](x).squeeze(-1))
+        return self._denormalize(torch.stack(self.raw(state, actions)).min(0).values)
+
+    @torch.no_grad()
+    def target_value(self, state: torch.Tensor, actions: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The target networks' value (their minimum when twin), env units."""
+        return self._denormalize(torch.stack(self.raw(state, actions, self.targets)).min(0).values)
+
+    def soft_update(self, tau: float) -> None:
+        polyak_update(self.targets, self.nets, tau)
+
+
+class DuelingNet(nn.Module):
+    """``V(x) + A(x, .) - mean A(x, .)`` over ``n`` outputs."""
+
+    def __init__(self, in_dim: int, n: int, hidden_sizes: Sequence[int], activation: str,
+                 dueling_hidden_sizes: Sequence[int], dueling_activation: str, input_norm: bool) -> None:
+        super().__init__()
+        self.base = plain_mlp([in_dim, *hidden_sizes], activation, activation, input_norm)
+        self.value = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, 1], dueling_activation)
+        self.advantage = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, n], dueling_activation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.base(x)
+        adv = self.advantage(x)
+        return self.value(x) + adv - adv.mean(-1, keepdim=True)
+
+
+class JointQCritic(nn.Module):
+    """Q(s, joint action) for all joint actions at once; agent 0's index varies fastest."""
+
+    fp = False
+    normalizer = None
+
+    def __init__(self, state_dim: int, action_spaces: Sequence[spaces.Space], config: JointQCriticConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.sizes = [int(s.n) for s in action_spaces]  # type: ignore[attr-defined]
+        self.n_agents = len(self.sizes)
+        strides = [math.prod(self.sizes[:i]) for i in range(self.n_agents)]
+        self.register_buffer("strides", torch.tensor(strides, dtype=torch.long))
+        joint = math.prod(self.sizes)
+        self.nets = nn.ModuleList([DuelingNet(state_dim, joint, config.hidden_sizes, config.activation,
+                                              config.dueling_hidden_sizes, config.dueling_activation,
+                                              config.input_norm)])
+        self.targets = copy.deepcopy(self.nets)
+        self.targets.requires_grad_(False)
+
+    def encode(self, stored: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Stored ``(B, 1)`` category indices are already this critic's format."""
+        return list(stored)
+
+    def joint_index(self, actions: Sequence[torch.Tensor]) -> torch.Tensor:
+        """(B,) joint index ``sum_i a_i * prod_{j<i} n_j``."""
+        return sum(a.reshape(-1).long() * self.strides[i] for i, a in enumerate(actions))  # type: ignore[return-value]
+
+    def raw(self, state: torch.Tensor, actions: Sequence[torch.Tensor],
+            nets: nn.ModuleList | None = None) -> list[torch.Tensor]:
+        index = self.joint_index(actions).unsqueeze(-1)
+        return [net(state).gather(-1, index).squeeze(-1) for net in (nets if nets is not None else self.nets)]
+
+    def value(self, state: torch.Tensor, actions: Sequence[torch.Tensor], reduce: str = "first") -> torch.Tensor:
+        return self.raw(state, actions)[0]
+
+    @torch.no_grad()
+    def target_value(self, state: torch.Tensor, actions: Sequence[torch.Tensor]) -> torch.Tensor:
+        return self.raw(state, actions, self.targets)[0]
+
+    @torch.no_grad()
+    def best_response(self, state: torch.Tensor, actions: Sequence[torch.Tensor], agent: int,
+                      avail: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, 1) the action of ``agent`` maximising Q with the other agents' actions fixed."""
+        others = self.joint_index([torch.zeros_like(a) if i == agent else a for i, a in enumerate(actions)])
+        choices = others.unsqueeze(-1) + torch.arange(self.sizes[agent], device=state.device) * self.strides[agent]
+        values = self.nets[0](state).gather(-1, choices)
+        return masked_argmax(values, avail).unsqueeze(-1).to(actions[agent].dtype)
+
+    def soft_update(self, tau: float) -> None:
+        polyak_update(self.targets, self.nets, tau)
+
+
+def td_targets(returns: torch.Tensor, discount: torch.Tensor, next_value: torch.Tensor,
+               penalty: torch.Tensor | None = None) -> torch.Tensor:
+    """``returns + discount * (next_value - penalty)``; EP ``(B,)`` or FP ``(B, A)`` values, ``(B,)`` discounts."""
+    if penalty is not None:
+        next_value = next_value - (penalty.unsqueeze(-1) if next_value.dim() > penalty.dim() else penalty)
+    if next_value.dim() > discount.dim():
+        discount = discount.unsqueeze(-1)
+    return returns + discount * next_value
+
+
+def team_value(critic: QCritic | JointQCritic, state: torch.Tensor, actions: Sequence[torch.Tensor],
+               reduce: str = "first") -> torch.Tensor:
+    """(B,) the value an actor maximises: Q itself (EP), or the mean of the agents' Q (FP), as HARL does."""
+    q = critic.value(state, actions, reduce)
+    return q.mean(-1) if critic.fp else q
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``x`` over the entries where ``mask`` (same shape, 0/1) is 1."""
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+class QCriticLearner:
+    """One TD step per call: all of the critic's networks toward the same targets."""
+
+    def __init__(self, critic: QCritic | JointQCritic, config: QCriticConfig | JointQCriticConfig) -> None:
+        self.critic = critic
+        self.config = config
+        self.optimizer = torch.optim.Adam(critic.nets.parameters(), lr=config.lr)
+        self.base_lr = config.lr
+
+    def update(self, batch: ReplayBatch, actions: Sequence[torch.Tensor], next_actions: Sequence[torch.Tensor],
+               penalty: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """``actions``: the batch's actions in the critic's format; ``next_actions`` and ``penalty`` from the objective."""
+        critic, cfg = self.critic, self.config
+        with torch.no_grad():
+            returns = batch.returns if critic.fp else batch.returns.mean(-1)
+            target = td_targets(returns, batch.discount, critic.target_value(batch.next_state, next_actions), penalty)
+            if critic.normalizer is not None:
+                critic.normalizer.update(target)
+                target_n = critic.normalizer.normalize(target)
+            else:
+                target_n = target
+        predictions = critic.raw(batch.state, actions)
+        losses = [huber(target_n - q, cfg.huber_delta) for q in predictions]
+        if critic.fp:  # an agent's value is only fitted where it was alive
+            mask = batch.active
+            loss = sum((l_ * mask).sum() / mask.sum().clamp(min=1.0) for l_ in losses)
+        else:
+            loss = sum(l_.mean() for l_ in losses)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[union-attr]
+        if cfg.max_grad_norm > 0:
+            clip_grads(critic.nets.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        q = predictions[0].detach()
+        if critic.normalizer is not None:
+            q = critic.normalizer.denormalize(q)
+        return {"critic_loss": loss.detach(), "q_mean": q.mean(), "target_mean": target.mean()}  # type: ignore[union-attr]
+
+    def soft_update(self) -> None:
+        self.critic.soft_update(self.config.polyak)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,62 @@
+"""The replay buffer: per-agent layout, circular overwrite, sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from harl.buffers.replay import ReplayBuffer
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+OBS = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (5,), np.float32)]
+ACT = [spaces.Box(-1, 1, (2,), np.float32), spaces.MultiDiscrete([2, 3])]
+
+
+def add(buffer: ReplayBuffer, value: float) -> None:
+    E = buffer.n_envs
+    obs = [np.full((E, 3), value), np.full((E, 5), value)]
+    avail = [np.zeros((E, 0)), np.ones((E, 5))]
+    buffer.add(obs, avail, np.full((E, 4), value), [np.full((E, 2), value), np.ones((E, 2))],
+               np.full((E, 2), value), np.zeros(E, bool), np.zeros(E, bool), np.ones((E, 2)),
+               obs, avail, np.full((E, 4), value))
+
+
+def test_layout_is_per_agent_with_masks_only_for_categories() -> None:
+    """Each agent keeps its own widths; a Box agent has no mask, MultiDiscrete masks are concatenated."""
+    buffer = ReplayBuffer(OBS, ACT, 4, n_envs=2, capacity=10)
+    assert buffer.rows == 5
+    assert [o.shape for o in buffer.obs] == [(5, 2, 3), (5, 2, 5)]
+    assert [a.shape for a in buffer.actions] == [(5, 2, 2), (5, 2, 2)]
+    assert buffer.avail[0] is None and buffer.avail[1].shape == (5, 2, 5)
+    add(buffer, 1.0)
+    assert buffer.size == 2 and buffer.env_steps == 2
+
+
+def test_overwrites_the_oldest_rows_and_indexes_from_the_oldest() -> None:
+    """After wrap-around, flat index 0 is the oldest transition still stored."""
+    buffer = ReplayBuffer(OBS, ACT, 4, n_envs=2, capacity=6)
+    for v in range(5):
+        add(buffer, float(v))
+    assert buffer.filled == 3 and buffer.head == 2 and buffer.env_steps == 10
+    rows, envs = buffer.windows(torch.arange(buffer.size), 1)
+    values = buffer.obs[0][rows[:, 0], envs, 0]
+    assert values.tolist() == [2.0, 2.0, 3.0, 3.0, 4.0, 4.0]
+
+
+def test_sample_index_covers_only_stored_transitions() -> None:
+    """Uniform indices fall inside the stored range and follow the generator."""
+    buffer = ReplayBuffer(OBS, ACT, 4, n_envs=2, capacity=100)
+    for v in range(3):
+        add(buffer, float(v))
+    index = buffer.sample_index(500, torch.Generator().manual_seed(0))
+    assert int(index.min()) >= 0 and int(index.max()) < 6
+    assert len(set(index.tolist())) == 6

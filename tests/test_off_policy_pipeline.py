@@ -1,0 +1,111 @@
+"""Off-policy pipelines: the family's slots go together (exact messages), and a small HA learning check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from harl.build import build_stages
+from harl.errors import ConfigError
+from harl.pipeline import structure_pipeline
+from tests.fakes import counting, matrix
+from tests.fakes.matrix import PAYOFF
+
+OFF = {"collector": {"kind": "off_policy"}, "buffer": {"kind": "replay"}, "returns": {"kind": "n_step"}}
+
+
+def message(data: dict[str, Any]) -> str:
+    assert counting.CountingConfig  # registers the "counting" env kind
+    with pytest.raises(ConfigError) as info:
+        structure_pipeline({"env": {"kind": "counting"}, **data}, "x.toml")
+    return str(info.value)
+
+
+def test_off_policy_collector_with_on_policy_slots_names_each_fix() -> None:
+    """Each on-policy slot left under an off-policy collector gets its own line and fix."""
+    assert message({"collector": {"kind": "off_policy"}}) == "\n".join([
+        'x.toml: buffer.kind: "rollout" belongs to the on-policy family, but collector.kind = "off_policy"; '
+        'set buffer.kind = "replay" (or collector.kind = "on_policy")',
+        'x.toml: returns.kind: "gae" belongs to the on-policy family, but collector.kind = "off_policy"; '
+        'set returns.kind = "n_step" (or collector.kind = "on_policy")',
+        'x.toml: critic.kind: "v" belongs to the on-policy family, but collector.kind = "off_policy"; '
+        'set critic.kind = "q" ("joint_q" for d3qn) (or collector.kind = "on_policy")',
+        'x.toml: updater.objective.kind: "ppo" belongs to the on-policy family, but collector.kind = '
+        '"off_policy"; set updater.objective.kind = one of ddpg, td3, sac, d3qn (or collector.kind = "on_policy")',
+    ])
+
+
+def test_off_policy_slot_under_the_on_policy_collector() -> None:
+    """A replay buffer with the on-policy collector is refused with the collector fix."""
+    assert message({"buffer": {"kind": "replay"}}) == (
+        'x.toml: buffer.kind: "replay" belongs to the off-policy family, but collector.kind = "on_policy"; '
+        'set collector.kind = "off_policy" (with a replay buffer, n_step returns and a Q critic)')
+
+
+def test_td3_needs_twin_critics() -> None:
+    assert message({**OFF, "critic": {"kind": "q"}, "updater": {"objective": {"kind": "td3"}}}) == (
+        "x.toml: critic.twin: td3 takes the minimum of twin critics in its targets; set critic.twin = true "
+        '(or updater.objective.kind = "ddpg")')
+
+
+def test_d3qn_and_joint_q_go_together() -> None:
+    assert message({**OFF, "critic": {"kind": "q"}, "updater": {"objective": {"kind": "d3qn"}}}) == (
+        'x.toml: critic.kind: "q" cannot score d3qn\'s joint greedy actions; set critic.kind = "joint_q"')
+    assert message({**OFF, "critic": {"kind": "joint_q"}, "updater": {"objective": {"kind": "sac"}}}) == (
+        'x.toml: critic.kind: "joint_q" serves only d3qn, not "sac"; set critic.kind = "q"')
+
+
+def test_shared_actors_are_refused_off_policy() -> None:
+    data = {**OFF, "critic": {"kind": "q"}, "updater": {"kind": "simultaneous", "objective": {"kind": "sac"}},
+            "policy": {"share_parameters": True}}
+    assert message(data) == ("x.toml: policy.share_parameters: off-policy objectives keep one actor per agent; "
+                             "set policy.share_parameters = false")
+
+
+def test_objective_refuses_action_spaces_it_cannot_drive() -> None:
+    """td3 on the counting env (Discrete agent 1) fails at build time with the alternatives."""
+    data = {"env": {"kind": "counting"}, **OFF, "critic": {"kind": "q", "twin": True},
+            "updater": {"objective": {"kind": "td3"}}, "evaluator": {"n_envs": 1}, "collector": {
+                "kind": "off_policy", "n_envs": 1}}
+    with pytest.raises(ConfigError) as info:
+        build_stages(structure_pipeline(data, "x.toml"), "x.toml")
+    assert str(info.value) == ('x.toml: updater.objective.kind: "td3" needs Box actions, but agent 1 has '
+                               'Discrete(4); use kind = "sac" (any space) or "d3qn" (Discrete)')
+
+
+def train_d3qn_on_matrix_game(updater: str, seed: int) -> float:
+    """HAD3QN (or its simultaneous variant) on the one-step matrix game; the greedy joint payoff."""
+    assert matrix.MatrixGameConfig  # registers the "matrix" env kind
+    data = {
+        "run": {"seed": seed},
+        "env": {"kind": "matrix"},
+        "collector": {"kind": "off_policy", "n_envs": 64, "train_interval": 1, "warmup_steps": 512,
+                      "updates_per_round": 10},
+        "buffer": {"kind": "replay", "capacity": 4096, "batch_size": 128},
+        "returns": {"kind": "n_step"},
+        "critic": {"kind": "joint_q", "hidden_sizes": [16], "dueling_hidden_sizes": [16], "lr": 0.01, "polyak": 0.1},
+        "updater": {"kind": updater, "objective": {"kind": "d3qn", "lr": 0.01, "dueling_hidden_sizes": [16],
+                                                   "polyak": 0.1, "epsilon_start": 0.3, "epsilon_end": 0.3}},
+        "policy": {"hidden_sizes": [16], "input_norm": False},
+        "evaluator": {"episodes": 1, "n_envs": 1},
+    }
+    stages = build_stages(structure_pipeline(data, "matrix-game"))
+    try:
+        for it in range(20):
+            stages.collector.collect(stages.buffer)
+            stages.updater.update(stages.buffer, it / 20)
+        return stages.evaluator.evaluate().mean_return
+    finally:
+        stages.close()
+
+
+def test_had3qn_finds_a_coordinated_optimum_of_the_matrix_game() -> None:
+    """Sequential best responses under the joint critic reach an optimal joint action on most seeds."""
+    threads = torch.get_num_threads()
+    try:
+        wins = [train_d3qn_on_matrix_game("sequential", seed) == PAYOFF.max() for seed in range(6)]
+    finally:
+        torch.set_num_threads(threads)
+    assert sum(wins) >= 5, wins

@@ -1,0 +1,84 @@
+"""harl render: a video of the stated number of frames, the episode returns, clear refusals."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from harl.cli import main
+from harl.errors import HarlError
+from harl.render import make_render_env
+from tests.fakes.counting import CountingConfig
+from tests.test_cli import train
+
+FRAMES_PER_EPISODE = 26
+"""MPE episodes are 25 steps: the frame after the reset and one after each step."""
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("mpe2", reason="the run uses MPE (pip install harl[mpe])")
+    return train(tmp_path_factory.mktemp("render"))
+
+
+def test_gif_of_two_episodes(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """render --episodes 2 writes a GIF of 2 x 26 frames (at 10 per second) and prints both returns."""
+    pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")
+    from PIL import Image
+
+    out = tmp_path / "spread.gif"
+    capsys.readouterr()
+    assert main(["render", str(run_dir), "--episodes", "2", "--out", str(out)]) == 0
+    with Image.open(out) as gif:
+        assert gif.size == (700, 700)
+        # Pillow merges a frame equal to the one before into its duration: count time, not images.
+        durations = []
+        for index in range(gif.n_frames):
+            gif.seek(index)
+            durations.append(gif.info["duration"])
+    assert sum(durations) == 2 * FRAMES_PER_EPISODE * 100  # 10 frames per second
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == ["episode 0", "episode 1"]
+    assert lines[0].endswith(", length 25")
+    assert lines[2] == f"wrote {out}: {2 * FRAMES_PER_EPISODE} frames"
+
+
+def test_mp4(run_dir: Path, tmp_path: Path) -> None:
+    """An .mp4 (imageio-ffmpeg) holds one episode's frames."""
+    pytest.importorskip("imageio_ffmpeg", reason="mp4 needs imageio-ffmpeg (pip install harl[video])")
+    import imageio.v2 as imageio
+
+    out = tmp_path / "spread.mp4"
+    assert main(["render", str(run_dir), "--out", str(out)]) == 0
+    with imageio.get_reader(out) as reader:
+        assert reader.count_frames() == FRAMES_PER_EPISODE
+
+
+def test_mp4_without_ffmpeg(run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Without imageio-ffmpeg an .mp4 is refused with the extra to install and the GIF way out."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "imageio_ffmpeg" else find_spec(name, *a))
+    out = tmp_path / "x.mp4"
+    assert main(["render", str(run_dir), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f'harl: --out {out}: writing .mp4 needs: pip install "harl[video]" (the optional package '
+        '"imageio-ffmpeg" is not installed); or write a .gif, which needs only imageio\n')
+
+
+def test_other_suffix(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only .gif and .mp4 are written."""
+    assert main(["render", str(run_dir), "--out", "x.avi"]) == 2
+    assert capsys.readouterr().err == "harl: --out x.avi: expected a .gif or .mp4 file name\n"
+
+
+def test_env_without_rendering() -> None:
+    """An env kind whose factory takes no render_mode is refused with the reason."""
+    with pytest.raises(HarlError) as info:
+        make_render_env(CountingConfig())
+    assert str(info.value) == (
+        'env kind "counting" cannot render frames: its factory takes no render_mode (an env renders when '
+        'its factory accepts render_mode="rgb_array" and the env has render())')

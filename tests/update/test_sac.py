@@ -1,0 +1,106 @@
+"""SAC: the temperature moves toward the target entropy; actors' log-densities are right."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from harl.buffers.replay import ReplayBatch
+from harl.policy.off_policy import CategoricalActor, OffPolicyTeam, SquashedGaussianActor
+from harl.update.objectives.sac import SACConfig, SACLearner, alpha_loss, default_target_entropy
+from harl.update.q_critic import QCritic, QCriticConfig
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+BOX = spaces.Box(-2.0, 2.0, (2,), np.float32)
+
+
+def learner(target_entropy: float, alpha: float = 0.2) -> tuple[SACLearner, ReplayBatch]:
+    torch.manual_seed(0)
+    team = OffPolicyTeam([SquashedGaussianActor(3, BOX, (16,), "relu", False)], with_targets=False)
+    critic = QCritic(4, [BOX], QCriticConfig(hidden_sizes=(8,)))
+    sac = SACLearner(0, team, critic, SACConfig(alpha=alpha, alpha_lr=0.05), target_entropy)
+    n = 64
+    batch = ReplayBatch(state=torch.randn(n, 4), obs=[torch.randn(n, 3)], actions=[torch.zeros(n, 2)],
+                        avail=[None], active=torch.ones(n, 1), returns=torch.zeros(n, 1),
+                        discount=torch.zeros(n), steps=torch.ones(n, dtype=torch.long),
+                        next_state=torch.randn(n, 4), next_obs=[torch.randn(n, 3)], next_avail=[None])
+    return sac, batch
+
+
+@pytest.mark.parametrize(("target", "direction"), [(50.0, 1), (-50.0, -1)])
+def test_alpha_moves_toward_the_target_entropy(target: float, direction: int) -> None:
+    """Entropy below target: alpha grows; above target: alpha shrinks (monotonically here)."""
+    sac, batch = learner(target)
+    alphas = [float(sac.alpha)]
+    for _ in range(20):
+        sac.update(batch, [sac.initial_action(batch)])
+        alphas.append(float(sac.alpha))
+    steps = np.diff(alphas)
+    assert np.all(direction * steps > 0), alphas
+
+
+def test_alpha_loss_gradient_sign() -> None:
+    """d loss / d log alpha = -(log pi + target): negative (alpha up) when entropy < target."""
+    log_alpha = torch.zeros((), requires_grad=True)
+    log_probs = torch.full((5,), -1.0)  # entropy estimate 1
+    alpha_loss(log_alpha, log_probs, 3.0, torch.ones(5)).backward()
+    assert log_alpha.grad.item() == pytest.approx(-2.0)
+
+
+def test_fixed_alpha_does_not_move() -> None:
+    """auto_alpha = false keeps the configured temperature."""
+    torch.manual_seed(0)
+    team = OffPolicyTeam([SquashedGaussianActor(3, BOX, (8,), "relu", False)], with_targets=False)
+    critic = QCritic(4, [BOX], QCriticConfig(hidden_sizes=(8,)))
+    sac = SACLearner(0, team, critic, SACConfig(alpha=0.3, auto_alpha=False), -2.0)
+    _, batch = learner(0.0)
+    sac.update(batch, [sac.initial_action(batch)])
+    assert float(sac.alpha) == pytest.approx(0.3)
+
+
+def test_squashed_gaussian_log_density_matches_a_change_of_variables() -> None:
+    """log p(a) = log N(u) - sum log|d a / d u| with a = centre + half tanh(u), checked numerically."""
+    torch.manual_seed(2)
+    actor = SquashedGaussianActor(3, BOX, (8,), "relu", False)
+    obs = torch.randn(4, 3)
+    torch.manual_seed(5)
+    action, log_prob = actor.rsample(obs)
+    assert bool((action.abs() <= 2.0).all())
+    x = actor.body(obs)
+    mu, log_std = actor.mu(x), actor.log_std(x).clamp(-20, 2)
+    u = torch.atanh((action / 2.0).clamp(-1 + 1e-6, 1 - 1e-6))
+    normal = torch.distributions.Normal(mu, log_std.exp())
+    expected = (normal.log_prob(u) - torch.log(2.0 * (1 - torch.tanh(u) ** 2))).sum(-1)
+    torch.testing.assert_close(log_prob, expected, atol=2e-3, rtol=1e-3)
+
+
+def test_categorical_samples_are_one_hot_masked_and_carry_gradients() -> None:
+    """Straight-through samples are exact one-hots of available actions, with gradients to the logits."""
+    actor = CategoricalActor(3, spaces.MultiDiscrete([3, 2]), (8,), "relu", True, 0.01)
+    avail = torch.tensor([[1.0, 0.0, 1.0, 1.0, 1.0]]).expand(200, 5)
+    onehot, log_prob = actor.rsample(torch.randn(200, 3), avail)
+    assert onehot.shape == (200, 5) and bool((onehot[:, 1] == 0).all())
+    torch.testing.assert_close(onehot[:, :3].sum(-1), torch.ones(200))
+    # near-uniform start: log-prob of a sample = log(1/2) + log(1/2)
+    torch.testing.assert_close(log_prob, torch.full((200,), 2 * math.log(0.5)), atol=0.05, rtol=0)
+    (onehot[:, 0] * 1.0).sum().backward()
+    assert actor.logits.weight.grad is not None and float(actor.logits.weight.grad.abs().sum()) > 0
+
+
+def test_default_target_entropies() -> None:
+    """-dim for Box; 0.98 log n per categorical sub-action."""
+    assert default_target_entropy(BOX) == -2.0
+    assert default_target_entropy(spaces.Discrete(5)) == pytest.approx(0.98 * math.log(5))
+    assert default_target_entropy(spaces.MultiDiscrete([2, 3])) == pytest.approx(0.98 * math.log(6))
