@@ -6,6 +6,10 @@ from gymnasium import spaces
 from harl.envs.protocol import EnvStep
 
 
+def box(n: int) -> spaces.Box:
+    return spaces.Box(-np.inf, np.inf, (n,), np.float32)
+
+
 class Rendezvous:
     """A glider (Box action: a velocity) and a walker (MultiDiscrete: a grid step) chase a target."""
 
@@ -13,7 +17,6 @@ class Rendezvous:
 
     def __init__(self, max_steps: int, step_size: float) -> None:
         self.max_steps, self.step_size = max_steps, step_size
-        box = lambda n: spaces.Box(-np.inf, np.inf, (n,), np.float32)  # noqa: E731
         self.observation_spaces = [box(4), box(6)]  # own position + target (+ the glider's position)
         self.action_spaces = [spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.MultiDiscrete([3, 3])]
         self.state_space = box(6)  # glider, walker, target

@@ -159,7 +159,7 @@ def _train_seeds(args: argparse.Namespace, console: Console) -> int:
                   Path(args.run_dir) if args.run_dir else None, args.quiet, console)
     results = sweep.run()
     console.print(summary_table(results, f"{sweep.sweep_dir}: {len(results)} seeds"))
-    for line in follow_ups(results):
+    for line in follow_ups(sweep, results):
         console.print(line, highlight=False)
     console.print(f"curves: harl plot {sweep.sweep_dir}", highlight=False)
     return exit_code(results)

@@ -42,9 +42,9 @@ from harl.update.objectives.ppo import PPOConfig
 from harl.update.objectives.sac import SACConfig
 from harl.update.objectives.td3 import TD3Config
 from harl.update.objectives.trpo import TRPOConfig
+from harl.update.q_critic import JointQCriticConfig, QCriticConfig
 from harl.update.sequential import SequentialConfig
 from harl.update.simultaneous import SimultaneousConfig
-from harl.update.q_critic import JointQCriticConfig, QCriticConfig
 from harl.update.v_critic import VCriticConfig
 
 if sys.version_info >= (3, 11):
@@ -589,7 +589,7 @@ def dump_pipeline(spec: PipelineSpec) -> str:
 
 
 TYPE_NAMES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
-              "tuple[int, ...]": "list of integers"}
+              "tuple[int, ...]": "list of integers", "dict[str, Any]": "table"}
 
 
 def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import attrs
 import numpy as np
 import torch
 
-from harl.errors import CheckpointError, HarlError, MissingExtraError
+from harl.errors import HarlError, MissingExtraError
 
 DEFAULT_FPS = 10
 FORMATS = (".gif", ".mp4")
@@ -110,38 +111,53 @@ def default_out(run_dir: Path) -> Path:
     return run_dir / ("render.mp4" if importlib.util.find_spec("imageio_ffmpeg") else "render.gif")
 
 
+def _small(spec: Any) -> Any:
+    """``spec`` with one inline env per vector env, on the CPU: render needs only its networks."""
+    return attrs.evolve(
+        spec, run=attrs.evolve(spec.run, device="cpu"),
+        collector=attrs.evolve(spec.collector, n_envs=1, backend="inline"),
+        evaluator=attrs.evolve(spec.evaluator, n_envs=1),
+    )
+
+
 @torch.no_grad()
 def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path | None,
                fps: int | None = None) -> RenderResult:
     """Load the run's newest (or the named) checkpoint and film ``episodes`` episodes."""
-    from harl.build import spec_of_run
+    from harl.build import build_stages, restore, spec_of_run
     from harl.checkpoint import latest_checkpoint, load_checkpoint
-    from harl.policy.actor import TeamPolicy
 
     if episodes < 1:
         raise HarlError(f"--episodes: expected a positive integer, got {episodes}")
+    if not os.environ.get("DISPLAY"):
+        # MuJoCo picks its OpenGL backend when imported; without a display only EGL (or
+        # OSMesa, if the user says so) renders off-screen.
+        os.environ.setdefault("MUJOCO_GL", "egl")
     spec, _ = spec_of_run(run_dir)
     out = out or default_out(run_dir)
     check_video(out)  # before the work: a missing package is said at once
     path = checkpoint or latest_checkpoint(run_dir)
     state = load_checkpoint(path)
-    env = make_render_env(spec.env)
+    stages = build_stages(_small(spec), str(run_dir / "pipeline.toml"))  # on- or off-policy alike
     try:
-        policy = TeamPolicy(env.observation_spaces, env.action_spaces, spec.policy)
-        try:
-            policy.load_state_dict(state["policy"])
-        except (KeyError, RuntimeError) as exc:
-            raise CheckpointError(f"{path}: does not fit this run's policy ({str(exc).splitlines()[0]})") from None
-        policy.eval()
+        restore(stages, state, networks_only=True)
+        env = make_render_env(spec.env)
+    except BaseException:
+        stages.close()
+        raise
+    policy = stages.policy
+    policy.eval()
+    returns: list[float] = []
+    lengths: list[int] = []
+    try:
         video = Video(out, fps or int(getattr(env, "render_fps", DEFAULT_FPS)))
-        returns: list[float] = []
-        lengths: list[int] = []
         try:
             for episode in range(episodes):
                 obs, _, avail = env.reset(seed=spec.run.seed * 1000 + 900 + episode)
                 video.add(_frame(env))
+                hidden = policy.initial_hidden(1, "cpu")  # None for feed-forward actors
+                starts = torch.ones(1)
                 total, steps, done = 0.0, 0, False
-                hidden, starts = policy.initial_hidden(1), torch.ones(1)  # GRU state (None: feed-forward)
                 while not done:
                     obs_t = [torch.as_tensor(o, dtype=torch.float32).unsqueeze(0) for o in obs]
                     avail_t = None if avail is None else [torch.as_tensor(a, dtype=torch.float32).unsqueeze(0)
@@ -160,6 +176,7 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
             video.close()
     finally:
         env.close()
+        stages.close()
     return RenderResult(out, video.frames, returns, lengths)
 
 

@@ -22,6 +22,7 @@ import contextlib
 import csv
 import math
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -168,7 +169,8 @@ class Sweep:
                 break
         return statuses
 
-    def _command(self, seed: int) -> list[str]:
+    def command(self, seed: int) -> list[str]:
+        """The ``python -m harl train`` command line of one seed's run."""
         sets = [arg for o in self.overrides for arg in ("--set", o)]
         return [sys.executable, "-m", "harl", "train", self.pipeline, *sets, "--set", f"run.seed={seed}",
                 "--run-dir", str(self.run_dir(seed)), "--quiet"]
@@ -218,7 +220,7 @@ class Sweep:
         if not self.console.is_terminal or self.quiet:
             self.console.print(f"seed {seed}: {run_dir} (output in {run_dir / 'train.log'})", highlight=False)
         with (run_dir / "train.log").open("wb") as log:
-            return subprocess.Popen(self._command(seed), stdout=log, stderr=subprocess.STDOUT,
+            return subprocess.Popen(self.command(seed), stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
 
 
@@ -265,7 +267,7 @@ def summary_table(results: Sequence[SeedResult], title: str) -> Table:
     if len(returns):
         table.add_section()
         table.add_row(f"{len(returns)} seeds", "", "", f"[bold]{returns.mean():.2f} ± {returns.std():.2f}",
-                      "mean ± std over seeds")
+                      "over seeds")
     return table
 
 
@@ -279,12 +281,15 @@ def exit_code(results: Sequence[SeedResult]) -> int:
     return 1
 
 
-def follow_ups(results: Sequence[SeedResult]) -> list[str]:
-    """Lines after the table: how to resume stopped runs, where failed runs logged."""
+def follow_ups(sweep: Sweep, results: Sequence[SeedResult]) -> list[str]:
+    """Lines after the table: how to resume stopped runs, start the others, find failures' output."""
     lines = []
     for r in results:
         if r.status == "stopped":
             lines.append(f"resume seed {r.seed} with: harl train --resume {r.run_dir}")
+        elif r.status == "not started":
+            command = shlex.join(["harl", *sweep.command(r.seed)[3:-1]])
+            lines.append(f"start seed {r.seed} with: {command}")
         elif r.status.startswith("failed") and (r.run_dir / "train.log").is_file():
             lines.append(f"seed {r.seed} failed; its output: {r.run_dir / 'train.log'}")
     return lines

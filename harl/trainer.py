@@ -193,7 +193,12 @@ class Trainer:
                         break
         except KeyboardInterrupt:
             interrupted = True
-            view.message("interrupted: writing a checkpoint before stopping")
+            if c.iteration > last_saved:
+                view.message("interrupted: writing a checkpoint before stopping")
+            elif last_saved:
+                view.message(f"interrupted: the checkpoint of iteration {last_saved} stays the newest")
+            else:
+                view.message("interrupted before the first iteration ended: no checkpoint")
         finally:
             # Not again when the newest checkpoint is of this iteration: a Ctrl-C inside the
             # next iteration would overwrite its exact state with a half-done one.

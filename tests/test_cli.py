@@ -123,7 +123,7 @@ class TestStages:
         """An unknown slot or kind exits 2 and lists the known names."""
         assert main(["stages", "gea"]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("harl: harl stages: no slot or kind named 'gea'; known: buffer, checkpoint,")
+        assert err.startswith("harl: harl stages: no slot or kind named 'gea'; known: a2c, buffer, checkpoint,")
         assert ", gae, " in err
 
 

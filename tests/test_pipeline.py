@@ -183,9 +183,10 @@ class TestKindsAndRanges:
 
     def test_unknown_kind_of_a_nested_slot(self, tmp_path: Path) -> None:
         """The objective, a table inside [updater], is dispatched on its kind too."""
-        path = edited(tmp_path, 'kind = "ppo"', 'kind = "trpo"')
+        path = edited(tmp_path, 'kind = "ppo"', 'kind = "ppoo"')
         assert error_of(path) == (
-            f'{path}: updater.objective.kind: unknown kind "trpo" (expected one of: ppo)'
+            f'{path}: updater.objective.kind: unknown kind "ppoo" (expected one of: ppo, trpo, a2c, '
+            'ddpg, td3, sac, d3qn); did you mean "ppo"?'
         )
 
     def test_clip_out_of_range(self, tmp_path: Path) -> None:
@@ -202,6 +203,15 @@ class TestKindsAndRanges:
         assert error_of(path) == (
             f"{path}: returns.gamma: expected a value in [0, 1], got 1.5; "
             "for example gamma = 0.99 (the default)"
+        )
+
+    def test_chunk_length_must_divide_the_rollout(self, tmp_path: Path) -> None:
+        """Chunked recurrent training cuts each rollout into whole chunks; the message proposes a divisor."""
+        path = edited(tmp_path, 'activation = "relu"\nshare_parameters',
+                      'activation = "relu"\nrecurrent = "chunked"\nchunk_length = 15\nshare_parameters')
+        assert error_of(path) == (
+            f"{path}: policy.chunk_length: expected a divisor of collector.rollout_length (200), "
+            "got 15; for example chunk_length = 10"
         )
 
     def test_sequential_updater_with_a_shared_actor(self, tmp_path: Path) -> None:

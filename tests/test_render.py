@@ -11,7 +11,7 @@ from harl.cli import main
 from harl.errors import HarlError
 from harl.render import make_render_env
 from tests.fakes.counting import CountingConfig
-from tests.test_cli import train
+from tests.test_cli import ROOT, train
 
 FRAMES_PER_EPISODE = 26
 """MPE episodes are 25 steps: the frame after the reset and one after each step."""
@@ -82,3 +82,20 @@ def test_env_without_rendering() -> None:
     assert str(info.value) == (
         'env kind "counting" cannot render frames: its factory takes no render_mode (an env renders when '
         'its factory accepts render_mode="rgb_array" and the env has render())')
+
+
+def test_off_policy_run_in_a_gymnasium_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An off-policy (HATD3) run on gymnasium's Pendulum renders too: one frame per step plus the reset's."""
+    pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")
+    pytest.importorskip("pygame", reason="Pendulum-v1 draws its frames with pygame")
+    settings = {"run.total_env_steps": 20, "collector.train_interval": 10, "env.max_episode_steps": 10,
+                "evaluator.episodes": 1, "evaluator.n_envs": 1, "logging.progress": "false",
+                "critic.hidden_sizes": "[16,16]", "policy.hidden_sizes": "[16,16]"}
+    sets = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    run = tmp_path / "run"
+    assert main(["train", str(ROOT / "pipelines" / "hatd3_gym_pendulum.toml"), *sets, "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["render", str(run), "--out", str(tmp_path / "pendulum.gif")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("episode 0: return ") and lines[0].endswith(", length 10")
+    assert lines[1] == f"wrote {tmp_path / 'pendulum.gif'}: 11 frames"

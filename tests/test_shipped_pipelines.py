@@ -12,6 +12,10 @@ from harl.logging.csv_log import read_metrics
 from harl.pipeline import read_toml
 
 PIPELINES = sorted(Path(__file__).parent.parent.glob("pipelines/*.toml"))
+LONG_EPISODES = {"mamujoco": "env.max_episode_steps", "gym": "env.max_episode_steps", "vmas": "env.max_steps"}
+"""Env kinds with long episodes (MuJoCo's 1,000 steps) or costly steps: here episodes and
+on-policy rollouts are cut to 50 steps, so two iterations take seconds; n_envs and the
+networks keep the pipeline's own sizes."""
 
 
 @pytest.mark.parametrize("path", PIPELINES, ids=[p.stem for p in PIPELINES])
@@ -21,7 +25,13 @@ def test_two_iterations(path: Path, tmp_path: Path) -> None:
     A pipeline whose env needs an extra that is not installed is skipped with harl's message.
     """
     overrides = ["logging.progress=false", "evaluator.episodes=4", "evaluator.n_envs=4"]
-    collector = read_toml(path).get("collector", {})
+    data = read_toml(path)
+    collector = data.get("collector", {})
+    env_kind = data.get("env", {}).get("kind")
+    if env_kind in LONG_EPISODES:
+        overrides.append(f"{LONG_EPISODES[env_kind]}=50")
+        if collector.get("kind", "on_policy") == "on_policy":
+            overrides.append(f"collector.rollout_length={min(collector.get('rollout_length', 200), 50)}")
     if collector.get("kind") == "off_policy":  # warm-up is the first iteration; then a short update round
         one_iteration = collector.get("n_envs", 20) * collector.get("train_interval", 50)
         overrides += [f"collector.warmup_steps={one_iteration}", "collector.updates_per_round=2"]

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from harl.cli import main
 from harl.errors import HarlError
 from harl.logging.csv_log import read_metrics
-from harl.sweep import SeedResult, exit_code, parse_seeds
+from harl.sweep import SeedResult, Sweep, exit_code, follow_ups, parse_seeds
 from tests.test_cli import HAPPO, tiny
 
 WALL_CLOCK = ("wall_time", "steps_per_s")
@@ -51,6 +52,18 @@ def test_exit_code() -> None:
     assert exit_code([result("finished"), result("failed (exit 2)")]) == 1
 
 
+def test_follow_ups(tmp_path: Path) -> None:
+    """After a Ctrl-C the summary says how to resume the stopped seeds and start the others."""
+    sweep = Sweep(str(HAPPO), ["collector.n_envs=2"], [1, 2], 2, tmp_path / "s", True, Console())
+    results = [SeedResult(1, sweep.run_dir(1), "stopped", 100, None, None),
+               SeedResult(2, sweep.run_dir(2), "not started", None, None, None)]
+    assert follow_ups(sweep, results) == [
+        f"resume seed 1 with: harl train --resume {tmp_path / 's' / 'happo-mpe-spread-s1'}",
+        f"start seed 2 with: harl train {HAPPO} --set collector.n_envs=2 --set run.seed=2 "
+        f"--run-dir {tmp_path / 's' / 'happo-mpe-spread-s2'}",
+    ]
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A 2-seed sweep of the tiny HAPPO run, one seed after the other; (sweep dir, stdout)."""
@@ -85,7 +98,7 @@ class TestSweep:
                                                                              ("2", "finished", "100")]
         assert summary[0]["eval_return"] == read_metrics(runs[0] / "metrics.csv")[-1]["eval_return"]
         assert f"sweep directory: {sweep_dir} (seeds 1, 2; one at a time)\n" in out
-        assert "2 seeds" in out and "mean ± std over seeds" in out
+        assert "2 seeds" in out and "over seeds" in out
         assert f"curves: harl plot {sweep_dir}\n" in out
 
     def test_a_seed_of_a_sweep_equals_the_single_run(self, sweep: tuple[Path, str], tmp_path: Path) -> None:

@@ -280,7 +280,9 @@ class MaMuJoCoEnv:
 
     def render(self) -> Any:
         """A frame from the robot's renderer; needs ``make_mamujoco_env(..., render_mode="rgb_array")``."""
-        return self._parallel.render()
+        # The unwrapped env: ``reset`` bypasses gymnasium's wrappers, whose OrderEnforcing
+        # would refuse to render "before reset".
+        return self._mujoco.render()
 
     def close(self) -> None:
         self._parallel.close()

@@ -66,9 +66,9 @@ def actor_round(agents: Sequence[OffPolicyAgent], batch: ReplayBatch, order: Seq
     """Update every agent once, in ``order``; see the module docstring."""
     actions = [agent.initial_action(batch) for agent in agents]
     stats: dict[int, dict[str, torch.Tensor]] = {}
-    for i in order:
+    for position, i in enumerate(order):
         stats[i] = agents[i].update(batch, list(actions))
-        if sequential:
+        if sequential and position < len(order) - 1:  # the last agent's new action has no reader
             actions[i] = agents[i].updated_action(batch, actions)
     return stats
 

@@ -193,6 +193,20 @@ class JointQCritic(nn.Module):
                                               config.input_norm)])
         self.targets = copy.deepcopy(self.nets)
         self.targets.requires_grad_(False)
+        self._table: tuple[torch.Tensor, int, torch.Tensor] | None = None
+
+    @torch.no_grad()
+    def table(self, state: torch.Tensor) -> torch.Tensor:
+        """(B, joint actions) online values, computed once per state batch and parameter version.
+
+        An actor round asks for values of one batch many times (each agent's target and best
+        response) while the critic stays fixed; an optimiser step bumps the version.
+        """
+        version = sum(p._version for p in self.nets[0].parameters())
+        cached = self._table
+        if cached is None or cached[0] is not state or cached[1] != version:
+            cached = self._table = (state, version, self.nets[0](state))
+        return cached[2]
 
     def encode(self, stored: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Stored ``(B, 1)`` category indices are already this critic's format."""
@@ -208,7 +222,8 @@ class JointQCritic(nn.Module):
         return [net(state).gather(-1, index).squeeze(-1) for net in (nets if nets is not None else self.nets)]
 
     def value(self, state: torch.Tensor, actions: Sequence[torch.Tensor], reduce: str = "first") -> torch.Tensor:
-        return self.raw(state, actions)[0]
+        """Q of the joint action, no gradient (the D3QN agents regress toward it)."""
+        return self.table(state).gather(-1, self.joint_index(actions).unsqueeze(-1)).squeeze(-1)
 
     @torch.no_grad()
     def target_value(self, state: torch.Tensor, actions: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -220,7 +235,7 @@ class JointQCritic(nn.Module):
         """(B, 1) the action of ``agent`` maximising Q with the other agents' actions fixed."""
         others = self.joint_index([torch.zeros_like(a) if i == agent else a for i, a in enumerate(actions)])
         choices = others.unsqueeze(-1) + torch.arange(self.sizes[agent], device=state.device) * self.strides[agent]
-        values = self.nets[0](state).gather(-1, choices)
+        values = self.table(state).gather(-1, choices)
         return masked_argmax(values, avail).unsqueeze(-1).to(actions[agent].dtype)
 
     def soft_update(self, tau: float) -> None:
@@ -255,7 +270,7 @@ class QCriticLearner:
     def __init__(self, critic: QCritic | JointQCritic, config: QCriticConfig | JointQCriticConfig) -> None:
         self.critic = critic
         self.config = config
-        self.optimizer = torch.optim.Adam(critic.nets.parameters(), lr=config.lr)
+        self.optimizer = torch.optim.Adam(critic.nets.parameters(), lr=config.lr, foreach=True)
         self.base_lr = config.lr
 
     def update(self, batch: ReplayBatch, actions: Sequence[torch.Tensor], next_actions: Sequence[torch.Tensor],

@@ -9,6 +9,7 @@ from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBuffer
 
+
 @pytest.fixture(autouse=True)
 def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
     threads = torch.get_num_threads()

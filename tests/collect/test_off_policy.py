@@ -98,3 +98,15 @@ def test_heterogeneous_team_trains_with_sac_end_to_end(updater: str) -> None:
         stages.load_state_dict(state)
     finally:
         stages.close()
+
+
+def test_subprocess_backend_reports_final_observations() -> None:
+    """Env workers send the pre-reset observations too, so truncated transitions are the same."""
+    stages = build_stages(structure_pipeline(off_policy_pipeline(backend="subprocess", workers=2), "counting"))
+    try:
+        stages.collector.collect(stages.buffer)
+        buf = stages.buffer
+        assert buf.next_obs[0][2, 1, 0].item() == 2001 * 1000 + 3  # env 1 (seed 2001): episode 0, t = 3
+        assert buf.obs[0][3, 1, 0].item() == 2001 * 1000 + 100
+    finally:
+        stages.close()

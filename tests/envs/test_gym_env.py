@@ -49,11 +49,10 @@ def test_terminated_and_truncated_kept_apart() -> None:
     """CartPole falls over (terminated); Pendulum hits its time limit (truncated)."""
     cartpole = make_gym_env(GymConfig(id="CartPole-v1"))
     cartpole.reset(seed=0)
-    for t in range(1, 100):
-        step = cartpole.step([np.array([0.0])])
-        if step.terminated or step.truncated:
-            break
-    assert step.terminated and not step.truncated and t < 100
+    steps = []
+    while len(steps) < 100 and not (steps and (steps[-1].terminated or steps[-1].truncated)):
+        steps.append(cartpole.step([np.array([0.0])]))
+    assert steps[-1].terminated and not steps[-1].truncated and len(steps) < 100
     pendulum = make_gym_env(GymConfig(id="Pendulum-v1", max_episode_steps=3))
     pendulum.reset(seed=0)
     flags = [pendulum.step([np.zeros(1, np.float32)]) for _ in range(3)]

@@ -151,3 +151,14 @@ def test_config_errors_are_invalid_settings() -> None:
     with pytest.raises(InvalidSetting) as caught:
         PythonEnvConfig(factory="examples.custom_env:nope")
     assert caught.value.key == "factory"
+
+
+def test_kwargs_round_trip_through_the_resolved_pipeline() -> None:
+    """[env.kwargs] is written back as a table and reads back equal (harl train runs/<run>/pipeline.toml)."""
+    from harl.pipeline import dump_pipeline, parse_toml
+
+    spec = structure_pipeline({"env": {"kind": "python", "factory": EXAMPLE,
+                                       "kwargs": {"max_steps": 5, "step_size": 0.2}}}, "p.toml")
+    text = dump_pipeline(spec)
+    assert "[env.kwargs]\nmax_steps = 5\nstep_size = 0.2\n" in text
+    assert structure_pipeline(parse_toml(text, "dumped"), "dumped") == spec

@@ -87,11 +87,11 @@ def test_terminated_env_resets_alone() -> None:
     venv = make_vector_env(VMASConfig(scenario="balance", max_steps=100), n_envs=16, seed=0)
     venv.reset()
     rng = np.random.default_rng(0)
-    for t in range(1, 100):
-        step = venv.step(_actions(venv, rng))
-        if step.terminated.any():
-            break
-    assert step.terminated.any() and not step.truncated.any() and t < 100
+    steps = []
+    while len(steps) < 99 and not (steps and steps[-1].terminated.any()):
+        steps.append(venv.step(_actions(venv, rng)))
+    step, t = steps[-1], len(steps)
+    assert step.terminated.any() and not step.truncated.any() and t < 99
     ended = np.flatnonzero(step.terminated)
     assert [info["length"] for info in step.episode_infos] == [t] * len(ended)
     assert not np.array_equal(step.final_state[ended], step.state[ended])

@@ -10,6 +10,7 @@ from gymnasium import spaces
 from harl.buffers.replay import ReplayBuffer
 from harl.returns.n_step import NStepConfig, NStepReturns, n_step_returns
 
+
 @pytest.fixture(autouse=True)
 def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
     threads = torch.get_num_threads()

@@ -21,6 +21,7 @@ from harl.update.q_critic import (
     td_targets,
 )
 
+
 @pytest.fixture(autouse=True)
 def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
     threads = torch.get_num_threads()

@@ -139,8 +139,8 @@ def test_line_search_backtracks_until_the_gain_is_real() -> None:
 def test_learner_improves_the_surrogate_inside_the_trust_region(kind: str) -> None:
     """One TRPO step raises factor * r * A and keeps the mean KL under kl_threshold."""
     actor = make_actor(kind)
-    batch = make_batch(actor, n=128)
-    factor = torch.full((128, 1), 0.5)
+    batch = make_batch(actor, n=64)
+    factor = torch.full((64, 1), 0.5)
     learner = TRPOLearner(actor, TRPOConfig(kl_threshold=0.01), torch.Generator())
     kl = kl_to(actor, batch)
     stats = learner.update(batch, factor)

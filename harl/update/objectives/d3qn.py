@@ -72,7 +72,7 @@ class D3QNLearner:
         self.target: DuelingQActor = team.targets[index]  # type: ignore[assignment]
         self.critic = critic
         self.config = config
-        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
+        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr, foreach=True)
         self.base_lr = config.lr
 
     @torch.no_grad()

@@ -90,7 +90,7 @@ class DeterministicLearner:
         self.critic = critic
         self.config = config
         self.smoothing = smoothing
-        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
+        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr, foreach=True)
         self.base_lr = config.lr
 
     @torch.no_grad()

@@ -93,7 +93,7 @@ class SACLearner:
         self.critic = critic
         self.config = config
         self.target_entropy = target_entropy
-        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
+        self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr, foreach=True)
         self.base_lr = config.lr
         device = next(self.actor.parameters()).device
         self.log_alpha = torch.tensor(math.log(config.alpha), device=device, requires_grad=config.auto_alpha)

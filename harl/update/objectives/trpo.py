@@ -16,7 +16,9 @@ One natural-gradient step per iteration, no optimiser and no learning rate:
    fraction passes, the parameters are restored exactly.
 
 The math is in module-level functions (``conjugate_gradient``, ``fisher_vector_product``,
-``line_search``) that tests call directly.  Box and Discrete actions only, as in HARL.
+``line_search``) that tests call directly.  Box and Discrete actions only, as in HARL.  The
+KL is exact for both heads (HARL uses an approximation of the categorical one) and, like
+the surrogate, averaged over the agent's active samples.
 """
 
 from __future__ import annotations

@@ -1,0 +1,120 @@
+"""Raw env-steps/s of each environment family through harl's vector envs (random actions).
+
+    python benchmarks/env_throughput.py                  # every family whose extra is installed
+    python benchmarks/env_throughput.py --only vmas --steps 200
+
+One env step is one step of one environment (all agents acting).  Each case builds the
+vector env the way a pipeline does (``make_vector_env``, inline backend), steps it with
+pre-drawn uniformly random actions, and prints one JSON line.  Where harl drives a
+simulator below its public API (MPE, MaMuJoCo), the public API's rate is printed too.
+torch runs on one thread, as in training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from harl.envs.vector import make_vector_env
+from harl.errors import MissingExtraError
+
+
+def random_actions(venv: Any, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for space in venv.action_spaces:
+        if hasattr(space, "nvec"):
+            out.append(np.stack([rng.integers(0, n, size=venv.n_envs) for n in space.nvec], 1))
+        elif hasattr(space, "n"):
+            out.append(rng.integers(0, space.n, size=(venv.n_envs, 1)))
+        else:
+            out.append(rng.uniform(space.low, space.high, (venv.n_envs, *space.shape)).astype(np.float32))
+    return out
+
+
+def vector_rate(config: Any, n_envs: int, steps: int) -> float:
+    venv = make_vector_env(config, n_envs, "inline", seed=0)
+    try:
+        rng = np.random.default_rng(0)
+        actions = [random_actions(venv, rng) for _ in range(16)]
+        venv.reset()
+        for t in range(5):  # warm-up
+            venv.step(actions[t])
+        start = time.perf_counter()
+        for t in range(steps):
+            venv.step(actions[t % 16])
+        return steps * n_envs / (time.perf_counter() - start)
+    finally:
+        venv.close()
+
+
+def mamujoco_parallel_rate(config: Any, steps: int) -> float:
+    """gymnasium-robotics' public parallel_env (+ state()), one env."""
+    from harl.envs.mamujoco import make_parallel_env
+
+    env = make_parallel_env(config)
+    rng = np.random.default_rng(0)
+    names = env.possible_agents
+    actions = [{a: rng.uniform(-0.4, 0.4, env.action_space(a).shape) for a in names} for _ in range(16)]
+    env.reset(seed=0)
+    start = time.perf_counter()
+    for t in range(steps):
+        _, _, term, trunc, _ = env.step(actions[t % 16])
+        env.state()
+        if term[names[0]] or trunc[names[0]]:
+            env.reset()
+    return steps / (time.perf_counter() - start)
+
+
+def cases() -> list[tuple[str, str, Any, int, str | None]]:
+    from harl.envs.gym_env import GymConfig
+    from harl.envs.mamujoco import MaMuJoCoConfig
+    from harl.envs.mpe import MPEConfig
+    from harl.envs.python_env import PythonEnvConfig
+    from harl.envs.vmas_env import VMASConfig
+
+    return [
+        ("mpe", "simple_spread", MPEConfig(), 20, None),
+        ("mamujoco", "HalfCheetah 2x3", MaMuJoCoConfig(agent_obsk=0), 20, "parallel"),
+        ("mamujoco", "HalfCheetah 6x1", MaMuJoCoConfig(agent_conf="6x1"), 20, "parallel"),
+        ("mamujoco", "Walker2d 6x1", MaMuJoCoConfig(scenario="Walker2d", agent_conf="6x1"), 20, "parallel"),
+        ("mamujoco", "Ant 4x2", MaMuJoCoConfig(scenario="Ant", agent_conf="4x2"), 20, "parallel"),
+        ("mamujoco", "Humanoid 17x1", MaMuJoCoConfig(scenario="Humanoid", agent_conf="17x1"), 20, "parallel"),
+        ("gym", "Pendulum-v1", GymConfig(id="Pendulum-v1"), 8, None),
+        ("gym", "CartPole-v1", GymConfig(id="CartPole-v1"), 8, None),
+        ("gym", "HalfCheetah-v5", GymConfig(id="HalfCheetah-v5"), 20, None),
+        ("vmas", "transport (64 envs)", VMASConfig(scenario="transport"), 64, None),
+        ("vmas", "transport (1,024 envs)", VMASConfig(scenario="transport"), 1024, None),
+        ("vmas", "balance (1,024 envs)", VMASConfig(scenario="balance"), 1024, None),
+        ("vmas", "navigation (1,024 envs)", VMASConfig(scenario="navigation"), 1024, None),
+        ("vmas", "simple_spread (1,024 envs)", VMASConfig(scenario="simple_spread"), 1024, None),
+        ("python", "examples/custom_env.py", PythonEnvConfig(factory="examples.custom_env:make_env"), 8, None),
+    ]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=1000, help="vector steps per case (VMAS: a tenth of it)")
+    p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, python)")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    for kind, name, config, n_envs, reference in cases():
+        if args.only and kind != args.only:
+            continue
+        steps = max(20, args.steps // 10) if kind == "vmas" else args.steps
+        try:
+            result: dict[str, Any] = {"kind": kind, "case": name, "n_envs": n_envs,
+                                      "env_steps_per_s": round(vector_rate(config, n_envs, steps))}
+            if reference == "parallel":
+                result["parallel_env_steps_per_s"] = round(mamujoco_parallel_rate(config, steps))
+        except MissingExtraError as exc:
+            result = {"kind": kind, "case": name, "skipped": str(exc)}
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
