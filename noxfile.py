@@ -16,7 +16,7 @@ TORCH = "torch==2.13.0"  # the CPU build; installed first so no CUDA build is pu
 def tests(session: nox.Session) -> None:
     """The test suite (pass pytest arguments after --)."""
     session.install(TORCH)
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,mpe,mamujoco,vmas]")
     session.run("python", "-m", "pytest", *session.posargs)
 
 
@@ -31,6 +31,6 @@ def lint(session: nox.Session) -> None:
 def pipelines(session: nox.Session) -> None:
     """Validate and build every shipped pipeline (``harl check``), running nothing."""
     session.install(TORCH)
-    session.install("-e", ".[mpe]")
+    session.install("-e", ".[mpe,mamujoco,vmas]")
     for path in sorted(Path("pipelines").glob("*.toml")):
         session.run("harl", "check", str(path))

@@ -86,7 +86,8 @@ class MaMuJoCoConfig:
     kind: str = kind_field("mamujoco")
     scenario: str = setting("HalfCheetah", "MuJoCo robot", one_of(PARTITIONS))
     agent_conf: str = setting(
-        "2x3", 'split into agents: "AxJ" (A agents of J joints), see PARTITIONS for each robot'
+        "2x3", 'split into agents: "AxJ" is A agents of J joints; valid values depend on the '
+        "scenario (harl.envs.mamujoco.PARTITIONS, the README's table)",
     )
     agent_obsk: int = setting(
         1, "an agent observes joints up to this many hops from its own (0: only its own)",
@@ -113,12 +114,15 @@ class MaMuJoCoConfig:
 
 def _import_mamujoco() -> tuple[Any, Any]:
     try:
+        import mujoco  # noqa: F401 - gymnasium imports it only when a robot is made
+    except ImportError as exc:
+        raise MissingExtraError('env kind "mamujoco"', "mamujoco", "mujoco") from exc
+    try:
         # gymnasium-robotics prints an unrelated notice (about Adroit hand envs) on import.
         with contextlib.redirect_stderr(io.StringIO()):
             from gymnasium_robotics.envs.multiagent_mujoco import mujoco_multi, obsk
     except ImportError as exc:
-        module = "mujoco" if getattr(exc, "name", "") == "mujoco" else "gymnasium-robotics"
-        raise MissingExtraError('env kind "mamujoco"', "mamujoco", module) from exc
+        raise MissingExtraError('env kind "mamujoco"', "mamujoco", "gymnasium-robotics") from exc
     return mujoco_multi, obsk
 
 

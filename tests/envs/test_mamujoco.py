@@ -152,3 +152,29 @@ def test_rng_state_replays_an_unseeded_reset() -> None:
     env.set_rng_state(saved)
     _, again, _ = env.reset()
     np.testing.assert_array_equal(first, again)
+
+
+def test_missing_mujoco_message() -> None:
+    """Without mujoco (gymnasium-robotics present), the message names mujoco."""
+    code = ("import sys; sys.modules['mujoco'] = None\n"
+            "from harl.envs.mamujoco import MaMuJoCoConfig, make_mamujoco_env\n"
+            "try:\n    make_mamujoco_env(MaMuJoCoConfig())\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=Path(__file__).parents[2]).stdout.strip()
+    assert out == ('MissingExtraError env kind "mamujoco" needs: pip install "harl[mamujoco]" '
+                   '(the optional package "mujoco" is not installed)')
+
+
+def test_cli_reports_the_missing_extra() -> None:
+    """harl check on a MaMuJoCo pipeline without the extra: one line, exit status 2, no traceback."""
+    code = ("import sys; sys.modules['gymnasium_robotics'] = None\n"
+            "from harl.cli import main\n"
+            "sys.exit(main(['check', 'pipelines/happo_mamujoco_halfcheetah_2x3.toml']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 2
+    assert done.stdout + done.stderr == (
+        'harl: env kind "mamujoco" needs: pip install "harl[mamujoco]" (the optional package '
+        '"gymnasium-robotics" is not installed)\n'
+    )
