@@ -90,6 +90,12 @@ class Actor(nn.Module):
         """``(batch,)`` KL(old || new) between two ``distribution`` outputs."""
         return self.head.kl(old, new)
 
+    def forward(self, obs: torch.Tensor, avail: torch.Tensor | None,
+                hidden: torch.Tensor | None = None, starts: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, ...]:
+        """The action distribution's parameters (``distribution``; ``torch.func`` calls this)."""
+        return self.distribution(obs, avail, hidden, starts)
+
 
 def describe_space(space: spaces.Space) -> str:
     if isinstance(space, spaces.Box):

@@ -37,7 +37,9 @@ class ActionHead(Protocol):
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor,
                  avail: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]: ...
 
-    def distribution(self, x: torch.Tensor, avail: torch.Tensor | None) -> tuple[torch.Tensor, ...]: ...
+    def distribution(self, x: torch.Tensor, avail: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """The distribution's parameters, chosen so that ``kl(old, ·)`` is smallest (0) at ``old``."""
+        ...
 
     def kl(self, old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor: ...
 
@@ -142,13 +144,18 @@ class CategoricalHead(nn.Module):
         return torch.cat(log_probs, -1), entropy  # type: ignore[return-value]
 
     def distribution(self, x: torch.Tensor, avail: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-        """The distribution's parameters: one ``(batch, n_j)`` log-probability table per sub-action."""
-        return tuple(self._log_probs(x, avail))
+        """The distribution's parameters: one ``(batch, n_j)`` table of masked logits per sub-action."""
+        logits = _masked_logits(self.logits(x), avail)
+        return (logits,) if self.action_dim == 1 else tuple(logits.split(self.sizes, -1))
 
     @staticmethod
     def kl(old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """``(batch,)`` KL(old || new) of two ``distribution`` outputs, summed over sub-actions."""
-        return sum((p.exp() * (p - q)).sum(-1) for p, q in zip(old, new))  # type: ignore[return-value]
+        total = 0.0
+        for z0, z1 in zip(old, new):
+            p0 = torch.log_softmax(z0, -1)
+            total = total + (p0.exp() * (p0 - torch.log_softmax(z1, -1))).sum(-1)
+        return total  # type: ignore[return-value]
 
 
 def make_head(space: spaces.Space, in_dim: int, std_x_coef: float, std_y_coef: float,

@@ -81,14 +81,18 @@ def test_conjugate_gradient_of_zero_is_zero() -> None:
 
 @pytest.mark.parametrize("kind", ACTORS)
 def test_fisher_vector_product_matches_finite_differences(kind: str) -> None:
-    """(H + 0.1 I) v equals the central difference of the KL gradient along v, plus 0.1 v."""
+    """(F + 0.1 I) v, computed as J^T M J v, equals the central difference of the KL gradient along v, plus 0.1 v."""
     actor = make_actor(kind, dtype=torch.float64)
     batch = make_batch(actor)
     params = list(actor.parameters())
     kl = kl_to(actor, batch)
     v = torch.randn(flat_params(params).numel(), generator=torch.Generator().manual_seed(2),
                     dtype=torch.float64)
-    fvp = fisher_vector_product(kl(), params, v, damping=0.1)
+    with torch.no_grad():
+        old = actor(batch.obs, None, batch.hidden, batch.starts)
+    fvp = fisher_vector_product(actor, (batch.obs, None, batch.hidden, batch.starts),
+                                lambda new: masked_mean(actor.kl(old, new).unsqueeze(-1), batch.active),
+                                v, damping=0.1)
     start, eps = flat_params(params), 1e-5
     set_flat_params(params, start + eps * v)
     plus = flat_grad(kl(), params)

@@ -7,7 +7,8 @@ One natural-gradient step per iteration, no optimiser and no learning rate:
 
 1. ``g = ∇L`` at the rollout policy (where ``r = 1``);
 2. the direction ``x ≈ (F + damping I)⁻¹ g`` by ``cg_iterations`` of conjugate gradient,
-   where ``F v`` is the Hessian-vector product of the mean KL (the Fisher matrix);
+   where ``F`` is the Hessian of the mean KL at the current policy (the Fisher matrix),
+   applied to vectors as ``Jᵀ M J v`` (see ``fisher_operator``);
 3. the full step ``x · sqrt(2 kl_threshold / xᵀFx)``, which reaches the KL bound on the
    quadratic model of the KL;
 4. a backtracking line search: the fractions 1, c, c², ... (``backtrack_coeff`` = c, at
@@ -24,10 +25,13 @@ the surrogate, averaged over the agent's active samples.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 import torch
+from torch import nn
 
 from harl.buffers.rollout import AgentBatch
 from harl.errors import ConfigError
@@ -103,29 +107,56 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
     return x
 
 
-def fisher_operator(kl: torch.Tensor, params: Sequence[torch.Tensor],
-                    damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``v -> (H + damping I) v`` with ``H`` the Hessian of the scalar ``kl`` in ``params``.
+KLOf = Callable[[tuple[torch.Tensor, ...]], torch.Tensor]
+"""Distribution parameters -> mean KL from the frozen current policy (smallest, 0, at the current ones)."""
 
-    ``kl`` is KL(π_fixed || π_θ) with π_fixed the current policy detached; at that point
-    its Hessian is the Fisher information matrix.  The KL's gradient graph is built once
-    and reused by every product (conjugate gradient asks for ten or so).
+
+def fisher_operator(model: nn.Module, inputs: tuple[Any, ...], kl_of: KLOf,
+                    damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``v -> (H + damping I) v``, ``H`` the Hessian of ``kl_of(model(*inputs))`` in the parameters.
+
+    ``model(*inputs)`` gives the distribution parameters φ(θ) and ``kl_of(φ)`` the mean KL
+    from the current policy, frozen.  That KL is smallest at the current φ, so its gradient
+    in φ vanishes there and its Hessian in θ (the Fisher matrix) is exactly ``Jᵀ M J``, with
+    ``J = ∂φ/∂θ`` and ``M = ∂²KL/∂φ²``.  A product then costs one forward-mode pass (``J v``),
+    an elementwise Hessian-vector product in φ (``M J v``) and one ordinary backward
+    (``Jᵀ ·``): about a third of differentiating the network twice, whose LayerNorms make
+    double backward slow.  ``v`` and the result are flat, in ``model.parameters()`` order
+    (trainable ones only).
     """
-    grad = flat_grad(kl, params, create_graph=True)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    params = [p for _, p in named]
+    frozen = {n: p.detach() for n, p in named}
+    with torch.backends.cudnn.flags(enabled=False):  # cuDNN's GRU has no forward-mode AD
+        outputs = model(*inputs)
+    phi = tuple(o.detach().requires_grad_() for o in outputs)
+    grad_phi = torch.autograd.grad(kl_of(phi), phi, create_graph=True)
+
+    def call(tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        return torch.func.functional_call(model, tensors, inputs)
 
     def product(v: torch.Tensor) -> torch.Tensor:
-        grads = torch.autograd.grad(grad @ v, list(params), retain_graph=True, allow_unused=True)
-        hv = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                        for g, p in zip(grads, params)])
-        return hv + damping * v
+        tangents, offset = {}, 0
+        for name, p in named:
+            tangents[name] = v[offset:offset + p.numel()].view_as(p)
+            offset += p.numel()
+        with torch.backends.cudnn.flags(enabled=False), warnings.catch_warnings():
+            # torch loads its forward-mode rules on first use through torch.jit.script (deprecated)
+            warnings.filterwarnings("ignore", ".*torch.jit.script", DeprecationWarning)
+            _, jv = torch.func.jvp(call, (frozen,), (tangents,))
+        mjv = torch.autograd.grad(grad_phi, phi, grad_outputs=jv, retain_graph=True, allow_unused=True)
+        mjv = tuple(torch.zeros_like(f) if m is None else m for m, f in zip(mjv, phi))
+        grads = torch.autograd.grad(outputs, params, grad_outputs=mjv, retain_graph=True, allow_unused=True)
+        fv = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for g, p in zip(grads, params)])
+        return fv + damping * v
 
     return product
 
 
-def fisher_vector_product(kl: torch.Tensor, params: Sequence[torch.Tensor], v: torch.Tensor,
+def fisher_vector_product(model: nn.Module, inputs: tuple[Any, ...], kl_of: KLOf, v: torch.Tensor,
                           damping: float = 0.0) -> torch.Tensor:
-    """``(H + damping I) v``, ``H`` the Hessian of ``kl`` in ``params`` (see ``fisher_operator``)."""
-    return fisher_operator(kl, params, damping)(v)
+    """``(F + damping I) v``, ``F`` the Hessian of the KL at the current parameters (see ``fisher_operator``)."""
+    return fisher_operator(model, inputs, kl_of, damping)(v)
 
 
 @attrs.frozen
@@ -219,9 +250,7 @@ class TRPOLearner:
         return masked_mean(factor * ratio * batch.advantages, batch.active), entropy, ratio
 
     def _distribution(self, batch: AgentBatch) -> tuple[torch.Tensor, ...]:
-        # cuDNN's GRU has no double backward, which the Fisher-vector product needs
-        with torch.backends.cudnn.flags(enabled=False):
-            return self.actor.distribution(batch.obs, batch.avail, batch.hidden, batch.starts)
+        return self.actor.distribution(batch.obs, batch.avail, batch.hidden, batch.starts)
 
     def update(self, batch: AgentBatch, factor: torch.Tensor) -> TRPOStats:
         cfg = self.config
@@ -230,13 +259,17 @@ class TRPOLearner:
         with torch.no_grad():
             old = tuple(t.detach() for t in self._distribution(batch))
 
-        def mean_kl() -> torch.Tensor:
-            return masked_mean(self.actor.kl(old, self._distribution(batch)).unsqueeze(-1), batch.active)
+        def kl_of(new: tuple[torch.Tensor, ...]) -> torch.Tensor:
+            return masked_mean(self.actor.kl(old, new).unsqueeze(-1), batch.active)
 
-        fisher = fisher_operator(mean_kl(), self.params, cfg.damping)
+        def mean_kl() -> torch.Tensor:
+            return kl_of(self._distribution(batch))
+
+        fisher = fisher_operator(self.actor, (batch.obs, batch.avail, batch.hidden, batch.starts),
+                                 kl_of, cfg.damping)
         direction = conjugate_gradient(fisher, grad, cfg.cg_iterations)
         curvature = float(direction @ fisher(direction))
-        del fisher  # frees the KL graph before the line search
+        del fisher  # frees the network graph it keeps for its products
         if math.isfinite(curvature) and curvature > 0:
             full_step = direction * math.sqrt(2 * cfg.kl_threshold / curvature)
             result = line_search(self.params, full_step, float(grad @ full_step),
