@@ -27,8 +27,8 @@ from harl.pipeline import PipelineSpec, dump_pipeline, load_pipeline, structure_
 from harl.policy.actor import TeamPolicy
 from harl.returns.gae import GAE
 from harl.trainer import Counters, Trainer, set_rng_state
-from harl.update.objectives.a2c import A2CConfig, A2CLearner
-from harl.update.objectives.ppo import PPOConfig, PPOLearner
+from harl.update.objectives.a2c import A2CConfig, a2c_learner
+from harl.update.objectives.ppo import PPOConfig, ppo_learner
 from harl.update.objectives.trpo import TRPOConfig, TRPOLearner
 from harl.update.updater import OnPolicyUpdater
 from harl.update.v_critic import VCritic, VCriticLearner
@@ -39,8 +39,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 
-ON_POLICY_LEARNERS: dict[type, Any] = {PPOConfig: PPOLearner, TRPOConfig: TRPOLearner,
-                                       A2CConfig: A2CLearner}
+ON_POLICY_LEARNERS: dict[type, Any] = {PPOConfig: ppo_learner, TRPOConfig: TRPOLearner,
+                                       A2CConfig: a2c_learner}
 """Objective config -> learner class (constructed as ``cls(actor, config, generator)``)."""
 
 

@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBuffer
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 OBS = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (5,), np.float32)]
 ACT = [spaces.Box(-1, 1, (2,), np.float32), spaces.MultiDiscrete([2, 3])]

@@ -10,15 +10,6 @@ from gymnasium import spaces
 from harl.buffers.replay import ReplayBuffer
 from harl.returns.n_step import NStepConfig, NStepReturns, n_step_returns
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 OBS = [spaces.Box(-np.inf, np.inf, (2,), np.float32), spaces.Box(-np.inf, np.inf, (1,), np.float32)]
 ACT = [spaces.Box(-1, 1, (1,), np.float32), spaces.Discrete(3)]
 

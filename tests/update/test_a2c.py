@@ -9,7 +9,7 @@ from gymnasium import spaces
 
 from harl.buffers.rollout import AgentBatch
 from harl.policy.actor import Actor, PolicyConfig
-from harl.update.objectives.a2c import A2CConfig, A2CLearner, a2c_loss
+from harl.update.objectives.a2c import A2CConfig, a2c_learner, a2c_loss
 
 
 def test_loss_hand_example() -> None:
@@ -42,7 +42,7 @@ def test_learner_takes_epochs_times_minibatches_steps() -> None:
         old, _ = actor.evaluate(torch.ones(n, 2), actions, None)
     batch = AgentBatch(obs=torch.ones(n, 2), actions=actions, old_log_probs=old, avail=None,
                        active=torch.ones(n, 1), advantages=torch.ones(n, 1))  # ... and it was good
-    learner = A2CLearner(actor, A2CConfig(epochs=3, minibatches=2, lr=0.01), torch.Generator())
+    learner = a2c_learner(actor, A2CConfig(epochs=3, minibatches=2, lr=0.01), torch.Generator())
     stats = learner.update(batch, torch.ones(n, 1))
     assert learner.optimizer.state[next(actor.parameters())]["step"].item() == 6
     assert float(learner.ratio(batch).min()) > 1.0

@@ -21,15 +21,6 @@ from harl.update.q_critic import (
     td_targets,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 BOXES = [spaces.Box(-1, 1, (2,), np.float32), spaces.Box(-1, 1, (1,), np.float32)]
 
 

@@ -14,15 +14,6 @@ from harl.policy.off_policy import CategoricalActor, OffPolicyTeam, SquashedGaus
 from harl.update.objectives.sac import SACConfig, SACLearner, alpha_loss, default_target_entropy
 from harl.update.q_critic import QCritic, QCriticConfig
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():  # noqa: ANN202 - small MLPs on a shared 2-core machine: threads only contend
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 BOX = spaces.Box(-2.0, 2.0, (2,), np.float32)
 
 

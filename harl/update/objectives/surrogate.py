@@ -1,0 +1,57 @@
+"""The update loop shared by the ratio-based objectives (PPO, A2C)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from harl.buffers.rollout import AgentBatch, minibatch_rows
+from harl.policy.actor import Actor
+from harl.update.objectives.ppo import AgentStats, aggregate_ratio, masked_mean
+from harl.update.v_critic import clip_grads
+
+Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class SurrogateLearner:
+    """Adam steps on a ratio-based surrogate (PPO, A2C) over epochs x minibatches of one rollout.
+
+    ``loss(ratio, advantages, factor, active)`` is the objective's surrogate; ``ratio``
+    tells the updater how far the policy moved, for the next agent's HA factor.
+    """
+
+    def __init__(self, actor: Actor, config: Any, generator: torch.Generator, loss: Surrogate) -> None:
+        self.actor = actor
+        self.config = config
+        self.generator = generator
+        self.optimizer = torch.optim.Adam(actor.parameters(), lr=config.lr, eps=config.adam_eps)
+        self.base_lr = config.lr
+        self.loss = loss
+
+    def update(self, batch: AgentBatch, factor: torch.Tensor) -> AgentStats:
+        cfg = self.config
+        rows: list[torch.Tensor] = []
+        for _ in range(cfg.epochs):
+            for idx in minibatch_rows(batch, cfg.minibatches, self.generator):
+                mb = batch.select(idx)
+                log_probs, entropy = self.actor.evaluate(mb.obs, mb.actions, mb.avail, mb.hidden, mb.starts)
+                ratio = aggregate_ratio(log_probs - mb.old_log_probs, cfg.action_aggregation)
+                active = mb.active
+                policy_loss = self.loss(ratio, mb.advantages, factor[idx], active)
+                mean_entropy = masked_mean(entropy.unsqueeze(-1), active)
+                self.optimizer.zero_grad(set_to_none=True)
+                (policy_loss - cfg.entropy_coef * mean_entropy).backward()
+                grad_norm = clip_grads(self.actor.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                rows.append(torch.stack([policy_loss.detach(), mean_entropy.detach(),
+                                         ratio.detach().mean(), grad_norm.detach()]))
+        means = torch.stack(rows).mean(0).tolist()
+        return AgentStats(means[0], means[1], means[2], means[3], float(factor.mean()))
+
+    @torch.no_grad()
+    def ratio(self, batch: AgentBatch) -> torch.Tensor:
+        """(N, 1) new/old probability ratio of the actions in ``batch`` under the current actor."""
+        log_probs, _ = self.actor.evaluate(batch.obs, batch.actions, batch.avail, batch.hidden, batch.starts)
+        return aggregate_ratio(log_probs - batch.old_log_probs, self.config.action_aggregation)
