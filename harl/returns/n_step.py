@@ -78,7 +78,7 @@ class NStepReturns:
         cfg = self.config
         rows, envs = buffer.windows(index, cfg.n_step)
         ends = buffer.ends(rows, envs)
-        rewards = buffer.rewards[rows, envs.unsqueeze(1)]  # (B, n, A)
+        rewards = buffer.at_windows(buffer.rewards, rows, envs)  # (B, n, A)
         returns, last, discount = n_step_returns(rewards, ends, cfg.gamma)
         last_rows = rows.gather(1, last.unsqueeze(1)).squeeze(1)
         stop = buffer.terminated[last_rows, envs]
