@@ -128,7 +128,8 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
         n_agents = venv.n_agents
         state_dim = int(np.prod(venv.state_space.shape))
         policy = TeamPolicy(obs_spaces, act_spaces, spec.policy).to(device)
-        critic = VCritic(state_dim, n_agents, spec.critic).to(device)
+        critic = VCritic(state_dim, n_agents, spec.critic,  # a GRU critic with GRU actors, as in HARL
+                         recurrent=spec.policy.recurrent != "none").to(device)
         generator = torch.Generator().manual_seed(run.seed)
         objective = spec.updater.objective
         learner_class = ON_POLICY_LEARNERS[type(objective)]
@@ -138,7 +139,7 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
         recurrent = spec.policy.recurrent
         buffer = RolloutBuffer(obs_spaces, act_spaces, state_dim, col.n_envs, col.rollout_length,
                                fp_state=spec.critic.state_type == "FP", device=device,
-                               hidden_size=policy.hidden_size,
+                               hidden_size=policy.hidden_size, critic_hidden_size=critic.hidden_size,
                                sequence_length={"none": 0, "naive": col.rollout_length,
                                                 "chunked": spec.policy.chunk_length}[recurrent])
         collector = OnPolicyCollector(col, venv, policy, critic, device, seed=run.seed * 1000)

@@ -10,6 +10,7 @@ Layout (E = n_envs, A = agents, V = () for EP state or (A,) for FP state)::
     advantages / returns (T, E, *V)        filled by the ReturnComputer
     starts        (T+1, E)                 1 where step t is an episode's first
     hidden[i]     (T+1, E, H)              recurrent actors only: GRU state before step t
+    critic_hidden (T+1, E, *V, H)          recurrent critic only: its GRU state before step t
 
 Slot T+1 holds the observation after the last step; ``roll_over`` moves it to slot 0 so
 the next rollout continues the same episodes (and the GRU states carry over with them).
@@ -101,10 +102,11 @@ class RolloutBuffer:
     def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
                  state_dim: int, n_envs: int, length: int, fp_state: bool,
                  device: torch.device | str = "cpu", hidden_size: int = 0,
-                 sequence_length: int = 0) -> None:
-        """``hidden_size`` > 0 stores GRU states; ``sequence_length`` (a divisor of ``length``) cuts them."""
+                 sequence_length: int = 0, critic_hidden_size: int = 0) -> None:
+        """``hidden_size`` > 0 stores the actors' GRU states, ``critic_hidden_size`` > 0 the
+        critic's; ``sequence_length`` (a divisor of ``length``) cuts them."""
         T, E, A = length, n_envs, len(action_spaces)
-        if hidden_size and (sequence_length <= 0 or T % sequence_length):
+        if (hidden_size or critic_hidden_size) and (sequence_length <= 0 or T % sequence_length):
             raise ValueError(f"sequence_length must divide the rollout length {T}, got {sequence_length}")
         self.sequence_length = sequence_length
         self.length, self.n_envs, self.n_agents, self.fp_state = T, E, A, fp_state
@@ -128,6 +130,8 @@ class RolloutBuffer:
         self.starts = torch.ones(T + 1, E, **f32)
         self.hidden = ([torch.zeros(T + 1, E, hidden_size, **f32) for _ in action_spaces]
                        if hidden_size else None)
+        self.critic_hidden = (torch.zeros(T + 1, *vshape, critic_hidden_size, **f32)
+                              if critic_hidden_size else None)
 
     @property
     def n_samples(self) -> int:
@@ -148,7 +152,8 @@ class RolloutBuffer:
     def roll_over(self) -> None:
         """Carry the last observation into slot 0 for the next rollout."""
         for x in (*self.obs, *[a for a in self.avail if a is not None], self.state, self.active,
-                  self.values, self.starts, *(self.hidden or [])):
+                  self.values, self.starts, *(self.hidden or []),
+                  *([] if self.critic_hidden is None else [self.critic_hidden])):
             x[0].copy_(x[-1])
 
     def normalized_advantages(self, agent: int) -> torch.Tensor:
@@ -196,9 +201,25 @@ class RolloutBuffer:
             starts=seq(self.starts[:-1]),
         )
 
-    def critic_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(states, old values, returns) flattened over T * E."""
+    def critic_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                    torch.Tensor | None, torch.Tensor | None]:
+        """(states, old values, returns, GRU states, starts) flattened over T * E.
+
+        Feed-forward critic: the last two are None.  Recurrent critic: rows are the
+        ``sequence_length`` sequences of ``agent_batch`` (sequence-major), with the critic's
+        (B, [A,] H) GRU state before each sequence and the (N,) episode starts.
+        """
         n = self.n_samples
         tail = (self.n_agents,) if self.fp_state else ()
+        if self.critic_hidden is not None:
+            T, E, L = self.length, self.n_envs, self.sequence_length
+
+            def seq(x: torch.Tensor) -> torch.Tensor:
+                rest = x.shape[2:]
+                return x.reshape(T // L, L, E, *rest).transpose(1, 2).reshape(T * E, *rest)
+
+            hidden = self.critic_hidden[:-1:L].reshape(T // L * E, *self.critic_hidden.shape[2:])
+            return (seq(self.state[:-1]), seq(self.values[:-1]), seq(self.returns), hidden,
+                    seq(self.starts[:-1]))
         return (self.state[:-1].reshape(n, -1), self.values[:-1].reshape(n, *tail),
-                self.returns.reshape(n, *tail))
+                self.returns.reshape(n, *tail), None, None)

@@ -91,6 +91,8 @@ class OnPolicyCollector:
         buffer.starts[0].fill_(1.0)
         for h in buffer.hidden or []:
             h[0].zero_()
+        if buffer.critic_hidden is not None:
+            buffer.critic_hidden[0].zero_()
         self.started = True
 
     @torch.no_grad()
@@ -106,7 +108,12 @@ class OnPolicyCollector:
             avail = [None if a is None else a[t] for a in buffer.avail]
             hidden = None if buffer.hidden is None else [h[t] for h in buffer.hidden]
             actions, log_probs = self.policy.act(obs, avail, hidden=hidden, starts=buffer.starts[t])
-            buffer.values[t] = self.critic.value(buffer.state[t])
+            critic_hidden = buffer.critic_hidden
+            if critic_hidden is None:
+                buffer.values[t] = self.critic.value(buffer.state[t])
+            else:  # the state after step t, before any reset (applied where starts[t + 1] = 1)
+                buffer.values[t], critic_hidden[t + 1] = self.critic.step(
+                    buffer.state[t], critic_hidden[t], buffer.starts[t])
             step = self.venv.step([a.cpu().numpy() for a in actions])
             for i in range(n_agents):
                 buffer.actions[i][t] = actions[i]
@@ -128,9 +135,16 @@ class OnPolicyCollector:
             buffer.active[t + 1] = torch.where(ended.unsqueeze(-1), torch.ones_like(active), active)
             if bool(ended.any()):
                 final = torch.as_tensor(step.final_state, dtype=torch.float32, device=self.device)
-                buffer.final_values[t] = self.critic.value(final)
+                if critic_hidden is None:
+                    buffer.final_values[t] = self.critic.value(final)
+                else:  # the pre-reset state continues the ended episode: its GRU state, no reset
+                    buffer.final_values[t] = self.critic.value(
+                        final, critic_hidden[t + 1], torch.zeros_like(buffer.starts[t + 1]))
                 episodes.extend(step.episode_infos)
-        buffer.values[-1] = self.critic.value(buffer.state[-1])
+        if buffer.critic_hidden is None:
+            buffer.values[-1] = self.critic.value(buffer.state[-1])
+        else:
+            buffer.values[-1] = self.critic.value(buffer.state[-1], buffer.critic_hidden[-1], buffer.starts[-1])
         return CollectStats(buffer.length * buffer.n_envs, episodes)
 
     def close(self) -> None:

@@ -33,7 +33,7 @@ class PolicyConfig:
     std_y_coef: float = setting(0.5, "upper bound of the Gaussian std", positive())
     output_gain: float = setting(0.01, "orthogonal-init gain of the action layer (small: near-uniform start)", in_range(0, None, low_open=True))
     share_parameters: bool = setting(False, "one actor for all agents (needs identical spaces)")
-    recurrent: str = setting("none", "a GRU after the MLP: none; naive (trained on whole rollouts); chunked (on chunk_length pieces)", one_of(("none", "naive", "chunked")))
+    recurrent: str = setting("none", "a GRU after the MLP of each actor and of the V critic: none; naive (trained on whole rollouts); chunked (on chunk_length pieces)", one_of(("none", "naive", "chunked")))
     chunk_length: int = setting(10, "steps per training sequence when recurrent = chunked (HARL's data_chunk_length)", positive())
 
 

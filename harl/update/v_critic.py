@@ -3,6 +3,11 @@
 EP state: one global state per env, one value per env, the team reward.
 FP state: a state per agent (the global state plus the agent's one-hot id), a value per
 agent, each agent's own reward.  The choice is this config's ``state_type`` and nowhere else.
+
+Recurrent critic: when ``[policy] recurrent`` is "naive" or "chunked" the critic gets a GRU
+after its MLP too (as HARL's ``use_recurrent_policy`` gives actor and critic one), trained on
+the same sequences as the actors.  Its state is ``(B, H)`` for EP and ``(B, A, H)`` for FP
+(one per agent copy); rows are sequence-major as for the actors (see harl.policy.actor).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import attrs
 import torch
 from torch import nn
 
-from harl.policy.networks import ACTIVATIONS, MLP, init_linear
+from harl.policy.networks import ACTIVATIONS, MLP, GRULayer, init_linear
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
 
@@ -40,13 +45,16 @@ class VCriticConfig:
 class VCritic(nn.Module):
     """V(s) -> values in env units (denormalised), shape ``(...,)`` for EP, ``(..., A)`` for FP."""
 
-    def __init__(self, state_dim: int, n_agents: int, config: VCriticConfig) -> None:
+    def __init__(self, state_dim: int, n_agents: int, config: VCriticConfig, recurrent: bool = False) -> None:
+        """``recurrent``: a GRU between the MLP and the value layer (follows ``[policy] recurrent``)."""
         super().__init__()
         self.fp = config.state_type == "FP"
         self.n_agents = n_agents
         in_dim = state_dim + (n_agents if self.fp else 0)
         self.base = MLP(in_dim, config.hidden_sizes, config.activation, config.input_norm)
-        self.out = init_linear(nn.Linear(self.base.out_dim, 1), 1.0)
+        width = self.base.out_dim
+        self.rnn = GRULayer(width, width) if recurrent else None
+        self.out = init_linear(nn.Linear(width, 1), 1.0)
         self.normalizer = ValueNorm() if config.value_norm else None
         self.register_buffer("agent_ids", torch.eye(n_agents))
 
@@ -59,14 +67,51 @@ class VCritic(nn.Module):
         ids = self.agent_ids.expand(*lead, self.n_agents, self.n_agents)
         return torch.cat([copies, ids], -1)
 
-    def normalized(self, state: torch.Tensor) -> torch.Tensor:
+    @property
+    def hidden_size(self) -> int:
+        """Width of the GRU state (0: a feed-forward critic)."""
+        return 0 if self.rnn is None else self.rnn.hidden_dim
+
+    def forward_state(self, state: torch.Tensor, hidden: torch.Tensor | None = None,
+                      starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Raw outputs of each row and the GRU state after each sequence (None: feed-forward).
+
+        Recurrent: ``state`` (N, ds) holds B sequences of N / B steps, sequence-major,
+        ``hidden`` (B, H) or (B, A, H) the state before each, ``starts`` (N,) 1 at episode starts.
+        """
+        x = self.base(self.inputs(state))
+        if self.rnn is None:
+            return self.out(x).squeeze(-1), None
+        if hidden is None or starts is None:
+            raise ValueError("a recurrent critic needs the GRU state and the episode starts of its rows")
+        n_seq, n = hidden.shape[0], x.shape[0]
+        length, tail, width = n // n_seq, tuple(x.shape[1:-1]), x.shape[-1]  # tail: () EP, (A,) FP
+        k = self.n_agents if tail else 1
+        seq = x.reshape(n_seq, length, k, width).transpose(0, 1).reshape(length, n_seq * k, width)
+        st = starts.reshape(n_seq, length).transpose(0, 1).unsqueeze(-1).expand(length, n_seq, k)
+        out, last = self.rnn(seq, hidden.reshape(n_seq * k, -1), st.reshape(length, n_seq * k))
+        out = out.reshape(length, n_seq, k, -1).transpose(0, 1).reshape(n, *tail, -1)
+        return self.out(out).squeeze(-1), last.reshape(n_seq, *tail, -1)
+
+    def normalized(self, state: torch.Tensor, hidden: torch.Tensor | None = None,
+                   starts: torch.Tensor | None = None) -> torch.Tensor:
         """Raw network output (normalised units when value normalisation is on)."""
-        return self.out(self.base(self.inputs(state))).squeeze(-1)
+        return self.forward_state(state, hidden, starts)[0]
+
+    def denormalize(self, v: torch.Tensor) -> torch.Tensor:
+        return v if self.normalizer is None else self.normalizer.denormalize(v)
 
     @torch.no_grad()
-    def value(self, state: torch.Tensor) -> torch.Tensor:
-        v = self.normalized(state)
-        return v if self.normalizer is None else self.normalizer.denormalize(v)
+    def value(self, state: torch.Tensor, hidden: torch.Tensor | None = None,
+              starts: torch.Tensor | None = None) -> torch.Tensor:
+        return self.denormalize(self.normalized(state, hidden, starts))
+
+    @torch.no_grad()
+    def step(self, state: torch.Tensor, hidden: torch.Tensor | None, starts: torch.Tensor | None
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One step of every env: (values in env units, the GRU state after it or None)."""
+        v, last = self.forward_state(state, hidden, starts)
+        return self.denormalize(v), last
 
     def normalize_targets(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.normalizer is None else self.normalizer.normalize(x)
@@ -106,22 +151,35 @@ class VCriticLearner:
         self.optimizer = torch.optim.Adam(critic.parameters(), lr=config.lr, eps=config.adam_eps)
         self.base_lr = config.lr
 
-    def update(self, states: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor) -> CriticStats:
-        """``states`` (N, ds); ``old_values`` and ``returns`` (N,) or (N, A), env units."""
+    def update(self, states: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
+               hidden: torch.Tensor | None = None, starts: torch.Tensor | None = None) -> CriticStats:
+        """``states`` (N, ds); ``old_values`` and ``returns`` (N,) or (N, A), env units.
+
+        Recurrent critic: rows are B sequences (sequence-major), ``hidden`` the (B, [A,] H)
+        GRU state before each and ``starts`` (N,); minibatches then hold whole sequences.
+        """
         cfg, critic = self.config, self.critic
         old_norm = critic.normalize_targets(old_values)  # normaliser as at collection time
         n = states.shape[0]
-        size = max(1, n // cfg.minibatches)
+        length = 1 if hidden is None else n // int(hidden.shape[0])
+        units = n // length
+        size = max(1, units // cfg.minibatches)
+        steps = torch.arange(length)
         losses, norms = [], []
         for _ in range(cfg.epochs):
-            perm = torch.randperm(n, generator=self.generator, device="cpu").to(states.device)
+            perm = torch.randperm(units, generator=self.generator, device="cpu")
             for k in range(cfg.minibatches):
-                idx = perm[k * size:(k + 1) * size]
+                chosen = perm[k * size:(k + 1) * size]
+                idx = (chosen.unsqueeze(-1) * length + steps).reshape(-1).to(states.device)
                 target = returns[idx]
                 if critic.normalizer is not None:
                     critic.normalizer.update(target)
                 target = critic.normalize_targets(target)
-                new = critic.normalized(states[idx])
+                if hidden is None:
+                    new = critic.normalized(states[idx])
+                else:
+                    assert starts is not None
+                    new = critic.normalized(states[idx], hidden[chosen.to(hidden.device)], starts[idx])
                 clip = cfg.value_clip if cfg.clip_value_loss else None
                 loss = value_loss(new, old_norm[idx], target, clip, cfg.huber_delta).mean()
                 self.optimizer.zero_grad(set_to_none=True)
