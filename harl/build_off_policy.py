@@ -48,20 +48,26 @@ class OffPolicyStages:
     updater: OffPolicyUpdater
     evaluator: Evaluator
     device: torch.device
+    save_buffer: bool = False
+    """``[checkpoint] replay_buffer``: also save the replay buffer's filled rows."""
 
     STATEFUL = ("policy", "critic", "updater", "collector", "evaluator")
-    """Slots a checkpoint holds.  The replay buffer is not saved (it can hold gigabytes): a
-    resumed run refills it, and updates wait until it holds more than ``warmup_steps``."""
+    """Slots a checkpoint always holds.  The replay buffer only with ``save_buffer`` (it can
+    hold gigabytes): without it a resumed run refills it, and updates wait until it holds
+    more than ``warmup_steps``; with it the resumed run continues exactly."""
 
     def state_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name).state_dict() for name in self.STATEFUL}
+        state = {name: getattr(self, name).state_dict() for name in self.STATEFUL}
+        if self.save_buffer:
+            state["buffer"] = self.buffer.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any], networks_only: bool = False) -> None:
         self.policy.load_state_dict(state["policy"])
         self.critic.load_state_dict(state["critic"])
         if networks_only:
             return
-        for name in self.STATEFUL[2:]:
+        for name in (*self.STATEFUL[2:], "buffer"):
             if name in state:
                 getattr(self, name).load_state_dict(state[name])
 
@@ -115,4 +121,5 @@ def build_off_policy_stages(spec: Any, device: torch.device, source: str = "pipe
         if eval_venv is not None:
             eval_venv.close()
         raise
-    return OffPolicyStages(venv, eval_venv, team, critic, buffer, collector, returns, updater, evaluator, device)
+    return OffPolicyStages(venv, eval_venv, team, critic, buffer, collector, returns, updater, evaluator, device,
+                           save_buffer=spec.checkpoint.replay_buffer)

@@ -42,3 +42,4 @@ class CheckpointConfig:
 
     every_iterations: int = setting(50, "write a checkpoint every this many iterations (and always at the end)", positive())
     keep: int = setting(3, "checkpoints kept on disk (older ones are deleted)", positive())
+    replay_buffer: bool = setting(False, "also save the replay buffer (off-policy): exact resume, at the cost of its size on disk")

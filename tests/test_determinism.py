@@ -144,3 +144,37 @@ def test_ctrl_c_stops_after_the_iteration_and_resumes_exactly(tmp_path: Path, ha
     assert main(["train", "--resume", str(stopped)]) == 0
     assert rows(stopped) == rows(happo_run)
     assert same_final_state(stopped, happo_run)
+
+
+HATD3 = ROOT / "pipelines" / "hatd3_mpe_spread.toml"
+
+
+def off_policy_settings(**extra: object) -> list[str]:
+    """Five iterations of 2 envs x 25 steps (one episode each), warm-up over after two,
+    small batches and networks, a checkpoint after every iteration."""
+    values: dict[str, object] = {
+        "collector.n_envs": 2, "collector.train_interval": 25, "collector.updates_per_round": 4,
+        "collector.warmup_steps": 100, "buffer.capacity": 10_000, "buffer.batch_size": 32,
+        "run.total_env_steps": 250, "evaluator.episodes": 2, "evaluator.n_envs": 2,
+        "evaluator.every_iterations": 2, "policy.hidden_sizes": "[32,32]", "critic.hidden_sizes": "[32,32]",
+        "checkpoint.every_iterations": 1, "checkpoint.keep": 100, "logging.progress": "false", **extra,
+    }
+    return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
+
+
+def test_off_policy_exact_resume_with_the_replay_buffer(tmp_path: Path) -> None:
+    """HATD3 with ``[checkpoint] replay_buffer = true``: resuming from iteration 3 repeats rows 4 and 5;
+    the checkpoint then holds the buffer's filled rows (it is larger than without them)."""
+    without = tmp_path / "without"
+    assert main(["train", str(HATD3), *off_policy_settings(), "--run-dir", str(without)]) == 0
+    whole = tmp_path / "whole"
+    args = ["train", str(HATD3), *off_policy_settings(**{"checkpoint.replay_buffer": "true"}), "--run-dir", str(whole)]
+    assert main(args) == 0
+    name = "iter_0000003.pt"
+    assert "buffer" in load_checkpoint(whole / "checkpoints" / name)
+    assert "buffer" not in load_checkpoint(without / "checkpoints" / name)
+    assert (whole / "checkpoints" / name).stat().st_size > (without / "checkpoints" / name).stat().st_size
+    resume_from_3(whole, tmp_path / "resumed")
+    assert rows(tmp_path / "resumed") == rows(whole)
+    assert rows(whole)[-1]["critic_loss"] not in ("", None)  # updates ran after the checkpoint
+    assert same_final_state(tmp_path / "resumed", whole)

@@ -137,6 +137,37 @@ class ReplayBuffer:
         self.filled = min(self.filled + 1, self.rows)
         self.env_steps += self.n_envs
 
+    STORAGE = ("obs", "next_obs", "avail", "next_avail", "actions", "state", "next_state", "rewards",
+               "active", "terminated", "truncated")
+    """Storage tensors (or per-agent lists of them, ``None`` for agents without masks)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The filled rows (only those) and the cursor, for an exact resume; tensors on the CPU."""
+        def part(x: Any) -> Any:
+            if isinstance(x, list):
+                return [part(t) for t in x]
+            return None if x is None else x[:self.filled].cpu().clone()
+
+        return {"head": self.head, "filled": self.filled, "env_steps": self.env_steps,
+                **{name: part(getattr(self, name)) for name in self.STORAGE}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()`` into a buffer of the same shape."""
+        filled = int(state["filled"])
+        if filled > self.rows:
+            raise ValueError(f"the saved replay buffer holds {filled} rows, this one {self.rows}")
+
+        def put(x: Any, saved: Any) -> None:
+            if isinstance(x, list):
+                for t, v in zip(x, saved, strict=True):
+                    put(t, v)
+            elif x is not None:
+                x[:filled].copy_(saved)
+
+        for name in self.STORAGE:
+            put(getattr(self, name), state[name])
+        self.head, self.filled, self.env_steps = int(state["head"]), filled, int(state["env_steps"])
+
     def sample_index(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """(B,) flat indices ``row * n_envs + env``, uniform with replacement over stored transitions."""
         if self.filled == 0:

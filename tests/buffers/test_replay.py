@@ -51,3 +51,24 @@ def test_sample_index_covers_only_stored_transitions() -> None:
     index = buffer.sample_index(500, torch.Generator().manual_seed(0))
     assert int(index.min()) >= 0 and int(index.max()) < 6
     assert len(set(index.tolist())) == 6
+
+
+def test_state_dict_saves_only_the_filled_rows_and_restores_the_cursor() -> None:
+    """A partly filled buffer saves its filled rows; a wrapped one all rows, head included."""
+    buffer = ReplayBuffer(OBS, ACT, 4, n_envs=2, capacity=10)
+    add(buffer, 1.0)
+    add(buffer, 2.0)
+    state = buffer.state_dict()
+    assert state["filled"] == 2 and state["obs"][0].shape == (2, 2, 3) and state["avail"][0] is None
+    for n_added in (2, 7):  # not wrapped / wrapped around
+        source = ReplayBuffer(OBS, ACT, 4, n_envs=2, capacity=10)
+        for v in range(n_added):
+            add(source, float(v))
+        copy = ReplayBuffer(OBS, ACT, 4, n_envs=2, capacity=10)
+        copy.load_state_dict(source.state_dict())
+        assert (copy.head, copy.filled, copy.env_steps) == (source.head, source.filled, source.env_steps)
+        index = torch.arange(source.size)
+        rows, envs = source.windows(index, 1)
+        assert torch.equal(copy.gather(rows[:, 0], envs, rows[:, 0], *[torch.zeros(1)] * 3).obs[1],
+                           source.gather(rows[:, 0], envs, rows[:, 0], *[torch.zeros(1)] * 3).obs[1])
+        assert torch.equal(copy.state[:copy.filled], source.state[:source.filled])
