@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-import numpy as np
 import torch
 
 from harl.buffers.rollout import RolloutBuffer
@@ -39,12 +38,6 @@ class CollectStats:
     env_steps: int
     episodes: list[dict[str, Any]]
     """One dict per finished episode: ``return``, ``length`` and env metrics."""
-
-
-def to_tensors(arrays: list[np.ndarray] | None, device: torch.device) -> list[torch.Tensor] | None:
-    if arrays is None:
-        return None
-    return [torch.as_tensor(a, dtype=torch.float32, device=device) for a in arrays]
 
 
 class OnPolicyCollector:
