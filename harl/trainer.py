@@ -226,5 +226,8 @@ class Trainer:
         if evaluation is not None:
             row.update(eval_return=evaluation.mean_return, eval_return_std=evaluation.std_return,
                        eval_length=evaluation.mean_length)
+            # env-specific episode metrics (win rate, forward velocity, ...); iteration 1 always
+            # evaluates, so these columns exist from the first row of metrics.csv on
+            row.update({f"eval_{name}": value for name, value in evaluation.metrics.items()})
         row.update(update.row())
         return row
