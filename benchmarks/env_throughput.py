@@ -7,6 +7,11 @@ One env step is one step of one environment (all agents acting).  Each case buil
 vector env the way a pipeline does (``make_vector_env``, inline backend), steps it with
 pre-drawn uniformly random actions, and prints one JSON line.  Where harl drives a
 simulator below its public API (MPE, MaMuJoCo), the public API's rate is printed too.
+A tensor-native env (VMAS) is stepped with action tensors on its device, as the
+collectors do; ``numpy_env_steps_per_s`` is the same env seen through ``NumpyVectorEnv``
+(numpy actions in, arrays out: the numpy round trip the tensor path avoids).
+``*_per_cpu_s`` divides by this process's CPU time instead of the wall clock (steadier on
+a shared machine; the inline backend runs everything in this process).
 torch runs on one thread, as in training.
 """
 
@@ -20,7 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from harl.envs.vector import make_vector_env
+from harl.envs.protocol import is_tensor_native
+from harl.envs.vector import NumpyVectorEnv, make_vector_env
 from harl.errors import MissingExtraError
 
 
@@ -36,18 +42,24 @@ def random_actions(venv: Any, rng: np.random.Generator) -> list[np.ndarray]:
     return out
 
 
-def vector_rate(config: Any, n_envs: int, steps: int) -> float:
+def vector_rate(config: Any, n_envs: int, steps: int, numpy_view: bool = False) -> tuple[float, float]:
+    """Env steps per second of wall-clock time and per second of this process's CPU time."""
     venv = make_vector_env(config, n_envs, "inline", seed=0)
+    if numpy_view:
+        venv = NumpyVectorEnv(venv)
     try:
         rng = np.random.default_rng(0)
-        actions = [random_actions(venv, rng) for _ in range(16)]
+        actions: list[list[Any]] = [random_actions(venv, rng) for _ in range(16)]
+        if is_tensor_native(venv):  # what a collector hands it: tensors on the env's device
+            actions = [[torch.as_tensor(a, device=venv.device) for a in batch] for batch in actions]
         venv.reset()
         for t in range(5):  # warm-up
             venv.step(actions[t])
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for t in range(steps):
             venv.step(actions[t % 16])
-        return steps * n_envs / (time.perf_counter() - start)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        return steps * n_envs / wall, steps * n_envs / cpu
     finally:
         venv.close()
 
@@ -107,10 +119,14 @@ def main() -> None:
             continue
         steps = max(20, args.steps // 10) if kind == "vmas" else args.steps
         try:
+            wall, cpu = vector_rate(config, n_envs, steps)
             result: dict[str, Any] = {"kind": kind, "case": name, "n_envs": n_envs,
-                                      "env_steps_per_s": round(vector_rate(config, n_envs, steps))}
+                                      "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu)}
             if reference == "parallel":
                 result["parallel_env_steps_per_s"] = round(mamujoco_parallel_rate(config, steps))
+            if kind == "vmas":
+                wall, cpu = vector_rate(config, n_envs, steps, numpy_view=True)
+                result.update(numpy_env_steps_per_s=round(wall), numpy_env_steps_per_cpu_s=round(cpu))
         except MissingExtraError as exc:
             result = {"kind": kind, "case": name, "skipped": str(exc)}
         print(json.dumps(result), flush=True)

@@ -2,11 +2,16 @@
 
     python benchmarks/throughput.py                       # HAPPO and MAPPO, HARL's MPE settings
     python benchmarks/throughput.py --iterations 5 --set collector.backend=subprocess
+    python benchmarks/throughput.py pipelines/happo_vmas_transport.toml --iterations 2 \
+        --set collector.n_envs=1024 --set run.device=cpu      # VMAS on tensors end to end
 
 For each pipeline: build it, run a warm-up iteration, then time ``--iterations`` full
 iterations (collect + returns + update; evaluation off).  In the same process it times
-the same vector env under uniformly random actions (the raw env rate), and mpe2's public
+the same vector env under uniformly random actions (the raw env rate; a tensor-native
+env such as VMAS gets them as tensors on its device), and for MPE pipelines mpe2's public
 ``parallel_env`` API stepping the same scenario one env at a time, for reference.
+``collect_env_steps_per_s`` is the rate of the collection phase alone.  torch runs on
+the pipeline's ``[run] torch_threads`` (default 1).
 Peak RSS covers this process and its children (subprocess env workers).
 """
 
@@ -18,8 +23,10 @@ import resource
 import time
 
 import numpy as np
+import torch
 
 from harl.build import build_stages
+from harl.envs.protocol import is_tensor_native
 from harl.pipeline import load_pipeline
 
 PIPELINES = ["pipelines/happo_mpe_spread.toml", "pipelines/mappo_mpe_spread.toml"]
@@ -38,6 +45,8 @@ def random_actions(venv, rng: np.random.Generator) -> list[np.ndarray]:  # noqa:
 def raw_rate(venv, steps: int) -> float:  # noqa: ANN001
     rng = np.random.default_rng(0)
     actions = [random_actions(venv, rng) for _ in range(16)]
+    if is_tensor_native(venv):
+        actions = [[torch.as_tensor(a, device=venv.device) for a in batch] for batch in actions]
     venv.reset(seed=0)
     start = time.perf_counter()
     for t in range(steps):
@@ -98,10 +107,11 @@ def main() -> None:
         result = {
             "pipeline": path, "overrides": args.overrides, "device": str(stages.device),
             "n_envs": spec.collector.n_envs, "backend": spec.collector.backend,
-            "train_env_steps_per_s": round(train), "collect_s_per_iteration": round(collect, 3),
+            "train_env_steps_per_s": round(train), "collect_env_steps_per_s": round(it_steps / collect),
+            "collect_s_per_iteration": round(collect, 3),
             "update_s_per_iteration": round(update, 3), "raw_vector_env_steps_per_s": round(raw),
             "train_vs_raw": round(train / raw, 3),
-            "mpe2_parallel_api_steps_per_s": round(parallel_api_rate(spec)),
+            "mpe2_parallel_api_steps_per_s": round(parallel_api_rate(spec)) if spec.env.kind == "mpe" else None,
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }
         print(json.dumps(result))

@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 import torch
 
-from harl.envs.protocol import VectorEnv
+from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.policy.actor import TeamPolicy
 from harl.settings import in_range, positive, setting
 
@@ -57,6 +57,8 @@ class Evaluator:
         self.policy = policy
         self.device = device
         self.seed: int | None = seed
+        self.native = is_tensor_native(venv)
+        """The env takes and returns torch tensors (VMAS): actions go in as they are."""
 
     def state_dict(self) -> dict[str, Any]:
         """The pending first seed and the eval envs' RNG states: evaluations continue their streams."""
@@ -79,7 +81,7 @@ class Evaluator:
             avail_t = None if avail is None else [torch.as_tensor(a, device=self.device) for a in avail]
             actions, _ = self.policy.act(obs_t, avail_t, deterministic=self.config.deterministic,
                                          hidden=hidden, starts=starts)
-            step = self.venv.step([a.cpu().numpy() for a in actions])
+            step = self.venv.step(actions if self.native else [a.cpu().numpy() for a in actions])
             obs, avail = step.obs, step.avail
             starts = torch.as_tensor(step.terminated | step.truncated, dtype=torch.float32, device=self.device)
             done.extend(step.episode_infos)

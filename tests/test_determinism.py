@@ -119,6 +119,22 @@ def test_exact_resume_with_one_shared_discrete_actor(tmp_path: Path) -> None:
     assert same_final_state(tmp_path / "resumed", whole)
 
 
+GRU = ROOT / "pipelines" / "happo_mpe_speaker_listener_gru.toml"
+
+
+def test_exact_resume_with_gru_actors_and_critic(tmp_path: Path) -> None:
+    """HAPPO with chunked GRU actors and critic (speaker-listener): resuming from iteration 3 repeats
+    rows 4 and 5.  At the checkpoint every env is at an episode's first step, where the GRU states
+    the collector carries are reset, so the checkpoint holds none and needs none."""
+    whole = train(GRU, tmp_path / "whole")
+    saved = load_checkpoint(whole / "checkpoints" / "iter_0000003.pt")
+    assert [start["steps"] for start in saved["collector"]["episode_starts"]] == [0, 0]
+    assert "buffer" not in saved  # no rollout storage, hence no GRU states
+    resume_from_3(whole, tmp_path / "resumed")
+    assert rows(tmp_path / "resumed") == rows(whole)
+    assert same_final_state(tmp_path / "resumed", whole)
+
+
 def test_ctrl_c_stops_after_the_iteration_and_resumes_exactly(tmp_path: Path, happo_run: Path,
                                                               monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,9 @@ among the available categories); after that the team explores as its objective s
 (Gaussian noise for DDPG/TD3, sampling for SAC, epsilon-greedy for D3QN).  Every
 transition keeps what the step reached, the pre-reset observation and state where an
 episode ended, so truncated transitions can bootstrap.
+
+A tensor-native vector env (VMAS) gets the action tensors as they are, and its tensors
+go into the replay buffer without a numpy round trip; a numpy env gets numpy arrays.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBuffer
 from harl.collect.on_policy import CollectStats
-from harl.envs.protocol import VectorEnv
+from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.policy.heads import avail_size
 from harl.policy.off_policy import OffPolicyTeam, masked_uniform
 from harl.settings import in_range, kind_field, one_of, positive, setting
@@ -78,10 +81,14 @@ class OffPolicyCollector:
         self.env_steps = 0
         """Env steps taken since the run began (drives warm-up and epsilon schedules)."""
         self.generator = torch.Generator().manual_seed(seed)
-        self._obs: list[np.ndarray] | None = None
-        self._state: np.ndarray | None = None
-        self._avail: list[np.ndarray] | None = None
-        self._active = np.ones((config.n_envs, venv.n_agents), dtype=np.float32)
+        self.native = is_tensor_native(venv)
+        """The env takes and returns torch tensors: no numpy round trip."""
+        # The current observations, as the env returned them (arrays, or tensors if native).
+        self._obs: list[Any] | None = None
+        self._state: Any = None
+        self._avail: list[Any] | None = None
+        self._active: Any = (torch.ones(config.n_envs, venv.n_agents, device=venv.device)
+                             if self.native else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
         self._restart: list[dict[str, Any]] | None = None
 
     @property
@@ -93,10 +100,10 @@ class OffPolicyCollector:
     def warming_up(self) -> bool:
         return self.env_steps < self.config.warmup_steps
 
-    def _tensors(self, arrays: Sequence[np.ndarray]) -> list[torch.Tensor]:
+    def _tensors(self, arrays: Sequence[Any]) -> list[torch.Tensor]:
         return [torch.as_tensor(a, dtype=torch.float32, device=self.device) for a in arrays]
 
-    def _masks(self, avail: list[np.ndarray] | None) -> list[torch.Tensor | None]:
+    def _masks(self, avail: list[Any] | None) -> list[torch.Tensor | None]:
         if avail is None:
             return [None] * len(self.masked)
         return [torch.as_tensor(a, dtype=torch.float32, device=self.device) if m else None
@@ -123,14 +130,17 @@ class OffPolicyCollector:
                 actions = random_actions(self.venv.action_spaces, masks, n, self.device, self.generator)
             else:
                 actions = self.team.explore(self._tensors(obs), masks, self.env_steps)  # type: ignore[arg-type]
-            actions_np = [a.cpu().numpy() for a in actions]
-            step = self.venv.step(actions_np)
+            env_actions = actions if self.native else [a.cpu().numpy() for a in actions]
+            step = self.venv.step(env_actions)
             final_obs = step.final_obs if step.final_obs is not None else step.obs
             final_avail = step.final_avail if step.final_obs is not None else step.avail
-            buffer.add(obs, avail, state, actions_np, step.rewards, step.terminated, step.truncated,  # type: ignore[arg-type]
+            buffer.add(obs, avail, state, env_actions, step.rewards, step.terminated, step.truncated,  # type: ignore[arg-type]
                        self._active, final_obs, final_avail, step.final_state)
             ended = step.terminated | step.truncated
-            self._active = np.where(ended[:, None], 1.0, step.active).astype(np.float32)
+            if self.native:
+                self._active = torch.where(ended.unsqueeze(-1), 1.0, step.active.float())
+            else:
+                self._active = np.where(ended[:, None], 1.0, step.active).astype(np.float32)
             self._obs, self._state, self._avail = step.obs, step.state, step.avail
             episodes.extend(step.episode_infos)
             self.env_steps += n

@@ -6,6 +6,11 @@
     for iteration in range(n):
         stats = collector.collect(buffer)     # fills T steps, continues open episodes
         ...                                   # returns, update
+
+A tensor-native vector env (VMAS) gets the policy's action tensors as they are, and its
+tensors are copied straight into the buffer; a numpy env gets numpy arrays (one
+device-to-host copy of the actions per step), copied into the buffer the same way.
+Both paths store the same numbers.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import attrs
 import torch
 
 from harl.buffers.rollout import RolloutBuffer
-from harl.envs.protocol import VectorEnv
+from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.policy.actor import TeamPolicy
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.v_critic import VCritic
@@ -49,6 +54,8 @@ class OnPolicyCollector:
         self.critic = critic
         self.device = device
         self.seed = seed
+        self.native = is_tensor_native(venv)
+        """The env takes and returns torch tensors: no numpy round trip."""
         self.started = False
         self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
 
@@ -107,7 +114,7 @@ class OnPolicyCollector:
             else:  # the state after step t, before any reset (applied where starts[t + 1] = 1)
                 buffer.values[t], critic_hidden[t + 1] = self.critic.step(
                     buffer.state[t], critic_hidden[t], buffer.starts[t])
-            step = self.venv.step([a.cpu().numpy() for a in actions])
+            step = self.venv.step(actions if self.native else [a.cpu().numpy() for a in actions])
             for i in range(n_agents):
                 buffer.actions[i][t] = actions[i]
                 buffer.log_probs[i][t] = log_probs[i]

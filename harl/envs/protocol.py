@@ -19,11 +19,16 @@ apart all the way to the return computer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import numpy as np
 from gymnasium import spaces
+
+if TYPE_CHECKING:  # torch is not imported by env workers, which only see numpy
+    import torch
+
+    Array = np.ndarray | torch.Tensor
 
 
 @attrs.define(slots=True)
@@ -78,30 +83,33 @@ class VectorStep:
     Environments whose episode ended were reset already (auto-reset): ``obs``, ``state``
     and ``avail`` belong to the new episode, and ``final_state`` holds the state the
     ended episode reached (for bootstrapping on truncation).
+
+    The batches are numpy arrays, or torch tensors on the env's ``device`` when the vector
+    env is tensor-native (see ``VectorEnv``); shapes and dtypes are the same either way.
     """
 
-    obs: list[np.ndarray]
-    """Per agent, ``(n_envs, *obs_shape_i)``."""
-    state: np.ndarray
+    obs: list[Array]
+    """Per agent, ``(n_envs, *obs_shape_i)`` float32."""
+    state: Array
     """``(n_envs, *state_shape)``."""
-    avail: list[np.ndarray] | None
+    avail: list[Array] | None
     """Per agent, ``(n_envs, n_actions_i)``, or None."""
-    rewards: np.ndarray
+    rewards: Array
     """``(n_envs, n_agents)`` float32."""
-    terminated: np.ndarray
+    terminated: Array
     """``(n_envs,)`` bool."""
-    truncated: np.ndarray
+    truncated: Array
     """``(n_envs,)`` bool."""
-    active: np.ndarray
+    active: Array
     """``(n_envs, n_agents)`` bool, for the step just taken (before any reset)."""
-    final_state: np.ndarray
+    final_state: Array
     """``(n_envs, *state_shape)``: the pre-reset state where an episode ended, else ``state``."""
     episode_infos: list[dict[str, Any]]
     """One dict per episode that ended this step: ``return``, ``length`` and env metrics."""
-    final_obs: list[np.ndarray] | None = None
+    final_obs: list[Array] | None = None
     """Per agent, the pre-reset observation where an episode ended, else ``obs`` (off-policy
     transitions bootstrap from it on truncation).  None only from backends that lack it."""
-    final_avail: list[np.ndarray] | None = None
+    final_avail: list[Array] | None = None
     """Like ``final_obs`` for ``avail`` (None when the env has no masks)."""
 
 
@@ -115,6 +123,15 @@ class VectorEnv(Protocol):
         for t in range(T):
             step = venv.step(actions)   # actions[i]: (n_envs, *action_shape_i)
         venv.close()
+
+    Batches are numpy arrays by default.  A vector env whose simulator computes in torch
+    (VMAS) may declare ``tensor_native = True`` and a ``device`` (``torch.device``): its
+    ``reset`` / ``restart`` / ``step`` then return torch tensors on that device, and its
+    ``step`` takes the actions as tensors (any device; numpy arrays work too) and must not
+    modify them (the collector stores the same tensors).  Collectors and the evaluator
+    then hand the policy's action tensors straight to the env and copy the results into
+    their buffers without a numpy round trip (``is_tensor_native``).  Both attributes are
+    optional: without them an env is a numpy env.
     """
 
     n_envs: int
@@ -125,9 +142,9 @@ class VectorEnv(Protocol):
 
     def reset(
         self, seed: int | None = None
-    ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]: ...
+    ) -> tuple[list[Array], Array, list[Array] | None]: ...
 
-    def step(self, actions: Sequence[np.ndarray]) -> VectorStep: ...
+    def step(self, actions: Sequence[Array]) -> VectorStep: ...
 
     def episode_starts(self) -> list[dict[str, Any]]:
         """How each env's current episode began (picklable; for checkpoints)."""
@@ -135,7 +152,7 @@ class VectorEnv(Protocol):
 
     def restart(
         self, starts: Sequence[dict[str, Any]]
-    ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]:
+    ) -> tuple[list[Array], Array, list[Array] | None]:
         """Begin each env's episode again as it began (``episode_starts``); like ``reset``."""
         ...
 
@@ -144,3 +161,8 @@ class VectorEnv(Protocol):
     def set_rng_state(self, states: Sequence[Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+def is_tensor_native(venv: Any) -> bool:
+    """True when ``venv`` hands out torch tensors on its ``device`` (see ``VectorEnv``)."""
+    return bool(getattr(venv, "tensor_native", False))

@@ -5,16 +5,18 @@ whole ``VectorEnv`` (registered with ``VectorFactory``): ``make_vector_env`` bui
 env with ``num_envs = n_envs`` and steps it once per vector step, instead of ``n_envs``
 copies of a one-env adapter.  The collector's ``backend`` and ``workers`` do not apply.
 
-Data stays in torch on the env's device inside the adapter; the ``VectorEnv`` protocol
-hands out numpy arrays, so tensors are converted at the boundary.  On the CPU that is a
-zero-copy view (``Tensor.numpy()``), measured at no visible cost (see the README); with
-``device = "cuda"`` it is a device-to-host copy per step, which a torch-native collector
-path would remove.
+The adapter is tensor-native (``tensor_native = True``, ``device``): observations,
+states, rewards and episode ends come out as torch tensors on the env's device and actions
+go in as tensors, so a collector on the same device never converts to numpy.  Code that
+wants numpy arrays wraps it in ``harl.envs.vector.NumpyVectorEnv``.
 
 The global state is the concatenation of the agents' observations (VMAS has no separate
 state).  Episodes end as ``terminated`` when the scenario says it is done and as
 ``truncated`` after ``max_steps``; ended envs are reset in place (``reset_at``) and the
-batch's observations are read once afterwards.
+batch's observations are read once afterwards (all of them at once when all ended).
+
+For exact resume, a checkpoint can replay a reset of the whole batch (VMAS's one shared
+generator, saved before it) but not a reset of one env: see ``episode_starts``.
 
 vmas is an optional dependency: it is imported only when an environment is built.
 """
@@ -35,7 +37,8 @@ from harl.settings import kind_field, positive, setting
 SCENARIOS = ("balance", "transport", "navigation", "simple_spread")
 """Scenarios with shipped pipelines and tests; any other VMAS scenario name also works."""
 
-Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
+Reset = tuple[list[Any], Any, None]
+"""Per-agent observation tensors, the state tensor, no action masks."""
 
 
 @attrs.frozen
@@ -73,7 +76,10 @@ def _gymnasium_space(space: Any) -> spaces.Space:
 
 
 class VMASVectorEnv:
-    """``n_envs`` environments of one VMAS scenario, stepped as one batch."""
+    """``n_envs`` environments of one VMAS scenario, stepped as one batch, in torch."""
+
+    tensor_native = True
+    """Batches are torch tensors on ``device`` (see ``harl.envs.protocol.VectorEnv``)."""
 
     def __init__(self, config: VMASConfig, n_envs: int, seed: int = 0) -> None:
         vmas = _import_vmas()
@@ -87,7 +93,7 @@ class VMASVectorEnv:
             )
         self._torch = torch
         self.config = config
-        self._device = torch.device(config.device)
+        self.device = torch.device(config.device)
         self._env = vmas.make_env(
             config.scenario, num_envs=n_envs, device=config.device,
             continuous_actions=config.continuous_actions, max_steps=config.max_steps, seed=seed,
@@ -106,39 +112,62 @@ class VMASVectorEnv:
         self._discrete = not config.continuous_actions
         self._seed = seed
         self._reset_before = False
-        self._returns = torch.zeros(n_envs, dtype=torch.float64, device=self._device)
-        self._lengths = torch.zeros(n_envs, dtype=torch.int64, device=self._device)
-
-    @staticmethod
-    def _numpy(x: Any) -> np.ndarray:
-        return x.detach().cpu().numpy()
+        self._batch_start: dict[str, Any] | None = None
+        """The seed of, or the shared generator before, the whole-batch reset every env's
+        episode began at; None once an env was reset alone (see ``episode_starts``)."""
+        self._returns = torch.zeros(n_envs, dtype=torch.float64, device=self.device)
+        self._lengths = torch.zeros(n_envs, dtype=torch.int64, device=self.device)
 
     def _observations(self) -> list[Any]:
         return self._env.get_from_scenario(
             get_observations=True, get_rewards=False, get_infos=False, get_dones=False
         )[0]
 
+    def _shared_rng(self) -> list[Any]:
+        """VMAS's generator states (torch, numpy, random), one list shared by all its envs."""
+        return type(self._env).vmas_random_state
+
     def reset(self, seed: int | None = None) -> Reset:
         """Reset every env; a seed re-seeds VMAS (the constructor's seed on the first call)."""
         if seed is None and not self._reset_before:
             seed = self._seed
         self._reset_before = True
+        self._batch_start = {"seed": seed, "rng": None if seed is not None else list(self._shared_rng())}
         obs = self._env.reset(seed=seed)
         self._returns.zero_()
         self._lengths.zero_()
-        state = self._torch.cat(obs, dim=1)
-        return [self._numpy(o) for o in obs], self._numpy(state), None
+        return obs, self._torch.cat(obs, dim=1), None
 
     def episode_starts(self) -> list[dict[str, Any]]:
-        """How each env's episode began, for checkpoints: VMAS cannot replay one env's start,
-        so ``restart`` begins every env anew from the first seed (the documented fallback)."""
-        return [{"seed": None, "rng": None, "steps": int(n)} for n in self._lengths.tolist()]
+        """How the envs' episodes began, for checkpoints.
+
+        VMAS resets one env from the generator all envs share, so one env's start cannot be
+        replayed alone; a start of all envs at once can.  While every env's episode began at
+        the same whole-batch reset (the first one, or one where all episodes ended on the same
+        step), entry 0 also holds ``batch``: that reset's seed or the generator before it, and
+        the generator now.  Otherwise ``restart`` begins every env anew from the first seed.
+        """
+        starts = [{"seed": None, "rng": None, "steps": int(n)} for n in self._lengths.tolist()]
+        if self._batch_start is not None:
+            starts[0]["batch"] = {**self._batch_start, "now": list(self._shared_rng())}
+        return starts
 
     def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
-        """Begin new episodes from the constructor's seed (see ``episode_starts``)."""
+        """Repeat the whole-batch reset ``starts`` describes, then put the generator back where it
+        was at the checkpoint: with every env at an episode's first step there, the run continues
+        exactly.  Without ``batch``: new episodes from the constructor's seed."""
         if len(starts) != self.n_envs:
             raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
-        return self.reset(seed=self._seed)
+        batch = starts[0].get("batch")
+        if batch is None:
+            return self.reset(seed=self._seed)
+        self._reset_before = True
+        if batch["seed"] is None:
+            self._shared_rng()[:] = batch["rng"]
+        result = self.reset(seed=batch["seed"])
+        self._batch_start = {"seed": batch["seed"], "rng": batch["rng"]}
+        self._shared_rng()[:] = batch["now"]
+        return result
 
     def get_rng_state(self) -> list[Any]:
         """VMAS draws from one generator for all its envs (in this process): it is entry 0."""
@@ -153,10 +182,11 @@ class VMASVectorEnv:
         self._reset_before = True
 
     def step(self, actions: Sequence[Any]) -> VectorStep:
-        """Step every env with its row of ``actions``; ended episodes are reset."""
+        """Step every env with its row of ``actions`` (tensors or arrays); ended episodes are reset."""
         torch = self._torch
         dtype = torch.int64 if self._discrete else torch.float32
-        batch = [torch.as_tensor(a, device=self._device).to(dtype) for a in actions]
+        # A no-op for float32 tensors already on the device (the collector's actions).
+        batch = [torch.as_tensor(a, device=self.device).to(dtype) for a in actions]
         obs, rewards_list, terminated, truncated, _ = self._env.step(batch)
         rewards = torch.stack(rewards_list, dim=1).to(torch.float32)
         # A terminal state wins over the time limit: its value is zero either way.
@@ -175,19 +205,19 @@ class VMASVectorEnv:
             self._returns[ended] = 0.0
             self._lengths[ended] = 0
             if len(ended_index) == self.n_envs:
+                self._batch_start = {"seed": None, "rng": list(self._shared_rng())}
                 self._env.reset(return_observations=False)
             else:
+                self._batch_start = None
                 for k in ended_index:
                     self._env.reset_at(k, return_observations=False)
             obs = self._observations()
             state = torch.cat(obs, dim=1)
-        obs_np = [self._numpy(o) for o in obs]
         return VectorStep(
-            obs=obs_np, state=self._numpy(state), avail=None,
-            rewards=self._numpy(rewards), terminated=self._numpy(terminated),
-            truncated=self._numpy(truncated), active=np.ones((self.n_envs, self.n_agents), dtype=bool),
-            final_state=self._numpy(final_state), episode_infos=episode_infos,
-            final_obs=[self._numpy(o) for o in final_obs] if ended_index else obs_np,
+            obs=obs, state=state, avail=None, rewards=rewards, terminated=terminated,
+            truncated=truncated,
+            active=torch.ones(self.n_envs, self.n_agents, dtype=torch.bool, device=self.device),
+            final_state=final_state, episode_infos=episode_infos, final_obs=final_obs,
         )
 
     def close(self) -> None:
