@@ -44,9 +44,12 @@ def iterations(run_dir: Path) -> list[int]:
 class TestCheck:
     @pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.name)
     def test_shipped_pipeline(self, path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        """check validates and builds a shipped pipeline and exits 0."""
-        assert main(["check", str(path), "--set", "collector.n_envs=2", "--set", "evaluator.n_envs=2"]) == 0
+        """check validates and builds a shipped pipeline and exits 0 (skips when its env's extra is absent)."""
+        code = main(["check", str(path), "--set", "collector.n_envs=2", "--set", "evaluator.n_envs=2"])
         out, err = capsys.readouterr()
+        if code == 2 and "needs: pip install" in err:
+            pytest.skip(err.strip())
+        assert code == 0, err
         assert f"{path}: valid" in out
         assert err == ""
 

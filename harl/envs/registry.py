@@ -20,11 +20,14 @@ from typing import Any
 
 import attrs
 
+from harl.envs.air_combat import AirCombatConfig, make_air_combat_env
+from harl.envs.football import FootballConfig, make_football_env
 from harl.envs.gym_env import GymConfig, make_gym_env
 from harl.envs.mamujoco import MaMuJoCoConfig, make_mamujoco_env
 from harl.envs.mpe import MPEConfig, make_mpe_env
 from harl.envs.protocol import MultiAgentEnv, VectorEnv
 from harl.envs.python_env import PythonEnvConfig, make_python_env
+from harl.envs.smax import SMAXConfig, make_smax_vector_env
 from harl.envs.vmas_env import VMASConfig, make_vmas_vector_env
 
 EnvFactory = Callable[[Any], MultiAgentEnv]
@@ -43,6 +46,9 @@ ENV_KINDS: dict[type, tuple[str, EnvFactory | VectorFactory]] = {
     GymConfig: ("gym", make_gym_env),
     VMASConfig: ("vmas", VectorFactory(make_vmas_vector_env)),
     PythonEnvConfig: ("python", make_python_env),
+    SMAXConfig: ("smax", VectorFactory(make_smax_vector_env)),
+    FootballConfig: ("football", make_football_env),
+    AirCombatConfig: ("air_combat", make_air_combat_env),
 }
 """Config class -> (kind name, factory taking that config, or a ``VectorFactory``)."""
 

@@ -1,0 +1,16 @@
+"""Air combat on JSBSim: F-16s in the spirit of the Light Aircraft Game (LAG).
+
+``[env] kind = "air_combat"`` with ``task = "heading"`` (one aircraft flies to changing
+heading / altitude / speed targets, the warm-up) or ``task = "2v2_noweapon"`` (two
+learning F-16s against two scripted ones, rewarded for posture, altitude safety and
+events).  Written from the published task description, not from LAG's code.
+
+One concept per module: ``aircraft`` (JSBSim wrapper), ``actions`` (policy action ->
+stick and throttle), ``geometry`` (who is on whose tail), ``scripted_pilot`` (the
+opponents' autopilot), ``heading`` and ``dogfight`` (the tasks), ``config``.
+jsbsim (``pip install "harl[lag]"``) is imported only when an environment is built.
+"""
+
+from harl.envs.air_combat.config import TASKS, AirCombatConfig, make_air_combat_env
+
+__all__ = ["TASKS", "AirCombatConfig", "make_air_combat_env"]

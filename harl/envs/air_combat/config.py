@@ -1,0 +1,86 @@
+"""``[env] kind = "air_combat"``: which task, which action variant, and the task's limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from harl.envs.air_combat.actions import ACTION_TYPES
+from harl.settings import InvalidSetting, in_range, kind_field, one_of, positive, setting
+
+TASKS = ("heading", "2v2_noweapon")
+
+
+@attrs.frozen
+class AirCombatConfig:
+    """F-16s in JSBSim: a 1-aircraft heading task or a 2-vs-2 dogfight without weapons."""
+
+    kind: str = kind_field("air_combat")
+    task: str = setting(
+        "heading", '"heading": one F-16 flies to changing heading/altitude/speed targets; '
+        '"2v2_noweapon": two learning F-16s against two scripted ones', one_of(TASKS),
+    )
+    action_type: str = setting(
+        "continuous", '"continuous": Box(-1, 1, (4,)) stick and throttle; "multidiscrete": '
+        "MultiDiscrete([41, 41, 41, 30]) settings of the same", one_of(ACTION_TYPES),
+    )
+    max_steps: int = setting(1000, "env steps per episode before truncation", positive())
+    sim_steps_per_step: int = setting(
+        12, "JSBSim steps (at 60 Hz) per env step; 12 is 0.2 s of flight", positive()
+    )
+    floor_altitude_m: float = setting(
+        2500.0, "an aircraft below this altitude (m) counts as crashed", in_range(0.0)
+    )
+    overload_g: float = setting(10.0, "an aircraft pulling more than this (g) is lost", positive())
+    min_airspeed_mps: float = setting(
+        60.0, "an aircraft slower than this (m/s) has departed controlled flight", positive()
+    )
+    crash_penalty: float = setting(
+        200.0, "reward subtracted when a learning aircraft crashes, overloads or stalls", in_range(0.0)
+    )
+    max_heading_change_deg: float = setting(
+        90.0, "heading task: each new target heading is up to this far from the last one",
+        in_range(0.0, 180.0),
+    )
+    max_altitude_change_m: float = setting(
+        1000.0, "heading task: each new target altitude is up to this far from the last one",
+        in_range(0.0),
+    )
+    max_speed_change_mps: float = setting(
+        50.0, "heading task: each new target speed is up to this far from the last one", in_range(0.0)
+    )
+    target_interval_s: float = setting(
+        30.0, "heading task: seconds per target; missing it by more than 10 degrees at the "
+        "end of its time ends the episode (terminated)", positive(),
+    )
+    opponent: str = setting(
+        "pursue", '2v2: the scripted opponents\' tactic: "pursue" (pure pursuit of the nearest '
+        'learner) or "cruise" (straight and level)', one_of(("pursue", "cruise")),
+    )
+    sound_range_m: float = setting(
+        3000.0, "2v2: posture counts in full within this range of an opponent", positive()
+    )
+    safe_altitude_m: float = setting(
+        4000.0, "2v2: below this altitude a learner is penalised, down to -1 at the floor",
+        positive(),
+    )
+
+
+    def __attrs_post_init__(self) -> None:
+        if self.safe_altitude_m <= self.floor_altitude_m:
+            raise InvalidSetting(
+                "safe_altitude_m", f"expected a value above floor_altitude_m "
+                f"({self.floor_altitude_m}), got {self.safe_altitude_m}", suggest_default=False,
+            )
+
+
+def make_air_combat_env(config: AirCombatConfig) -> Any:
+    """The task's environment (``HeadingEnv`` or ``DogfightEnv``); jsbsim is imported here."""
+    if config.task == "heading":
+        from harl.envs.air_combat.heading import HeadingEnv
+
+        return HeadingEnv(config)
+    from harl.envs.air_combat.dogfight import DogfightEnv
+
+    return DogfightEnv(config)

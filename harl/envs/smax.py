@@ -1,0 +1,322 @@
+"""SMAX (jaxmarl's JAX re-implementation of the StarCraft Multi-Agent Challenge) as a ``VectorEnv``.
+
+SMAX stands in for SMAC/SMACv2 where StarCraft II cannot be installed: the allied units
+are the agents, the enemy team is played by jaxmarl's heuristic AI (``HeuristicEnemySMAX``),
+and the maps are jaxmarl's (3m, 2s3z, 3s5z, 5m_vs_6m, ..., and the SMACv2-style
+``smacv2_5_units`` with random unit types and surrounded starts).
+
+The simulator is a pure JAX function, so all ``n_envs`` environments are one ``vmap``-ed
+step, compiled once: a vector step is one call into XLA that steps every env, resets the
+ended ones (computed for all envs, chosen with ``jnp.where``) and returns the observations,
+world states and action masks of both the ended and the new episodes; the arrays become
+numpy once per step.  On 3m that is ~50,000 env steps per CPU-second at 256 envs against
+~2,000 with one env per call (see the README).
+
+- Observations: jaxmarl's ``unit_list`` observation of each ally.
+- State (EP): jaxmarl's ``get_world_state`` (every unit's health, position, weapon
+  cooldown and type, plus teams and types), one per env.
+- ``avail``: jaxmarl's available-action masks (a dead ally may only ``stop``); ``active``
+  marks the allies still alive after the step.
+- Rewards: jaxmarl's team reward (damage dealt as a fraction of the enemy's health, plus
+  1 for a won battle), the same for every ally.
+- Episode end: ``terminated`` when one side is wiped out (a win, a loss or a draw),
+  ``truncated`` when ``max_steps`` ran out first.  jaxmarl's single ``done`` flag covers
+  both; they are told apart from which units are alive.  Each ended episode reports
+  ``win`` (1.0 or 0.0), which the evaluator logs as ``eval_win`` (the win rate).
+
+JAX is kept on the CPU and off the Eigen thread pool unless the user says otherwise:
+``JAX_PLATFORMS=cpu`` and ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` are set before
+JAX first loads (only where those variables are unset), so that a GPU, if present, stays
+with torch and the environment does not compete with torch for every core.
+
+Compiling the batched step takes ~10-30 s per map and batch size (the training and
+evaluation envs of a run share it when their ``n_envs`` agree); JAX's persistent cache,
+``JAX_COMPILATION_CACHE_DIR=~/.cache/jax``, cuts later starts to a few seconds.
+
+jaxmarl is optional: imported only when an environment is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+from gymnasium import spaces
+
+from harl.envs.protocol import VectorStep
+from harl.errors import ConfigError, MissingExtraError
+from harl.settings import kind_field, one_of, positive, setting
+
+SCENARIOS = ("3m", "2s3z", "3s5z", "5m_vs_6m", "smacv2_5_units")
+"""Maps with shipped pipelines and tests; any other jaxmarl map name also works."""
+
+Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
+
+
+@attrs.frozen
+class SMAXConfig:
+    """``[env] kind = "smax"``: one SMAX map against jaxmarl's heuristic enemy, vectorised in JAX."""
+
+    kind: str = kind_field("smax")
+    scenario: str = setting("3m", f"SMAX map (tested: {', '.join(SCENARIOS)}; any jaxmarl map name)")
+    max_steps: int = setting(100, "steps per episode before truncation", positive())
+    attack_mode: str = setting("closest", "how the heuristic enemy picks its target: closest or random",
+                               one_of(("closest", "random")))
+    see_enemy_actions: bool = setting(True, "observations include the enemies' last actions")
+    walls_cause_death: bool = setting(True, "a unit touching the map's edge dies")
+
+
+def _import_smax() -> tuple[Any, Any, Any]:
+    """jax, jax.numpy and jaxmarl's smax module; a clear error when the extra is missing.
+
+    JAX goes to the CPU with single-threaded Eigen unless the user chose otherwise (see the
+    module docstring); this only takes effect before JAX's first computation.
+    """
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+    if "JAX_PLATFORMS" not in os.environ:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError as exc:
+        raise MissingExtraError('env kind "smax"', "smax", "jax") from exc
+    if not jax.config.jax_platforms:  # imported before us, with no platform chosen
+        jax.config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
+    try:
+        with _quiet_import():
+            from jaxmarl.environments import smax
+    except ImportError as exc:
+        error = MissingExtraError('env kind "smax"', "smax", "jaxmarl")
+        error.args = (f"{error}, then: pip install --no-deps jaxmarl (its dependency gymnax "
+                      "would pin gymnasium < 1.4; SMAX needs only what the extra installs)",)
+        raise error from exc
+    return jax, jnp, smax
+
+
+@contextlib.contextmanager
+def _quiet_import() -> Iterator[None]:
+    """Import jaxmarl without its printed notes and without losing ``sys.stdout``/``sys.stderr``.
+
+    jaxmarl prints a line about its optional submodules on import, and its MABrax module
+    resets ``sys.stdout``/``sys.stderr`` to the process's originals (undoing any capture,
+    pytest's or a progress display's); so fd 1 is pointed at /dev/null meanwhile and the
+    stream objects are put back afterwards.
+    """
+    streams = sys.stdout, sys.stderr
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        if sys.__stdout__ is not None:
+            sys.__stdout__.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+        sys.stdout, sys.stderr = streams
+
+
+def make_smax(config: SMAXConfig) -> Any:
+    """The jaxmarl environment the adapter steps (also what the tests compare against)."""
+    _, _, smax = _import_smax()
+    try:
+        scenario = smax.map_name_to_scenario(config.scenario)
+    except KeyError:
+        from jaxmarl.environments.smax.smax_env import MAP_NAME_TO_SCENARIO
+
+        raise ConfigError(
+            f'env.scenario: SMAX has no map "{config.scenario}" (jaxmarl has: '
+            f"{', '.join(MAP_NAME_TO_SCENARIO)})"
+        ) from None
+    # jaxmarl checks its time limit before counting the step just taken, so its episodes
+    # last ``max_steps + 1`` steps; one less makes ours last ``config.max_steps``.
+    return smax.HeuristicEnemySMAX(
+        scenario=scenario, max_steps=config.max_steps - 1, attack_mode=config.attack_mode,
+        see_enemy_actions=config.see_enemy_actions, walls_cause_death=config.walls_cause_death,
+    )
+
+
+@functools.cache
+def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
+    """The jaxmarl env, ``reset(keys)`` and ``step(key, states, start_keys, actions)`` over a
+    batch of envs, jitted.
+
+    Cached per config, so the training and evaluation envs of a run share the compiled
+    functions (JAX compiles once per batch size; tracing SMAX's step takes seconds).
+    Per-agent arrays come out agent-major (``(n_agents, n_envs, ...)``) so that each agent's
+    slice is contiguous on the numpy side.
+    """
+    jax, jnp, _ = _import_smax()
+    env = make_smax(config)
+    agents = env.agents
+    n_allies = env.num_allies
+
+    def observe(obs: dict[str, Any], state: Any) -> tuple[Any, Any, Any]:
+        avail = env.get_avail_actions(state)
+        return (jnp.stack([obs[a] for a in agents]), obs["world_state"],
+                jnp.stack([avail[a] for a in agents]).astype(jnp.float32))
+
+    def reset_one(key: Any) -> tuple[Any, ...]:
+        obs, state = env.reset(key)
+        return (state, *observe(obs, state))
+
+    def step_one(key: Any, state: Any, start_key: Any, actions: Any) -> tuple[Any, ...]:
+        step_key, reset_key = jax.random.split(key)
+        obs, next_state, rewards, dones, _ = env.step_env(
+            step_key, state, {a: actions[i] for i, a in enumerate(agents)})
+        final_obs, final_world, final_avail = observe(obs, next_state)
+        alive = next_state.state.unit_alive
+        allies_dead = ~jnp.any(alive[:n_allies])
+        enemies_dead = ~jnp.any(alive[n_allies:])
+        ended = dones["__all__"]
+        terminated = allies_dead | enemies_dead
+        truncated = ended & ~terminated
+        won = enemies_dead & ~allies_dead
+        new_state, new_obs, new_world, new_avail = reset_one(reset_key)
+
+        def pick(new: Any, old: Any) -> Any:
+            return jnp.where(ended, new, old)
+
+        state_out = jax.tree.map(pick, new_state, next_state)
+        return (
+            state_out, pick(reset_key, start_key),
+            pick(new_obs, final_obs), pick(new_world, final_world), pick(new_avail, final_avail),
+            jnp.stack([rewards[a] for a in agents]).astype(jnp.float32), terminated, truncated,
+            alive[:n_allies], won, final_obs, final_world, final_avail,
+        )
+
+    def reset_all(keys: Any) -> tuple[Any, ...]:
+        states, obs, world, avail = jax.vmap(reset_one)(keys)
+        return states, obs.swapaxes(0, 1), world, avail.swapaxes(0, 1)
+
+    def step_all(key: Any, states: Any, start_keys: Any, actions: Any) -> tuple[Any, ...]:
+        key, sub = jax.random.split(key)
+        keys = jax.random.split(sub, actions.shape[0])
+        out = jax.vmap(step_one)(keys, states, start_keys, actions)
+        (states, start_keys, obs, world, avail, rewards, terminated, truncated, active, won,
+         final_obs, final_world, final_avail) = out
+        return (key, states, start_keys, obs.swapaxes(0, 1), world, avail.swapaxes(0, 1), rewards,
+                terminated, truncated, active, won, final_obs.swapaxes(0, 1), final_world,
+                final_avail.swapaxes(0, 1))
+
+    return env, jax.jit(reset_all), jax.jit(step_all)
+
+
+class SMAXVectorEnv:
+    """``n_envs`` SMAX battles on one map, stepped as one jitted, vmapped JAX call."""
+
+    def __init__(self, config: SMAXConfig, n_envs: int, seed: int = 0) -> None:
+        jax, jnp, _ = _import_smax()
+        self._jax, self._jnp = jax, jnp
+        self.config = config
+        env, self._reset_fn, self._step_fn = _batched_functions(config)
+        self.n_envs = n_envs
+        self.n_agents: int = env.num_allies
+        self.observation_spaces: list[spaces.Box] = [
+            spaces.Box(-1.0, 1.0, (env.obs_size,), np.float32) for _ in range(self.n_agents)
+        ]
+        self.action_spaces: list[spaces.Space] = [
+            spaces.Discrete(env.num_ally_actions) for _ in range(self.n_agents)
+        ]
+        self.state_space = spaces.Box(-np.inf, np.inf, (env.state_size,), np.float32)
+        self._seed = seed
+        self._key = jax.random.PRNGKey(seed)
+        self._reset_before = False
+        self._states: Any = None
+        self._start_keys: Any = None
+        self._returns = np.zeros(n_envs)
+        self._lengths = np.zeros(n_envs, dtype=np.int64)
+
+    # ------------------------------------------------------------------ resets and seeds
+
+    def _begin(self, start_keys: Any) -> Reset:
+        """Start every env's episode from its reset key."""
+        self._reset_before = True
+        self._start_keys = self._jnp.asarray(start_keys, dtype=self._jnp.uint32)
+        self._states, obs, world, avail = self._reset_fn(self._start_keys)
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        obs_np, avail_np = np.array(obs), np.array(avail)
+        return list(obs_np), np.array(world), list(avail_np)
+
+    def reset(self, seed: int | None = None) -> Reset:
+        """Reset every env; a seed re-seeds the key stream (the constructor's seed on the first call)."""
+        if seed is None and not self._reset_before:
+            seed = self._seed
+        if seed is not None:
+            self._key = self._jax.random.PRNGKey(seed)
+        self._key, sub = self._jax.random.split(self._key)
+        return self._begin(self._jax.random.split(sub, self.n_envs))
+
+    def episode_starts(self) -> list[dict[str, Any]]:
+        """Each env's reset key (its episode's start) and, in env 0's entry, the key stream now.
+
+        ``restart`` rebuilds the same starting states from these and continues the same
+        stream, so a checkpoint taken when every env is at its first step resumes exactly.
+        """
+        keys = np.asarray(self._start_keys).tolist()
+        stream = np.asarray(self._key).tolist()
+        return [{"seed": None, "rng": {"reset_key": key, "stream": stream if k == 0 else None},
+                 "steps": int(n)} for k, (key, n) in enumerate(zip(keys, self._lengths.tolist()))]
+
+    def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
+        """Begin each env's episode again from its saved reset key (see ``episode_starts``)."""
+        if len(starts) != self.n_envs:
+            raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
+        if starts[0]["rng"] is None:
+            return self.reset(seed=self._seed)
+        self._key = self._jnp.asarray(starts[0]["rng"]["stream"], dtype=self._jnp.uint32)
+        return self._begin([start["rng"]["reset_key"] for start in starts])
+
+    def get_rng_state(self) -> list[Any]:
+        """One key stream drives every env: it is entry 0."""
+        return [np.asarray(self._key).tolist()] + [None] * (self.n_envs - 1)
+
+    def set_rng_state(self, states: Sequence[Any]) -> None:
+        if len(states) != self.n_envs:
+            raise ValueError(f"set_rng_state needs {self.n_envs} states, got {len(states)}")
+        if states[0] is not None:
+            self._key = self._jnp.asarray(states[0], dtype=self._jnp.uint32)
+        self._reset_before = True
+
+    # ------------------------------------------------------------------ stepping
+
+    def step(self, actions: Sequence[Any]) -> VectorStep:
+        """Step every env with its row of ``actions``; ended episodes are reset (inside the same call)."""
+        if self._states is None:
+            self.reset()
+        batch = np.stack([np.asarray(a).reshape(self.n_envs) for a in actions], axis=1).astype(np.int32)
+        out = self._step_fn(self._key, self._states, self._start_keys, batch)
+        self._key, self._states, self._start_keys = out[:3]
+        (obs, world, avail, rewards, terminated, truncated, active, won,
+         final_obs, final_world, final_avail) = (np.array(x) for x in out[3:])
+        self._returns += rewards.mean(axis=1, dtype=np.float64)
+        self._lengths += 1
+        ended = np.flatnonzero(terminated | truncated)
+        episode_infos = [
+            {"return": float(self._returns[k]), "length": int(self._lengths[k]), "win": float(won[k])}
+            for k in ended
+        ]
+        self._returns[ended] = 0.0
+        self._lengths[ended] = 0
+        return VectorStep(
+            obs=list(obs), state=world, avail=list(avail), rewards=rewards, terminated=terminated,
+            truncated=truncated, active=active, final_state=final_world, episode_infos=episode_infos,
+            final_obs=list(final_obs), final_avail=list(final_avail),
+        )
+
+    def close(self) -> None:
+        """Nothing to release (the state is a set of JAX arrays)."""
+
+
+def make_smax_vector_env(config: SMAXConfig, n_envs: int, seed: int = 0) -> SMAXVectorEnv:
+    """One jitted SMAX batch of ``n_envs`` environments."""
+    return SMAXVectorEnv(config, n_envs, seed)

@@ -1,0 +1,239 @@
+"""SMAXVectorEnv: jaxmarl's SMAX battles as one jitted VectorEnv, pinned to jaxmarl's own API.
+
+Every test here uses one config and 8 envs, so JAX compiles the batched reset and step once
+for the whole file (tracing SMAX's step takes seconds); the training test reuses them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harl.envs.smax import SCENARIOS, SMAXConfig, SMAXVectorEnv, make_smax
+from harl.envs.vector import make_vector_env
+from harl.errors import ConfigError, MissingExtraError
+
+jaxmarl = pytest.importorskip("jaxmarl", reason="SMAX tests need harl[smax] (jax and jaxmarl)")
+jax = pytest.importorskip("jax")
+
+CONFIG = SMAXConfig(scenario="3m", max_steps=20)
+"""Random play ends about half the 3m battles within 20 steps: both kinds of episode end occur."""
+N_ENVS = 8
+STOP = 4
+"""jaxmarl's ``stop`` action: always available, the only one left to a dead unit."""
+
+
+def _random_actions(avail: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    """A uniformly random available action per agent and env."""
+    return [np.argmax(np.where(a > 0, rng.gumbel(size=a.shape), -np.inf), axis=1) for a in avail]
+
+
+def _stacked(values: dict, agents: list[str]) -> np.ndarray:
+    return np.stack([np.asarray(values[a]) for a in agents])
+
+
+class Reference:
+    """jaxmarl's ``HeuristicEnemySMAX`` stepped one env at a time, drawing the adapter's keys:
+    ``split(key) -> (key, sub)``, ``split(sub, n_envs)`` per vector step (and reset), then
+    ``split(env_key) -> (step_key, reset_key)`` per env step."""
+
+    def __init__(self, config: SMAXConfig, n_envs: int, seed: int) -> None:
+        self.env = make_smax(config)
+        self.n_envs = n_envs
+        self.key = jax.random.PRNGKey(seed)
+        self.states: list = []
+        self.reset = self.env.reset  # jaxmarl jits these itself
+        self.step_env = self.env.step_env
+        self.avail = self.env.get_avail_actions
+
+    def _keys(self) -> list:
+        self.key, sub = jax.random.split(self.key)
+        return list(jax.random.split(sub, self.n_envs))
+
+    def observe(self, obs: dict, state) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        agents = self.env.agents
+        return _stacked(obs, agents), np.asarray(obs["world_state"]), _stacked(self.avail(state), agents)
+
+    def reset_all(self) -> list[tuple]:
+        out = []
+        self.states = []
+        for key in self._keys():
+            obs, state = self.reset(key)
+            self.states.append(state)
+            out.append(self.observe(obs, state))
+        return out
+
+    def step_all(self, actions: list[np.ndarray]) -> list[dict]:
+        out = []
+        for k, key in enumerate(self._keys()):
+            step_key, reset_key = jax.random.split(key)
+            acts = {a: int(actions[i][k]) for i, a in enumerate(self.env.agents)}
+            obs, state, rewards, dones, _ = self.step_env(step_key, self.states[k], acts)
+            record = {"final": self.observe(obs, state), "done": bool(dones["__all__"]),
+                      "rewards": _stacked(rewards, self.env.agents), "alive": np.asarray(state.state.unit_alive)}
+            if record["done"]:
+                obs, state = self.reset(reset_key)
+            self.states[k] = state
+            record["next"] = self.observe(obs, state)
+            out.append(record)
+        return out
+
+
+@pytest.fixture(scope="module")
+def venv() -> SMAXVectorEnv:
+    env = make_vector_env(CONFIG, n_envs=N_ENVS, backend="subprocess", workers=2, seed=5)
+    assert isinstance(env, SMAXVectorEnv)  # natively vectorised, whatever the backend asks
+    return env
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_spaces_match_jaxmarl(scenario: str) -> None:
+    """Per-agent spaces are jaxmarl's allies' spaces; the state is jaxmarl's world state."""
+    config = SMAXConfig(scenario=scenario)
+    venv = SMAXVectorEnv(config, n_envs=2)
+    env = make_smax(config)
+    assert venv.n_agents == env.num_allies == len(env.agents)
+    for agent, obs_space, action_space in zip(env.agents, venv.observation_spaces, venv.action_spaces):
+        assert obs_space.shape == env.observation_space(agent).shape and obs_space.dtype == np.float32
+        assert action_space.n == env.action_space(agent).n == env.num_ally_actions
+    assert venv.state_space.shape == (env.state_size,)
+
+
+def test_reset_matches_jaxmarl(venv: SMAXVectorEnv) -> None:
+    """A seeded reset gives jaxmarl's observations, world states and masks for the same keys."""
+    obs, state, avail = venv.reset(seed=11)
+    reference = Reference(CONFIG, N_ENVS, seed=11).reset_all()
+    for k, (ref_obs, ref_state, ref_avail) in enumerate(reference):
+        for i in range(venv.n_agents):
+            np.testing.assert_allclose(obs[i][k], ref_obs[i], atol=1e-6)
+            np.testing.assert_array_equal(avail[i][k], ref_avail[i])
+        np.testing.assert_allclose(state[k], ref_state, atol=1e-5)
+    assert obs[0].dtype == state.dtype == avail[0].dtype == np.float32
+    assert state.shape == (N_ENVS, venv.state_space.shape[0])
+
+
+def test_steps_match_jaxmarl_across_episode_ends(venv: SMAXVectorEnv) -> None:
+    """30 vector steps of random valid actions equal jaxmarl's, through wins, losses and time limits.
+
+    A battle that ends with one side wiped out is terminated; one cut at ``max_steps`` with
+    both sides standing is truncated; each reports its return, length and ``win``.
+    """
+    rng = np.random.default_rng(0)
+    obs, state, avail = venv.reset(seed=3)
+    reference = Reference(CONFIG, N_ENVS, seed=3)
+    reference.reset_all()
+    lengths = np.zeros(N_ENVS, dtype=int)
+    returns = np.zeros(N_ENVS)
+    kinds: set[str] = set()
+    n_allies = venv.n_agents
+    for _ in range(30):
+        actions = _random_actions(avail, rng)
+        for i in range(n_allies):
+            assert (avail[i][np.arange(N_ENVS), actions[i]] == 1).all()
+        step = venv.step(actions)
+        expected = reference.step_all(actions)
+        lengths += 1
+        infos = iter(step.episode_infos)
+        for k, ref in enumerate(expected):
+            final_obs, final_state, final_avail = ref["final"]
+            next_obs, next_state, next_avail = ref["next"]
+            for i in range(n_allies):
+                np.testing.assert_allclose(step.final_obs[i][k], final_obs[i], atol=1e-6)
+                np.testing.assert_array_equal(step.final_avail[i][k], final_avail[i])
+                np.testing.assert_allclose(step.obs[i][k], next_obs[i], atol=1e-6)
+                np.testing.assert_array_equal(step.avail[i][k], next_avail[i])
+            np.testing.assert_allclose(step.final_state[k], final_state, atol=1e-5)
+            np.testing.assert_allclose(step.state[k], next_state, atol=1e-5)
+            np.testing.assert_allclose(step.rewards[k], ref["rewards"], atol=1e-6)
+            alive = ref["alive"]
+            np.testing.assert_array_equal(step.active[k], alive[:n_allies])
+            for i in np.flatnonzero(~alive[:n_allies]):  # a dead ally may only stop
+                assert final_avail[i].tolist() == [float(j == STOP) for j in range(len(final_avail[i]))]
+            returns[k] += ref["rewards"].mean()
+            wiped_out = not alive[:n_allies].any() or not alive[n_allies:].any()
+            assert step.terminated[k] == (ref["done"] and wiped_out)
+            assert step.truncated[k] == (ref["done"] and not wiped_out)
+            if ref["done"]:
+                assert wiped_out or lengths[k] == CONFIG.max_steps
+                kinds.add("terminated" if wiped_out else "truncated")
+                info = next(infos)
+                assert info["length"] == lengths[k]
+                assert info["return"] == pytest.approx(returns[k], rel=1e-5)
+                assert info["win"] == float(alive[:n_allies].any() and not alive[n_allies:].any())
+                lengths[k], returns[k] = 0, 0.0
+            else:
+                np.testing.assert_array_equal(step.final_state[k], step.state[k])
+        assert next(infos, None) is None
+        avail = step.avail
+    assert kinds == {"terminated", "truncated"}
+
+
+def test_restart_begins_the_saved_episodes_again(venv: SMAXVectorEnv) -> None:
+    """``restart(episode_starts())`` rebuilds each env's starting state and the same key stream."""
+    rng = np.random.default_rng(1)
+    _, _, avail = venv.reset(seed=2)
+    for _ in range(25):  # past some episode ends, so the starts differ from the seeded reset's
+        avail = venv.step(_random_actions(avail, rng)).avail
+    starts = venv.episode_starts()
+    assert sum(s["steps"] for s in starts) > 0
+    first_obs, first_state, first_avail = venv.restart(starts)
+    actions = _random_actions(first_avail, rng)
+    first = venv.step(actions)
+    obs, state, _ = venv.restart(starts)
+    again = venv.step(actions)
+    np.testing.assert_array_equal(obs[0], first_obs[0])
+    np.testing.assert_array_equal(state, first_state)
+    np.testing.assert_array_equal(again.state, first.state)
+    np.testing.assert_array_equal(again.rewards, first.rewards)
+
+
+def test_rng_state_continues_the_stream(venv: SMAXVectorEnv) -> None:
+    """An unseeded reset after ``set_rng_state`` repeats the one after ``get_rng_state``."""
+    venv.reset(seed=4)
+    saved = venv.get_rng_state()
+    assert saved[1:] == [None] * (N_ENVS - 1)
+    _, state, _ = venv.reset()
+    venv.set_rng_state(saved)
+    _, again, _ = venv.reset()
+    np.testing.assert_array_equal(again, state)
+
+
+def test_unknown_map_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match='env.scenario: SMAX has no map "3mm" \\(jaxmarl has: 3m, 2s3z, '):
+        SMAXVectorEnv(SMAXConfig(scenario="3mm"), n_envs=2)
+
+
+def test_missing_jaxmarl_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without jaxmarl the env kind asks for the ``smax`` extra."""
+    monkeypatch.setitem(sys.modules, "jaxmarl.environments", None)
+    with pytest.raises(MissingExtraError) as error:
+        SMAXVectorEnv(SMAXConfig(), n_envs=2)
+    assert str(error.value) == (
+        'env kind "smax" needs: pip install "harl[smax]" (the optional package "jaxmarl" is not '
+        "installed), then: pip install --no-deps jaxmarl (its dependency gymnax would pin "
+        "gymnasium < 1.4; SMAX needs only what the extra installs)")
+
+
+def test_two_training_iterations_log_the_win_rate(tmp_path: Path) -> None:
+    """HAPPO on 3m trains two iterations and evaluates: metrics.csv has an ``eval_win`` in [0, 1]."""
+    from harl.build import start_run
+    from harl.logging.csv_log import read_metrics
+
+    pipeline = Path(__file__).parents[2] / "pipelines" / "happo_smax_3m.toml"
+    overrides = ["logging.progress=false", f"env.max_steps={CONFIG.max_steps}",
+                 f"collector.n_envs={N_ENVS}", "collector.rollout_length=25",
+                 "evaluator.episodes=8", f"evaluator.n_envs={N_ENVS}"]
+    trainer, _ = start_run(pipeline, overrides, run_dir=tmp_path / "run")
+    trainer.total_iterations = 2
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stages.close()
+    assert result.counters.env_steps == 2 * 25 * N_ENVS
+    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    assert [int(r["iteration"]) for r in rows] == [1, 2]
+    assert 0.0 <= float(rows[-1]["eval_win"]) <= 1.0
+    assert float(rows[0]["episodes"]) > 0
