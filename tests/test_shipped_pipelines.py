@@ -12,7 +12,8 @@ from harl.logging.csv_log import read_metrics
 from harl.pipeline import read_toml
 
 PIPELINES = sorted(Path(__file__).parent.parent.glob("pipelines/*.toml"))
-LONG_EPISODES = {"mamujoco": "env.max_episode_steps", "gym": "env.max_episode_steps", "vmas": "env.max_steps"}
+LONG_EPISODES = {"mamujoco": "env.max_episode_steps", "gym": "env.max_episode_steps", "vmas": "env.max_steps",
+                 "air_combat": "env.max_steps", "smax": "env.max_steps"}
 """Env kinds with long episodes (MuJoCo's 1,000 steps) or costly steps: here episodes and
 on-policy rollouts are cut to 50 steps, so two iterations take seconds; n_envs and the
 networks keep the pipeline's own sizes."""
@@ -24,10 +25,14 @@ def test_two_iterations(path: Path, tmp_path: Path) -> None:
 
     A pipeline whose env needs an extra that is not installed is skipped with harl's message.
     """
-    overrides = ["logging.progress=false", "evaluator.episodes=4", "evaluator.n_envs=4"]
     data = read_toml(path)
     collector = data.get("collector", {})
     env_kind = data.get("env", {}).get("kind")
+    # SMAX compiles one JAX step per batch size: evaluating on the training batch size compiles once.
+    eval_envs = collector.get("n_envs", 4) if env_kind == "smax" else 4
+    overrides = ["logging.progress=false", "evaluator.episodes=4", f"evaluator.n_envs={eval_envs}"]
+    if env_kind == "football":  # ~50 MB and ~90 steps/s per engine: a few engines, short rollouts
+        overrides += ["collector.n_envs=4", "collector.rollout_length=50"]
     if env_kind in LONG_EPISODES:
         overrides.append(f"{LONG_EPISODES[env_kind]}=50")
         if collector.get("kind", "on_policy") == "on_policy":
@@ -56,3 +61,35 @@ def test_two_iterations(path: Path, tmp_path: Path) -> None:
         assert rows[0]["updates"] == "0" and rows[1]["updates"] == "2"
     assert (tmp_path / "run" / "pipeline.toml").is_file()
     assert list((tmp_path / "run" / "checkpoints").glob("iter_0000002.pt"))
+
+
+ON_POLICY_ALGORITHMS = {"happo": ("sequential", "ppo"), "hatrpo": ("sequential", "trpo"),
+                        "haa2c": ("sequential", "a2c"), "mappo": ("simultaneous", "ppo")}
+"""File-name prefix -> (updater kind, objective kind) of the on-policy algorithms."""
+HARL_TASKS = ["mpe_spread", "mpe_spread_discrete", "mpe_reference", "mpe_speaker_listener",
+              "mamujoco_halfcheetah_2x3", "mamujoco_walker2d_2x3", "mamujoco_ant_4x2",
+              "mamujoco_hopper_3x1", "mamujoco_humanoid_17x1"]
+"""The tasks for which every on-policy algorithm ships a pipeline with HARL's tuned numbers."""
+
+
+def test_every_on_policy_algorithm_ships_every_harl_task() -> None:
+    """HAPPO, HATRPO, HAA2C and MAPPO each have a pipeline for every task of issue 4's list."""
+    names = {p.stem for p in PIPELINES}
+    missing = [f"{algo}_{task}" for algo in ON_POLICY_ALGORITHMS for task in HARL_TASKS
+               if f"{algo}_{task}" not in names]
+    assert not missing
+
+
+@pytest.mark.parametrize("path", [p for p in PIPELINES if p.stem.split("_")[0] in ON_POLICY_ALGORITHMS],
+                         ids=lambda p: p.stem)
+def test_on_policy_pipeline_is_the_algorithm_its_name_says(path: Path) -> None:
+    """The file name's algorithm matches the stages; a HARL task's header says where its numbers come from."""
+    data = read_toml(path)
+    updater, objective = ON_POLICY_ALGORITHMS[path.stem.split("_")[0]]
+    assert data["updater"]["kind"] == updater
+    assert data["updater"]["objective"]["kind"] == objective
+    if updater == "sequential":
+        assert data["policy"].get("share_parameters", False) is False
+    if path.stem.split("_", 1)[1].startswith(("mpe_", "mamujoco_")):
+        assert "Hyper-parameters:" in path.read_text()
+        assert "HARL" in path.read_text()
