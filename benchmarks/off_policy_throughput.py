@@ -2,6 +2,7 @@
 
     python benchmarks/off_policy_throughput.py                     # the three MPE spread pipelines
     python benchmarks/off_policy_throughput.py pipelines/had3qn_mpe_spread_discrete.toml --iterations 3
+    python benchmarks/off_policy_throughput.py --variant precision=bf16 --variant threads=2
 
 For each pipeline: build it with its own settings (20 envs; 50 vector steps then 50 gradient
 steps of batch 1000 per iteration: HARL's update-to-data ratio), fill the replay buffer
@@ -10,12 +11,20 @@ with the warm-up (random actions, not timed), then time ``--iterations`` full it
 same rate counted in this process's CPU time (what the run would reach alone on one core:
 on a shared machine wall time also counts other processes' turns), and the split between
 collection and gradient steps.
+
+``--variant`` (repeatable) adds an A/B inside the same process: the timed iterations go
+round-robin over the pipeline as configured and each variant (``precision=fp32|bf16``,
+``threads=N`` for the torch threads of the gradient steps, or both, comma-separated), so
+every variant sees the same machine load and the same replay buffer.  One row per variant.
+With more than one torch thread the CPU time counts every thread: compare wall rates there,
+on an otherwise idle machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -27,37 +36,57 @@ PIPELINES = ["pipelines/hasac_mpe_spread.toml", "pipelines/hatd3_mpe_spread.toml
              "pipelines/haddpg_mpe_spread.toml"]
 
 
-def measure(path: str, iterations: int, overrides: list[str]) -> dict:
+def parse_variant(text: str) -> dict[str, str]:
+    out = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        if key not in ("precision", "threads") or not value:
+            raise SystemExit(f"--variant {text!r}: expected precision=fp32|bf16 and/or threads=N")
+        out[key] = value
+    return out
+
+
+def measure(path: str, iterations: int, overrides: list[str], variants: list[dict[str, str]]) -> list[dict]:
     spec, _ = load_pipeline(path, ["logging.progress=false", *overrides])
     stages = build_stages(spec)
+    base = {"precision": getattr(spec.run, "precision", "fp32"), "threads": str(torch.get_num_threads())}
+    runs = [base, *({**base, **v} for v in variants)]
     try:
         collector, buffer, updater = stages.collector, stages.buffer, stages.updater
         while collector.warming_up:  # fill the buffer with the warm-up (not timed)
             collector.collect(buffer)
         collector.collect(buffer)
         updater.update(buffer, 0.0)  # one untimed iteration: allocations, lazy imports
-        wall = {"collect": 0.0, "update": 0.0}
-        cpu = {"collect": 0.0, "update": 0.0}
-        steps = updates = 0
-        for _ in range(iterations):
+        tallies = [{"wall": [0.0, 0.0], "cpu": [0.0, 0.0], "steps": 0, "updates": 0} for _ in runs]
+        for it in range(iterations * len(runs)):
+            run, tally = runs[it % len(runs)], tallies[it % len(runs)]
             t0, c0 = time.perf_counter(), time.process_time()
-            steps += collector.collect(buffer).env_steps
+            tally["steps"] += collector.collect(buffer).env_steps
             t1, c1 = time.perf_counter(), time.process_time()
-            updates += updater.update(buffer, 0.0).updates
+            updater.precision = run["precision"]
+            torch.set_num_threads(int(run["threads"]))
+            tally["updates"] += updater.update(buffer, 0.0).updates
+            torch.set_num_threads(int(base["threads"]))
             t2, c2 = time.perf_counter(), time.process_time()
-            wall["collect"] += t1 - t0
-            wall["update"] += t2 - t1
-            cpu["collect"] += c1 - c0
-            cpu["update"] += c2 - c1
-        total_wall, total_cpu = sum(wall.values()), sum(cpu.values())
-        return {
-            "pipeline": path, "overrides": overrides, "env_steps": steps, "gradient_steps": updates,
-            "batch_size": spec.buffer.batch_size, "torch_threads": torch.get_num_threads(),
-            "env_steps_per_s": round(steps / total_wall, 1),
-            "env_steps_per_cpu_s": round(steps / total_cpu, 1),
-            "ms_per_gradient_step_cpu": round(1000 * cpu["update"] / max(updates, 1), 1),
-            "collect_share_wall": round(wall["collect"] / total_wall, 3),
-        }
+            tally["wall"][0] += t1 - t0
+            tally["wall"][1] += t2 - t1
+            tally["cpu"][0] += c1 - c0
+            tally["cpu"][1] += c2 - c1
+        rows = []
+        for run, tally in zip(runs, tallies):
+            total_wall, total_cpu = sum(tally["wall"]), sum(tally["cpu"])
+            rows.append({
+                "pipeline": path, "overrides": overrides, "precision": run["precision"],
+                "update_threads": int(run["threads"]), "env_steps": tally["steps"],
+                "gradient_steps": tally["updates"], "batch_size": spec.buffer.batch_size,
+                "env_steps_per_s": round(tally["steps"] / total_wall, 1),
+                "env_steps_per_cpu_s": round(tally["steps"] / total_cpu, 1),
+                "ms_per_gradient_step_cpu": round(1000 * tally["cpu"][1] / max(tally["updates"], 1), 1),
+                "ms_per_gradient_step_wall": round(1000 * tally["wall"][1] / max(tally["updates"], 1), 1),
+                "collect_share_wall": round(tally["wall"][0] / total_wall, 3),
+                "load_avg_1min": round(os.getloadavg()[0], 2),
+            })
+        return rows
     finally:
         stages.close()
 
@@ -65,11 +94,13 @@ def measure(path: str, iterations: int, overrides: list[str]) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("pipelines", nargs="*", default=PIPELINES)
-    p.add_argument("--iterations", type=int, default=5)
+    p.add_argument("--iterations", type=int, default=5, help="timed iterations per variant")
     p.add_argument("--set", dest="overrides", action="append", default=[])
+    p.add_argument("--variant", dest="variants", action="append", default=[], type=parse_variant)
     args = p.parse_args()
     for path in args.pipelines:
-        print(json.dumps(measure(path, args.iterations, args.overrides)), flush=True)
+        for row in measure(path, args.iterations, args.overrides, args.variants):
+            print(json.dumps(row), flush=True)
     return 0
 
 

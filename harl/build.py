@@ -119,6 +119,11 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
     seed_everything(run.seed)
     if spec.collector.kind == "off_policy":  # replay, n-step targets, Q critics: harl.build_off_policy
         return build_off_policy_stages(spec, device, source)  # type: ignore[return-value]
+    if run.precision != "fp32":
+        raise ConfigError(
+            f'{source}: run.precision: "{run.precision}" applies to off-policy gradient steps only; '
+            'on-policy updates run in fp32: remove the key or set precision = "fp32"'
+        )
     col = spec.collector
     venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000)
     try:

@@ -112,7 +112,7 @@ def build_off_policy_stages(spec: Any, device: torch.device, source: str = "pipe
         returns = NStepReturns(spec.returns)
         updater = OffPolicyUpdater(spec.updater, agents, QCriticLearner(critic, spec.critic), returns,
                                    spec.buffer.batch_size, col.updates_per_round, col.warmup_steps,
-                                   getattr(objective, "policy_freq", 1), generator)
+                                   getattr(objective, "policy_freq", 1), generator, run.precision)
         buffer = ReplayBuffer(obs_spaces, act_spaces, state_dim, col.n_envs, spec.buffer.capacity, device)
         collector = OffPolicyCollector(col, venv, team, device, seed=run.seed * 1000)
         evaluator = Evaluator(spec.evaluator, eval_venv, team, device, seed=run.seed * 1000 + 500)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from harl.settings import in_range, positive, setting
+from harl.settings import in_range, one_of, positive, setting
 
 
 def _device(_: object, attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
@@ -24,6 +24,11 @@ class RunConfig:
     total_env_steps: int = setting(10_000_000, "stop after this many env steps (over all envs)", positive())
     device: str = setting("auto", "auto (cuda when available), cpu, cuda or cuda:N", _device)
     torch_threads: int = setting(1, "torch CPU threads (0: torch's default); 1 suits small MLPs on few cores", in_range(0, None))
+    precision: str = setting(
+        "fp32",
+        "off-policy gradient steps: fp32, or bf16 (bfloat16 autocast of the hidden layers' matmuls; first and last "
+        "layers, losses and optimisers stay fp32; needs a CPU with AVX512-BF16 or AMX, or a GPU). On-policy runs take fp32",
+        one_of(("fp32", "bf16")))
 
 
 @attrs.frozen

@@ -81,6 +81,14 @@ class TestCheck:
         assert err == ('harl: env kind "mpe" needs: pip install "harl[mpe]" (the optional package '
                        '"mpe2" is not installed)\n')
 
+    def test_bf16_is_refused_for_on_policy(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """[run] precision applies to off-policy gradient steps; an on-policy pipeline says so."""
+        assert main(["check", str(HAPPO), "--set", "run.precision=bf16"]) == 2
+        assert capsys.readouterr().err == (
+            f'harl: {HAPPO}: run.precision: "bf16" applies to off-policy gradient steps only; on-policy '
+            'updates run in fp32: remove the key or set precision = "fp32"\n'
+        )
+
     def test_cuda_on_a_machine_without_cuda(self, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
         """Asking for cuda where torch sees none exits 2 with the way out."""
@@ -126,7 +134,7 @@ class TestStages:
         """An unknown slot or kind exits 2 and lists the known names."""
         assert main(["stages", "gea"]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("harl: harl stages: no slot or kind named 'gea'; known: a2c, buffer, checkpoint,")
+        assert err.startswith("harl: harl stages: no slot or kind named 'gea'; known: a2c, air_combat, buffer, checkpoint,")
         assert ", gae, " in err
 
 

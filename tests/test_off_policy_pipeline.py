@@ -143,3 +143,44 @@ def test_resume_restores_networks_optimisers_and_counters(tmp_path: Path) -> Non
         assert resumed.stages.updater.steps == steps
     finally:
         resumed.stages.close()
+
+
+def first_critic_loss(precision: str) -> float:
+    """The TD loss of the first gradient step of HASAC on the matrix game (before any weight moves)."""
+    assert matrix.MatrixGameConfig
+    data = {
+        "run": {"precision": precision},
+        "env": {"kind": "matrix"},
+        "collector": {"kind": "off_policy", "n_envs": 32, "train_interval": 4, "warmup_steps": 64,
+                      "updates_per_round": 1},
+        "buffer": {"kind": "replay", "capacity": 1024, "batch_size": 128},
+        "returns": {"kind": "n_step"},
+        "critic": {"kind": "q", "twin": True, "hidden_sizes": [64, 64]},
+        "updater": {"objective": {"kind": "sac"}},
+        "policy": {"hidden_sizes": [32, 32], "input_norm": False},
+        "evaluator": {"episodes": 1, "n_envs": 1},
+    }
+    stages = build_stages(structure_pipeline(data, "bf16-check"))
+    try:
+        assert stages.updater.precision == precision
+        while stages.collector.warming_up:
+            stages.collector.collect(stages.buffer)
+        stages.collector.collect(stages.buffer)
+        stats = stages.updater.update(stages.buffer, 0.0)
+        assert stats.updates == 1
+        return stats.critic["critic_loss"]  # type: ignore[return-value]
+    finally:
+        stages.close()
+
+
+def test_bf16_precision_runs_the_gradient_step_in_bfloat16_close_to_fp32() -> None:
+    """[run] precision = "bf16": the same step's loss moves by bf16 rounding only (not bitwise equal, within 1%)."""
+    fp32, bf16 = first_critic_loss("fp32"), first_critic_loss("bf16")
+    assert bf16 != fp32
+    assert bf16 == pytest.approx(fp32, rel=0.01)
+
+
+def test_unknown_precision_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        structure_pipeline({"run": {"precision": "fp16"}, "env": {"kind": "counting"}}, "x.toml")
+    assert str(info.value) == 'x.toml: run.precision: expected one of: fp32, bf16; got "fp16"; for example precision = "fp32" (the default)'

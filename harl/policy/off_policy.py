@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,12 +37,28 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 """Clamp of the squashed Gaussian's log-std (HARL's and SpinningUp's bounds)."""
 
 
+class EdgeLinear(nn.Linear):
+    """A network's first or last ``Linear``: fp32 even under bf16 autocast.
+
+    Raw inputs (angles, velocities, actions) and outputs (values, means) keep fp32 precision
+    and only the hidden layers, which hold nearly all the FLOPs, run in bf16.  Without
+    autocast this is ``nn.Linear``.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.is_autocast_enabled(x.device.type):
+            return super().forward(x)
+        with torch.autocast(x.device.type, enabled=False):
+            return F.linear(x.float(), self.weight, self.bias)
+
+
 def plain_mlp(sizes: Sequence[int], activation: str, final_activation: str | None = None,
               input_norm: bool = False) -> nn.Sequential:
     """``Linear -> activation`` per layer; the last layer gets ``final_activation`` (none by default)."""
     layers: list[nn.Module] = [nn.LayerNorm(sizes[0])] if input_norm else []
     for j in range(len(sizes) - 1):
-        layers.append(nn.Linear(sizes[j], sizes[j + 1]))
+        edge = j == 0 or j == len(sizes) - 2
+        layers.append((EdgeLinear if edge else nn.Linear)(sizes[j], sizes[j + 1]))
         name = activation if j < len(sizes) - 2 else final_activation
         if name is not None:
             layers.append(OFF_POLICY_ACTIVATIONS[name]())
@@ -106,15 +123,22 @@ class SquashedGaussianActor(nn.Module):
         self.register_buffer("log_half_sum", half.log().sum())
         dim = centre.numel()
         self.body = plain_mlp([obs_dim, *hidden_sizes], activation, "tanh", input_norm)
-        self.mu = nn.Linear(hidden_sizes[-1], dim)
-        self.log_std = nn.Linear(hidden_sizes[-1], dim)
+        self.mu = EdgeLinear(hidden_sizes[-1], dim)
+        self.log_std = EdgeLinear(hidden_sizes[-1], dim)
+
+    def distribution(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu, log_std) of the pre-squash Gaussian; ``sample`` draws from them."""
+        x = self.body(obs)
+        return self.mu(x), self.log_std(x).clamp(LOG_STD_MIN, LOG_STD_MAX)
 
     def rsample(self, obs: torch.Tensor, avail: torch.Tensor | None = None,
                 deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(action (B, d) with a reparameterised gradient, log-density (B,) of that action)."""
-        x = self.body(obs)
-        mu = self.mu(x)
-        log_std = self.log_std(x).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return self.sample(self.distribution(obs, avail), deterministic)
+
+    def sample(self, params: tuple[torch.Tensor, torch.Tensor],
+               deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        mu, log_std = params
         std = log_std.exp()
         u = mu if deterministic else mu + std * torch.randn_like(mu)
         gauss = (-0.5 * ((u - mu) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -148,16 +172,23 @@ class CategoricalActor(nn.Module):
         self.logits = init_linear(nn.Linear(self.base.out_dim, sum(self.sizes)), gain)
 
     def log_probs(self, obs: torch.Tensor, avail: torch.Tensor | None) -> list[torch.Tensor]:
-        logits = self.logits(self.base(obs))
+        logits = self.logits(self.base(obs)).float()  # fp32 even under bf16 autocast
         if avail is not None:
             logits = logits.masked_fill(avail == 0, MASKED_LOGIT)
         return [torch.log_softmax(part, -1) for part in logits.split(self.sizes, -1)]
 
+    def distribution(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The sub-actions' log-probabilities; ``sample`` draws from them."""
+        return self.log_probs(obs, avail)
+
     def rsample(self, obs: torch.Tensor, avail: torch.Tensor | None = None,
                 deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(one-hot actions (B, sum n) with a straight-through gradient, log-probability (B,))."""
+        return self.sample(self.log_probs(obs, avail), deterministic)
+
+    def sample(self, log_probs: list[torch.Tensor], deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         onehots, logp = [], 0.0
-        for log_p in self.log_probs(obs, avail):
+        for log_p in log_probs:
             if deterministic:
                 hard = F.one_hot(log_p.argmax(-1), log_p.shape[-1]).to(log_p.dtype)
                 onehots.append(hard)
@@ -224,6 +255,33 @@ class DuelingQActor(nn.Module):
         random = masked_uniform(avail, self.n, batch, obs.device).to(greedy.dtype)
         pick = torch.rand(batch, device=obs.device) < self.epsilon(env_steps)
         return torch.where(pick, random, greedy).unsqueeze(-1)
+
+
+class KeptForward:
+    """An actor's forward pass from the start of an actor round, kept for the agent's own loss.
+
+    An agent's round-start action (what the others see) and its own actor loss run the same
+    network on the same observations, and its parameters cannot change in between (only
+    its own step changes them), so the forward pass is done once, with its graph, and
+    reused.  ``take`` recomputes when the observations or the parameters differ.
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+        self.kept: tuple[torch.Tensor, int, Any] | None = None
+
+    def _version(self) -> int:
+        return sum(p._version for p in self.module.parameters())
+
+    def keep(self, obs: torch.Tensor, output: Any) -> None:
+        self.kept = (obs, self._version(), output)
+
+    def take(self, obs: torch.Tensor, compute: Callable[[], Any]) -> Any:
+        """The kept output for ``obs`` if still valid (then dropped), else ``compute()``."""
+        kept, self.kept = self.kept, None
+        if kept is not None and kept[0] is obs and kept[1] == self._version():
+            return kept[2]
+        return compute()
 
 
 class OffPolicyTeam(nn.Module):

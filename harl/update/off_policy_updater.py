@@ -12,6 +12,9 @@ One gradient step::
             simultaneous: actions stay the pre-update ones             (MA: MADDPG, MATD3)
         polyak-update the target networks
 
+The critic's weights are frozen during the actor round (``requires_grad_(False)``: the
+actor losses' backward passes skip the critic's weight gradients).
+
 Iterations whose buffer holds at most ``warmup_steps`` transitions (the random warm-up)
 do no gradient step; their stats row has empty cells.
 """
@@ -98,7 +101,7 @@ class OffPolicyUpdater:
 
     def __init__(self, config: SequentialConfig | SimultaneousConfig, agents: Sequence[OffPolicyAgent],
                  critic: QCriticLearner, returns: NStepReturns, batch_size: int, updates_per_round: int,
-                 warmup_steps: int, policy_freq: int, generator: torch.Generator) -> None:
+                 warmup_steps: int, policy_freq: int, generator: torch.Generator, precision: str = "fp32") -> None:
         self.config = config
         self.sequential = isinstance(config, SequentialConfig)
         self.agents = list(agents)
@@ -111,6 +114,8 @@ class OffPolicyUpdater:
         self.generator = generator
         self.steps = 0
         """Critic steps since the start of the run (TD3's delayed updates count them)."""
+        self.precision = precision
+        """``[run] precision``: "bf16" runs each gradient step under bfloat16 autocast."""
 
     def agent_order(self) -> list[int]:
         n = len(self.agents)
@@ -132,9 +137,23 @@ class OffPolicyUpdater:
         if buffer.env_steps <= self.warmup_steps or buffer.size == 0:
             return self._empty(scale)
         self._set_lr(scale)
-        critic = self.critic.critic
         critic_rows: list[torch.Tensor] = []
         agent_rows: list[list[torch.Tensor]] = [[] for _ in self.agents]
+        device = next(self.critic.critic.parameters()).device
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            order = self._gradient_steps(buffer, critic_rows, agent_rows)
+        critic_means = torch.stack(critic_rows).mean(0).tolist()
+        agents_stats = []
+        for agent, rows in zip(self.agents, agent_rows):
+            means = torch.stack(rows).mean(0).tolist() if rows else [None] * len(agent.stat_names)
+            agents_stats.append(dict(zip(agent.stat_names, means)))
+        return OffPolicyUpdateStats(len(critic_rows), dict(zip(CRITIC_STATS, critic_means)), agents_stats,
+                                    order, scale)
+
+    def _gradient_steps(self, buffer: ReplayBuffer, critic_rows: list[torch.Tensor],
+                        agent_rows: list[list[torch.Tensor]]) -> list[int]:
+        """``updates_per_round`` critic steps (and actor rounds every ``policy_freq``); the last order."""
+        critic = self.critic.critic
         order: list[int] = []
         for _ in range(self.updates_per_round):
             batch = self.returns.sample(buffer, self.batch_size, self.generator)
@@ -156,13 +175,7 @@ class OffPolicyUpdater:
                 agent_rows[i].append(torch.stack([rounds[i][k].float() for k in agent.stat_names]))
                 agent.soft_update()
             self.critic.soft_update()
-        critic_means = torch.stack(critic_rows).mean(0).tolist()
-        agents_stats = []
-        for agent, rows in zip(self.agents, agent_rows):
-            means = torch.stack(rows).mean(0).tolist() if rows else [None] * len(agent.stat_names)
-            agents_stats.append(dict(zip(agent.stat_names, means)))
-        return OffPolicyUpdateStats(len(critic_rows), dict(zip(CRITIC_STATS, critic_means)), agents_stats,
-                                    order, scale)
+        return order
 
     def state_dict(self) -> dict[str, Any]:
         return {"agents": [agent.state_dict() for agent in self.agents], "critic": self.critic.state_dict(),

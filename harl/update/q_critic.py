@@ -8,6 +8,9 @@
   score the joint greedy action (``best_response`` gives one agent's best action with the
   others' fixed).
 
+A ``q`` critic's networks (one, or the twins) live in one ``StackedMLP``: each layer is one
+batched matmul over the stacked weights.
+
 Both keep polyak-averaged target networks.  The TD target of a sampled batch is::
 
     y = R_n + discount * (Q_target(s', a') - penalty)
@@ -18,6 +21,7 @@ computer, ``a'`` the objective's next actions and ``penalty`` its entropy term (
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from collections.abc import Sequence
@@ -82,6 +86,97 @@ def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
         torch._foreach_lerp_(t_params, o_params, tau)
 
 
+def full_precision(x: torch.Tensor) -> contextlib.AbstractContextManager[None]:
+    """Autocast off (fp32) for a network's output layer: cheap, and it keeps values and losses exact
+    to fp32 rounding of the hidden features under the ``[run] precision = "bf16"`` setting."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.autocast(x.device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
+class StackedMLP(nn.Module):
+    """``k`` MLPs of one shape (``plain_mlp``'s ``Linear -> activation`` stack) run as one.
+
+    Layer ``j`` keeps the ``k`` weight matrices stacked, ``(k, out, in)``, so both twin
+    critics take one batched matmul per layer (``baddbmm``) instead of one each.  Built from
+    ``k`` ordinary ``plain_mlp`` networks, so it starts from the same initial weights (and
+    draws the same random numbers) as the separate networks it replaces.  ``forward`` takes
+    one input for all networks ``(..., in)`` and returns ``(k, ..., out)``.
+    """
+
+    def __init__(self, sizes: Sequence[int], activation: str, input_norm: bool, k: int) -> None:
+        super().__init__()
+        nets = [plain_mlp(sizes, activation, None, input_norm) for _ in range(k)]
+        self.k = k
+        self.sizes = list(sizes)
+        self.activation = OFF_POLICY_ACTIVATIONS[activation]()
+        linears = [[m for m in net if isinstance(m, nn.Linear)] for net in nets]
+        self.weights = nn.ParameterList(nn.Parameter(torch.stack([lin[j].weight.detach() for lin in linears]))
+                                        for j in range(len(sizes) - 1))
+        self.biases = nn.ParameterList(nn.Parameter(torch.stack([lin[j].bias.detach() for lin in linears]).unsqueeze(1))
+                                       for j in range(len(sizes) - 1))
+        self.norm: nn.ParameterList | None = None
+        if input_norm:
+            norms = [net[0] for net in nets]
+            self.norm = nn.ParameterList([nn.Parameter(torch.stack([n.weight.detach() for n in norms]).unsqueeze(1)),
+                                          nn.Parameter(torch.stack([n.bias.detach() for n in norms]).unsqueeze(1))])
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        """Also reads checkpoints of the separate-network layout (``nets.<n>.<layer>.weight``)."""
+        old = sorted(k for k in state_dict if k.startswith(prefix) and k[len(prefix):].split(".")[0].isdigit())
+        if old:
+            layers: dict[int, dict[str, list[torch.Tensor]]] = {}
+            for key in old:
+                n, layer, name = key[len(prefix):].split(".")
+                layers.setdefault(int(layer), {}).setdefault(name, []).insert(int(n), state_dict.pop(key))
+            ordered = [layers[i] for i in sorted(layers)]
+            if self.norm is not None:
+                norm, *ordered = ordered
+                state_dict[prefix + "norm.0"] = torch.stack(norm["weight"]).unsqueeze(1)
+                state_dict[prefix + "norm.1"] = torch.stack(norm["bias"]).unsqueeze(1)
+            for j, layer in enumerate(ordered):
+                state_dict[f"{prefix}weights.{j}"] = torch.stack(layer["weight"])
+                state_dict[f"{prefix}biases.{j}"] = torch.stack(layer["bias"]).unsqueeze(1)
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
+    def first_input(self, x: torch.Tensor) -> torch.Tensor:
+        """``(N, in)`` -> ``(k, N, in)``: the input each network's first layer sees."""
+        if self.norm is None:
+            return x.expand(self.k, *x.shape)
+        return F.layer_norm(x, x.shape[-1:]) * self.norm[0] + self.norm[1]
+
+    def hidden(self, pre: torch.Tensor, start: int) -> torch.Tensor:
+        """From layer ``start``'s pre-activation ``(m, N, h)`` to the output ``(m, N, out)`` of the first m networks."""
+        m = pre.shape[0]
+        x = pre
+        last = len(self.weights) - 1
+        for j in range(start + 1, last):
+            x = torch.baddbmm(self.biases[j][:m], self.activation(x), self.weights[j][:m].mT)
+        if start == last:
+            return x.float()
+        with full_precision(x):  # under bf16 autocast the output layer still sums in fp32
+            return torch.baddbmm(self.biases[last][:m], self.activation(x).float(), self.weights[last][:m].mT)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        with full_precision(x):  # raw inputs keep fp32 under bf16 autocast, as the output layer does
+            pre = torch.baddbmm(self.biases[0], self.first_input(x.reshape(-1, x.shape[-1]).float()),
+                                self.weights[0].mT)
+        return self.hidden(pre, 0).reshape(self.k, *lead, -1)
+
+    def one(self, x: torch.Tensor, index: int) -> torch.Tensor:
+        """Network ``index`` alone on ``(..., in)`` -> ``(..., out)`` (an actor loss on Q1 needs no Q2)."""
+        if self.norm is not None:
+            x = F.layer_norm(x, x.shape[-1:]) * self.norm[0][index, 0] + self.norm[1][index, 0]
+        last = len(self.weights) - 1
+        with full_precision(x):
+            x = self.activation(F.linear(x.float(), self.weights[0][index], self.biases[0][index, 0]))
+        for j in range(1, last):
+            x = self.activation(F.linear(x, self.weights[j][index], self.biases[j][index, 0]))
+        with full_precision(x):
+            return F.linear(x.float(), self.weights[last][index], self.biases[last][index, 0])
+
+
 def critic_action_width(space: spaces.Space) -> int:
     """Columns an agent's action takes in the critic's input (one-hot widths for categories)."""
     if isinstance(space, spaces.Box):
@@ -113,8 +208,7 @@ class QCritic(nn.Module):
         self.fp = config.state_type == "FP"
         in_dim = state_dim + (self.n_agents if self.fp else 0) + sum(critic_action_width(s) for s in self.spaces)
         sizes = [in_dim, *config.hidden_sizes, 1]
-        self.nets = nn.ModuleList(plain_mlp(sizes, config.activation, None, config.input_norm)
-                                  for _ in range(2 if config.twin else 1))
+        self.nets = StackedMLP(sizes, config.activation, config.input_norm, 2 if config.twin else 1)
         self.targets = copy.deepcopy(self.nets)
         self.targets.requires_grad_(False)
         self.normalizer = ValueNorm() if config.value_norm else None
@@ -134,10 +228,9 @@ class QCritic(nn.Module):
         return torch.cat([copies, ids], -1)
 
     def raw(self, state: torch.Tensor, actions: Sequence[torch.Tensor],
-            nets: nn.ModuleList | None = None) -> list[torch.Tensor]:
-        """Each network's output (normalised units when value_norm is on)."""
-        x = self.inputs(state, actions)
-        return [net(x).squeeze(-1) for net in (nets if nets is not None else self.nets)]
+            nets: StackedMLP | None = None) -> torch.Tensor:
+        """Every network's output, stacked ``(k, B)`` / ``(k, B, A)`` (normalised units when value_norm is on)."""
+        return (nets if nets is not None else self.nets)(self.inputs(state, actions)).squeeze(-1)
 
     def _denormalize(self, q: torch.Tensor) -> torch.Tensor:
         return q if self.normalizer is None else self.normalizer.denormalize(q)
@@ -145,14 +238,13 @@ class QCritic(nn.Module):
     def value(self, state: torch.Tensor, actions: Sequence[torch.Tensor], reduce: str = "first") -> torch.Tensor:
         """Q in env units for actor losses: the first network's, or the twins' ``min``."""
         if reduce == "first":
-            x = self.inputs(state, actions)
-            return self._denormalize(self.nets[0](x).squeeze(-1))
-        return self._denormalize(torch.stack(self.raw(state, actions)).min(0).values)
+            return self._denormalize(self.nets.one(self.inputs(state, actions), 0).squeeze(-1))
+        return self._denormalize(self.raw(state, actions).min(0).values)
 
     @torch.no_grad()
     def target_value(self, state: torch.Tensor, actions: Sequence[torch.Tensor]) -> torch.Tensor:
         """The target networks' value (their minimum when twin), env units."""
-        return self._denormalize(torch.stack(self.raw(state, actions, self.targets)).min(0).values)
+        return self._denormalize(self.raw(state, actions, self.targets).min(0).values)
 
     def soft_update(self, tau: float) -> None:
         polyak_update(self.targets, self.nets, tau)
@@ -217,9 +309,9 @@ class JointQCritic(nn.Module):
         return sum(a.reshape(-1).long() * self.strides[i] for i, a in enumerate(actions))  # type: ignore[return-value]
 
     def raw(self, state: torch.Tensor, actions: Sequence[torch.Tensor],
-            nets: nn.ModuleList | None = None) -> list[torch.Tensor]:
+            nets: nn.ModuleList | None = None) -> torch.Tensor:
         index = self.joint_index(actions).unsqueeze(-1)
-        return [net(state).gather(-1, index).squeeze(-1) for net in (nets if nets is not None else self.nets)]
+        return torch.stack([net(state).gather(-1, index).squeeze(-1) for net in (nets if nets is not None else self.nets)])
 
     def value(self, state: torch.Tensor, actions: Sequence[torch.Tensor], reduce: str = "first") -> torch.Tensor:
         """Q of the joint action, no gradient (the D3QN agents regress toward it)."""
@@ -285,13 +377,13 @@ class QCriticLearner:
                 target_n = critic.normalizer.normalize(target)
             else:
                 target_n = target
-        predictions = critic.raw(batch.state, actions)
-        losses = [huber(target_n - q, cfg.huber_delta) for q in predictions]
+        predictions = critic.raw(batch.state, actions)  # (k, B) or (k, B, A)
+        losses = huber(target_n - predictions, cfg.huber_delta)
         if critic.fp:  # an agent's value is only fitted where it was alive
             mask = batch.active
-            loss = sum((l_ * mask).sum() / mask.sum().clamp(min=1.0) for l_ in losses)
+            loss = (losses * mask).sum() / mask.sum().clamp(min=1.0)
         else:
-            loss = sum(l_.mean() for l_ in losses)
+            loss = losses.mean(-1).sum()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[union-attr]
         if cfg.max_grad_norm > 0:

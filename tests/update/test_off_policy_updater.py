@@ -8,9 +8,14 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from torch import nn
 
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
+from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam, SquashedGaussianActor
 from harl.returns.n_step import NStepConfig, NStepReturns
+from harl.update.objectives.ddpg import DeterministicLearner
+from harl.update.objectives.sac import SACConfig, SACLearner
+from harl.update.objectives.td3 import TD3Config
 from harl.update.off_policy_updater import OffPolicyUpdater, actor_round
 from harl.update.q_critic import QCritic, QCriticConfig, QCriticLearner
 from harl.update.sequential import SequentialConfig
@@ -114,3 +119,78 @@ def test_delayed_updates_run_actors_and_targets_every_policy_freq_critic_steps()
     updater = updater_with(agents, SimultaneousConfig(), warmup=0, policy_freq=3)
     stats = updater.update(small_buffer(3), 0.0)
     assert stats.updates == 6 and agents[1].updates == 2 and agents[1].soft_updates == 2
+
+
+BOX2 = spaces.Box(-1, 1, (2,), np.float32)
+
+
+def team_round(kind: str, seed: int = 0) -> tuple[list[nn.Module], list[Any], QCritic, ReplayBatch]:
+    """Three agents (DDPG or SAC), a twin critic and a batch, all from ``seed``."""
+    torch.manual_seed(seed)
+    if kind == "ddpg":
+        actors: list[nn.Module] = [DeterministicActor(3, BOX2, (8,), "relu", False, 0.1) for _ in range(3)]
+    else:
+        actors = [SquashedGaussianActor(3, BOX2, (8,), "relu", False) for _ in range(3)]
+    team = OffPolicyTeam(actors, with_targets=kind == "ddpg")
+    critic = QCritic(4, [BOX2] * 3, QCriticConfig(twin=True, hidden_sizes=(16,)))
+    if kind == "ddpg":
+        agents: list[Any] = [DeterministicLearner(i, team, critic, TD3Config()) for i in range(3)]
+    else:
+        agents = [SACLearner(i, team, critic, SACConfig(), -2.0) for i in range(3)]
+    n = 16
+    batch = ReplayBatch(state=torch.randn(n, 4), obs=[torch.randn(n, 3) for _ in range(3)],
+                        actions=[torch.zeros(n, 2)] * 3, avail=[None] * 3, active=torch.ones(n, 3),
+                        returns=torch.zeros(n, 3), discount=torch.zeros(n), steps=torch.ones(n, dtype=torch.long),
+                        next_state=torch.randn(n, 4), next_obs=[torch.randn(n, 3) for _ in range(3)],
+                        next_avail=[None] * 3)
+    critic.nets.requires_grad_(False)
+    return actors, agents, critic, batch
+
+
+class TestKeptForward:
+    """An agent's round-start forward pass serves its own loss and leaves every number as it was."""
+
+    @pytest.mark.parametrize("kind", ["ddpg", "sac"])
+    @pytest.mark.parametrize("sequential", [True, False])
+    def test_weights_after_a_round_match_the_plain_computation(self, kind: str, sequential: bool) -> None:
+        """Same actor weights as a round where each loss re-runs its actor."""
+        actors, agents, critic, batch = team_round(kind)
+        torch.manual_seed(9)
+        actor_round(agents, batch, [2, 0, 1], sequential)
+        fast = [p.detach().clone() for a in actors for p in a.parameters()]
+        actors, agents, critic, batch = team_round(kind)
+        torch.manual_seed(9)
+        actions = [agent.initial_action(batch) for agent in agents]
+        for position, i in enumerate([2, 0, 1]):
+            agents[i].round_start.kept = None  # forget the round-start pass: recompute
+            agents[i].update(batch, list(actions))
+            if sequential and position < 2:
+                actions[i] = agents[i].updated_action(batch, actions)
+        plain = [p.detach() for a in actors for p in a.parameters()]
+        for f, p in zip(fast, plain):
+            torch.testing.assert_close(f, p)
+
+    @pytest.mark.parametrize(("sequential", "expected"), [(True, [2, 1, 2]), (False, [1, 1, 1])])
+    def test_one_forward_pass_per_agent_plus_updated_actions(self, sequential: bool, expected: list[int]) -> None:
+        """The round-start pass + one per updated action with a reader (order 2, 0, 1: agent 1 is last), not 2 + 1."""
+        actors, agents, critic, batch = team_round("ddpg")
+        calls = [0, 0, 0]
+        for i, actor in enumerate(actors):
+            actor.register_forward_hook(lambda *_, i=i: calls.__setitem__(i, calls[i] + 1))
+        actor_round(agents, batch, [2, 0, 1], sequential)
+        assert calls == expected
+
+    def test_a_stale_forward_is_recomputed(self) -> None:
+        """After the module's weights change, or for other observations, take() computes afresh."""
+        actor = nn.Linear(2, 1)
+        kept = KeptForward(actor)
+        obs = torch.randn(4, 2)
+        kept.keep(obs, "round start")
+        assert kept.take(obs, lambda: "fresh") == "round start"
+        assert kept.take(obs, lambda: "fresh") == "fresh"  # taken once
+        kept.keep(obs, "round start")
+        with torch.no_grad():
+            actor.weight.add_(1.0)
+        assert kept.take(obs, lambda: "fresh") == "fresh"
+        kept.keep(obs, "round start")
+        assert kept.take(obs.clone(), lambda: "fresh") == "fresh"

@@ -9,6 +9,7 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.buffers.replay import ReplayBatch
+from harl.policy.off_policy import plain_mlp
 from harl.update.objectives.ddpg import smoothed_target_actions
 from harl.update.q_critic import (
     JointQCritic,
@@ -16,6 +17,7 @@ from harl.update.q_critic import (
     QCritic,
     QCriticConfig,
     QCriticLearner,
+    StackedMLP,
     one_hot_actions,
     polyak_update,
     td_targets,
@@ -87,10 +89,8 @@ class TestTD3Target:
         """y = R + discount * min(Q1', Q2'); EP averages the agents' n-step returns."""
         critic = QCritic(3, BOXES, QCriticConfig(twin=True, hidden_sizes=(8,)))
         with torch.no_grad():  # target nets output constants 5 and -2
-            for net, value in zip(critic.targets, (5.0, -2.0)):
-                last = net[-1]
-                last.weight.zero_()
-                last.bias.fill_(value)
+            critic.targets.weights[-1].zero_()
+            critic.targets.biases[-1].copy_(torch.tensor([5.0, -2.0]).reshape(2, 1, 1))
         actions = [torch.zeros(4, 2), torch.zeros(4, 1)]
         next_value = critic.target_value(torch.randn(4, 3), actions)
         torch.testing.assert_close(next_value, torch.full((4,), -2.0))
@@ -161,3 +161,83 @@ def test_value_norm_targets_are_normalised_and_values_denormalised(twin: bool) -
     torch.testing.assert_close(critic.value(batch.state, actions, "min"), batch.returns.mean(-1), atol=1.5, rtol=0)
     with torch.no_grad():
         assert float(critic.raw(batch.state, actions)[0].abs().mean()) < 5.0
+
+
+class TestStackedTwins:
+    """The twin critics run as one batched network: same numbers as two separate MLPs."""
+
+    @pytest.mark.parametrize("input_norm", [False, True])
+    def test_outputs_and_gradients_match_two_separate_networks(self, input_norm: bool) -> None:
+        """Same initial weights (same seed), outputs and every weight and input gradient, to float tolerance."""
+        sizes = [7, 16, 12, 1]
+        torch.manual_seed(3)
+        separate = [plain_mlp(sizes, "tanh", None, input_norm) for _ in range(2)]
+        torch.manual_seed(3)
+        stacked = StackedMLP(sizes, "tanh", input_norm, 2)
+        for n, net in enumerate(separate):  # built from the same random draws
+            linears = [m for m in net if isinstance(m, nn.Linear)]
+            for j, lin in enumerate(linears):
+                assert torch.equal(stacked.weights[j][n], lin.weight) and torch.equal(stacked.biases[j][n, 0], lin.bias)
+        with torch.no_grad():  # move the norm's affine parameters off their (1, 0) start
+            for net in separate:
+                for p in net.parameters():
+                    p.add_(0.1 * torch.randn_like(p))
+            for j in range(3):
+                stacked.weights[j].copy_(torch.stack([[m for m in n if isinstance(m, nn.Linear)][j].weight for n in separate]))
+                stacked.biases[j].copy_(torch.stack([[m for m in n if isinstance(m, nn.Linear)][j].bias for n in separate]).unsqueeze(1))
+            if input_norm:
+                stacked.norm[0].copy_(torch.stack([n[0].weight for n in separate]).unsqueeze(1))
+                stacked.norm[1].copy_(torch.stack([n[0].bias for n in separate]).unsqueeze(1))
+        x1 = torch.randn(5, 3, 7, requires_grad=True)
+        x2 = x1.detach().clone().requires_grad_(True)
+        out = stacked(x1)
+        assert out.shape == (2, 5, 3, 1)
+        expected = torch.stack([net(x2) for net in separate])
+        torch.testing.assert_close(out, expected)
+        w = torch.randn(2, 5, 3, 1)
+        (out * w).sum().backward()
+        (expected * w).sum().backward()
+        torch.testing.assert_close(x1.grad, x2.grad)
+        for n, net in enumerate(separate):
+            linears = [m for m in net if isinstance(m, nn.Linear)]
+            for j, lin in enumerate(linears):
+                torch.testing.assert_close(stacked.weights[j].grad[n], lin.weight.grad)
+                torch.testing.assert_close(stacked.biases[j].grad[n, 0], lin.bias.grad)
+            if input_norm:
+                torch.testing.assert_close(stacked.norm[0].grad[n, 0], net[0].weight.grad)
+                torch.testing.assert_close(stacked.norm[1].grad[n, 0], net[0].bias.grad)
+        torch.testing.assert_close(stacked.one(x1.detach(), 1), expected[1].detach())
+
+    def test_critic_step_matches_the_loss_of_two_separate_critics(self) -> None:
+        """The TD loss on the stacked twins is the sum of each network's mean squared error."""
+        torch.manual_seed(0)
+        cfg = QCriticConfig(twin=True, hidden_sizes=(16,))
+        critic = QCritic(3, BOXES, cfg)
+        actions = [torch.rand(16, 2), torch.rand(16, 1)]
+        batch = batch_of(16, 3, actions, torch.randn(16, 2), torch.zeros(16))
+        q = critic.raw(batch.state, actions).detach()
+        target = batch.returns.mean(-1)
+        expected = sum(0.5 * ((target - q[n]) ** 2).mean() for n in range(2))
+        stats = QCriticLearner(critic, cfg).update(batch, actions, actions, None)
+        torch.testing.assert_close(stats["critic_loss"], expected)
+
+
+@pytest.mark.parametrize("input_norm", [False, True])
+def test_checkpoints_of_separate_twin_networks_still_load(input_norm: bool) -> None:
+    """A critic state saved with one nn.Sequential per twin loads into the stacked layout, same values."""
+    torch.manual_seed(5)
+    cfg = QCriticConfig(twin=True, hidden_sizes=(8, 8), input_norm=input_norm)
+    sizes = [3 + 3, 8, 8, 1]
+    old = nn.ModuleDict({"nets": nn.ModuleList(plain_mlp(sizes, "relu", None, input_norm) for _ in range(2)),
+                         "targets": nn.ModuleList(plain_mlp(sizes, "relu", None, input_norm) for _ in range(2))})
+    critic = QCritic(3, BOXES, cfg)
+    state = dict(critic.state_dict())
+    state = {k: v for k, v in state.items() if not k.startswith(("nets.", "targets."))}
+    state.update(old.state_dict())
+    critic.load_state_dict(state)
+    x, actions = torch.randn(6, 3), [torch.rand(6, 2), torch.rand(6, 1)]
+    inputs = critic.inputs(x, actions)
+    with torch.no_grad():
+        torch.testing.assert_close(critic.raw(x, actions), torch.stack([n(inputs) for n in old["nets"]]).squeeze(-1))
+        torch.testing.assert_close(critic.raw(x, actions, critic.targets),
+                                   torch.stack([n(inputs) for n in old["targets"]]).squeeze(-1))

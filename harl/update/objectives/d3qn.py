@@ -27,7 +27,13 @@ from torch import nn
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
 from harl.policy.actor import PolicyConfig, describe_space
-from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, DuelingQActor, OffPolicyTeam, masked_argmax
+from harl.policy.off_policy import (
+    OFF_POLICY_ACTIVATIONS,
+    DuelingQActor,
+    KeptForward,
+    OffPolicyTeam,
+    masked_argmax,
+)
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
 from harl.update.q_critic import JointQCritic, masked_mean, polyak_update
 from harl.update.v_critic import clip_grads
@@ -74,6 +80,7 @@ class D3QNLearner:
         self.config = config
         self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr, foreach=True)
         self.base_lr = config.lr
+        self.round_start = KeptForward(self.actor)
 
     @torch.no_grad()
     def next_action(self, batch: ReplayBatch) -> tuple[torch.Tensor, None]:
@@ -81,15 +88,20 @@ class D3QNLearner:
         q = self.target(batch.next_obs[i])
         return masked_argmax(q, batch.next_avail[i]).unsqueeze(-1).float(), None
 
-    @torch.no_grad()
     def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
-        return self.actor.greedy(batch.obs[self.index], batch.avail[self.index])
+        """The greedy action; the Q values' graph is kept for this agent's own loss."""
+        obs = batch.obs[self.index]
+        q = self.actor(obs)
+        self.round_start.keep(obs, q)
+        return masked_argmax(q.detach(), batch.avail[self.index]).unsqueeze(-1).float()
 
     def update(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         i = self.index
+        obs = batch.obs[i]
         with torch.no_grad():
             target = self.critic.value(batch.state, actions)
-        q = self.actor(batch.obs[i]).gather(-1, actions[i].long()).squeeze(-1)
+        q_all = self.round_start.take(obs, lambda: self.actor(obs))
+        q = q_all.gather(-1, actions[i].long()).squeeze(-1)
         loss = masked_mean((q - target) ** 2, batch.active[:, i])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

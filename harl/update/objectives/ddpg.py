@@ -24,7 +24,7 @@ from torch import nn
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
 from harl.policy.actor import PolicyConfig, describe_space
-from harl.policy.off_policy import DeterministicActor, OffPolicyTeam
+from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.q_critic import QCritic, masked_mean, polyak_update, team_value
 from harl.update.v_critic import clip_grads
@@ -92,6 +92,7 @@ class DeterministicLearner:
         self.smoothing = smoothing
         self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr, foreach=True)
         self.base_lr = config.lr
+        self.round_start = KeptForward(self.actor)
 
     @torch.no_grad()
     def next_action(self, batch: ReplayBatch) -> tuple[torch.Tensor, None]:
@@ -100,14 +101,18 @@ class DeterministicLearner:
             action = smoothed_target_actions(action, self.target.centre, self.target.half_range, *self.smoothing)
         return action, None
 
-    @torch.no_grad()
     def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
-        return self.actor(batch.obs[self.index])
+        """The current action (its graph kept for this agent's own loss)."""
+        obs = batch.obs[self.index]
+        action = self.actor(obs)
+        self.round_start.keep(obs, action)
+        return action.detach()
 
     def update(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         i = self.index
+        obs = batch.obs[i]
         joint = list(actions)
-        joint[i] = self.actor(batch.obs[i])
+        joint[i] = self.round_start.take(obs, lambda: self.actor(obs))
         loss = -masked_mean(team_value(self.critic, batch.state, joint, "first"), batch.active[:, i])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -116,8 +121,9 @@ class DeterministicLearner:
         self.optimizer.step()
         return {"actor_loss": loss.detach()}
 
+    @torch.no_grad()
     def updated_action(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> torch.Tensor:
-        return self.initial_action(batch)
+        return self.actor(batch.obs[self.index])
 
     def soft_update(self) -> None:
         polyak_update(self.target, self.actor, self.config.polyak)

@@ -33,7 +33,7 @@ from torch import nn
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
 from harl.policy.actor import PolicyConfig, describe_space
-from harl.policy.off_policy import CategoricalActor, OffPolicyTeam, SquashedGaussianActor
+from harl.policy.off_policy import CategoricalActor, KeptForward, OffPolicyTeam, SquashedGaussianActor
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.q_critic import QCritic, masked_mean, team_value
 from harl.update.v_critic import clip_grads
@@ -98,6 +98,7 @@ class SACLearner:
         device = next(self.actor.parameters()).device
         self.log_alpha = torch.tensor(math.log(config.alpha), device=device, requires_grad=config.auto_alpha)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr) if config.auto_alpha else None
+        self.round_start = KeptForward(self.actor)
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -108,15 +109,22 @@ class SACLearner:
         action, log_prob = self.actor.rsample(batch.next_obs[self.index], batch.next_avail[self.index])
         return action, self.alpha * log_prob
 
-    @torch.no_grad()
     def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
-        return self.actor.rsample(batch.obs[self.index], batch.avail[self.index])[0]
+        """A sample of the current policy; the distribution's graph is kept for this agent's own loss,
+        which draws a fresh sample from it."""
+        obs = batch.obs[self.index]
+        params = self.actor.distribution(obs, batch.avail[self.index])
+        self.round_start.keep(obs, params)
+        with torch.no_grad():
+            return self.actor.sample(params)[0]
 
     def update(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         i = self.index
         alive = batch.active[:, i]
+        obs = batch.obs[i]
+        params = self.round_start.take(obs, lambda: self.actor.distribution(obs, batch.avail[i]))
         joint = list(actions)
-        joint[i], log_prob = self.actor.rsample(batch.obs[i], batch.avail[i])
+        joint[i], log_prob = self.actor.sample(params)
         q = team_value(self.critic, batch.state, joint, "min")
         loss = masked_mean(self.alpha * log_prob - q, alive)
         self.optimizer.zero_grad(set_to_none=True)
@@ -130,8 +138,9 @@ class SACLearner:
             self.alpha_optimizer.step()
         return {"actor_loss": loss.detach(), "alpha": self.alpha, "entropy": -masked_mean(log_prob.detach(), alive)}
 
+    @torch.no_grad()
     def updated_action(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> torch.Tensor:
-        return self.initial_action(batch)
+        return self.actor.rsample(batch.obs[self.index], batch.avail[self.index])[0]
 
     def soft_update(self) -> None:
         """SAC's actor has no target copy (the critic's targets are updated by the updater)."""
