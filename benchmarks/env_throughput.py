@@ -83,10 +83,13 @@ def mamujoco_parallel_rate(config: Any, steps: int) -> float:
 
 
 def cases() -> list[tuple[str, str, Any, int, str | None]]:
+    from harl.envs.air_combat import AirCombatConfig
+    from harl.envs.football import FootballConfig
     from harl.envs.gym_env import GymConfig
     from harl.envs.mamujoco import MaMuJoCoConfig
     from harl.envs.mpe import MPEConfig
     from harl.envs.python_env import PythonEnvConfig
+    from harl.envs.smax import SMAXConfig
     from harl.envs.vmas_env import VMASConfig
 
     return [
@@ -104,6 +107,11 @@ def cases() -> list[tuple[str, str, Any, int, str | None]]:
         ("vmas", "balance (1,024 envs)", VMASConfig(scenario="balance"), 1024, None),
         ("vmas", "navigation (1,024 envs)", VMASConfig(scenario="navigation"), 1024, None),
         ("vmas", "simple_spread (1,024 envs)", VMASConfig(scenario="simple_spread"), 1024, None),
+        ("smax", "3m (64 envs)", SMAXConfig(), 64, None),
+        ("smax", "3m (256 envs)", SMAXConfig(), 256, None),
+        ("football", "academy_3_vs_1_with_keeper", FootballConfig(), 1, None),
+        ("air_combat", "heading", AirCombatConfig(), 1, None),
+        ("air_combat", "2v2_noweapon", AirCombatConfig(task="2v2_noweapon"), 1, None),
         ("python", "examples/custom_env.py", PythonEnvConfig(factory="examples.custom_env:make_env"), 8, None),
     ]
 
@@ -111,7 +119,7 @@ def cases() -> list[tuple[str, str, Any, int, str | None]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=1000, help="vector steps per case (VMAS: a tenth of it)")
-    p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, python)")
+    p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, smax, football, air_combat, python)")
     args = p.parse_args()
     torch.set_num_threads(1)
     for kind, name, config, n_envs, reference in cases():
