@@ -12,13 +12,16 @@ nox.options.sessions = ["lint", "pipelines", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 TORCH = "torch==2.13.0"  # the CPU build; installed first so no CUDA build is pulled in
+EXTRAS = ".[test,mpe,mamujoco,vmas,smax,lag]"  # as CI: every env family that installs from wheels
+JAXMARL = "jaxmarl==0.2.0"  # without its dependencies (gymnax pins gymnasium < 1.4): see pyproject's smax extra
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (pass pytest arguments after --)."""
     session.install(TORCH)
-    session.install("-e", ".[test,mpe,mamujoco,vmas]")
+    session.install("-e", EXTRAS)
+    session.install("--no-deps", JAXMARL)
     session.run("python", "-m", "pytest", *session.posargs)
 
 
@@ -26,14 +29,15 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff over the package, tests and benchmarks."""
     session.install("ruff")
-    session.run("ruff", "check", "harl", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "harl", "tests", "benchmarks", "examples", "noxfile.py")
 
 
 @nox.session
 def pipelines(session: nox.Session) -> None:
     """Validate and build every shipped pipeline (``harl check``), running nothing."""
     session.install(TORCH)
-    session.install("-e", ".[mpe,mamujoco,vmas,smax,lag]")
+    session.install("-e", EXTRAS)
+    session.install("--no-deps", JAXMARL)
     for path in sorted(Path("pipelines").glob("*.toml")):
         if "_football_" in path.name:  # gfootball builds from source: nox -s football checks these
             continue
