@@ -10,6 +10,7 @@ from gymnasium import spaces
 from examples.custom_env import make_env
 from harl.build import start_run
 from harl.logging.csv_log import read_metrics
+from tests.train_briefly import train_briefly
 
 ROOT = Path(__file__).parent.parent
 PIPELINE = ROOT / "examples" / "custom_env.toml"
@@ -35,15 +36,8 @@ def test_agents_differ() -> None:
 
 def test_two_iterations(tmp_path: Path) -> None:
     """The example pipeline runs two iterations and writes its metrics."""
-    trainer, _ = start_run(PIPELINE, ["logging.progress=false", "evaluator.episodes=4"],
-                           run_dir=tmp_path / "run")
-    trainer.total_iterations = 2
-    try:
-        result = trainer.train()
-    finally:
-        trainer.stages.close()
+    result, rows = train_briefly(PIPELINE, ["logging.progress=false", "evaluator.episodes=4"], tmp_path / "run")
     assert result.counters.env_steps == 2 * 8 * 50
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
     assert [int(r["iteration"]) for r in rows] == [1, 2] and rows[-1]["eval_return"]
 
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from harl.build import start_run
 from harl.envs.air_combat import AirCombatConfig, make_air_combat_env
 from harl.envs.air_combat.actions import to_controls
 from harl.envs.air_combat.aircraft import FlightState
@@ -19,8 +18,8 @@ from harl.envs.air_combat.geometry import aspect, orientation_score, range_score
 from harl.envs.air_combat.heading import tracking_score
 from harl.envs.air_combat.scripted_pilot import pursue
 from harl.errors import MissingExtraError
-from harl.logging.csv_log import read_metrics
 from harl.settings import InvalidSetting
+from tests.train_briefly import train_briefly
 
 PIPELINES = Path(__file__).parent.parent.parent / "pipelines"
 needs_jsbsim = pytest.mark.skipif(find_spec("jsbsim") is None,
@@ -203,14 +202,8 @@ def test_pipeline_trains_two_iterations(name: str, tmp_path: Path) -> None:
     """A shipped pipeline with short episodes crosses episode ends and logs the env's metrics."""
     overrides = ["logging.progress=false", "env.max_steps=15", "collector.rollout_length=20",
                  "collector.n_envs=2", "evaluator.episodes=2", "evaluator.n_envs=2"]
-    trainer, _ = start_run(PIPELINES / f"{name}.toml", overrides, run_dir=tmp_path / "run")
-    trainer.total_iterations = 2
-    try:
-        result = trainer.train()
-    finally:
-        trainer.stages.close()
+    result, rows = train_briefly(PIPELINES / f"{name}.toml", overrides, tmp_path / "run")
     assert result.counters.env_steps == 2 * 2 * 20
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert rows[-1]["train_return"] and rows[-1]["eval_return"]
     metric = "eval_heading_error_deg" if "heading" in name else "eval_posture"

@@ -24,14 +24,13 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from harl.build import start_run
 from harl.envs.football import ACTIVE, SCENARIOS, FootballConfig, make_football_env
 from harl.envs.registry import make_env
 from harl.envs.vector import make_vector_env
 from harl.errors import MissingExtraError
 from harl.evaluate import summarize_episodes
-from harl.logging.csv_log import read_metrics
 from harl.settings import InvalidSetting
+from tests.train_briefly import train_briefly
 
 ROOT = Path(__file__).parent.parent.parent
 HAS_GFOOTBALL = importlib.util.find_spec("gfootball") is not None
@@ -309,14 +308,8 @@ def test_shipped_pipeline_trains_on_the_fake(fake: FakeModule, path: Path, tmp_p
     fake.script = ScriptedForever()
     overrides = ["logging.progress=false", "collector.n_envs=2", "collector.rollout_length=20",
                  "evaluator.episodes=2", "evaluator.n_envs=2", "updater.objective.epochs=1", "critic.epochs=1"]
-    trainer, _ = start_run(path, overrides, run_dir=tmp_path / "run")
-    trainer.total_iterations = 2
-    try:
-        result = trainer.train()
-    finally:
-        trainer.stages.close()
+    result, rows = train_briefly(path, overrides, tmp_path / "run")
     assert result.counters.env_steps == 2 * 2 * 20
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert rows[-1]["eval_score"] in {"0.0", "0.5", "1.0"}
 
@@ -379,13 +372,7 @@ def test_engine_pipeline_two_iterations(tmp_path: Path) -> None:
     """The shipped 3 vs 1 pipeline trains two iterations on the real engine and logs eval_score."""
     overrides = ["logging.progress=false", "collector.n_envs=2", "collector.rollout_length=50",
                  "evaluator.episodes=2", "evaluator.n_envs=2"]
-    trainer, _ = start_run(ROOT / "pipelines/happo_football_3v1.toml", overrides, run_dir=tmp_path / "run")
-    trainer.total_iterations = 2
-    try:
-        result = trainer.train()
-    finally:
-        trainer.stages.close()
+    result, rows = train_briefly(ROOT / "pipelines/happo_football_3v1.toml", overrides, tmp_path / "run")
     assert result.counters.env_steps == 2 * 2 * 50
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert 0.0 <= float(rows[-1]["eval_score"]) <= 1.0

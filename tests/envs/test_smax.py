@@ -15,6 +15,7 @@ import pytest
 from harl.envs.smax import SCENARIOS, SMAXConfig, SMAXVectorEnv, make_smax
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError, MissingExtraError
+from tests.train_briefly import train_briefly
 
 jaxmarl = pytest.importorskip("jaxmarl", reason="SMAX tests need harl[smax] (jax and jaxmarl)")
 jax = pytest.importorskip("jax")
@@ -219,21 +220,12 @@ def test_missing_jaxmarl_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_two_training_iterations_log_the_win_rate(tmp_path: Path) -> None:
     """HAPPO on 3m trains two iterations and evaluates: metrics.csv has an ``eval_win`` in [0, 1]."""
-    from harl.build import start_run
-    from harl.logging.csv_log import read_metrics
-
     pipeline = Path(__file__).parents[2] / "pipelines" / "happo_smax_3m.toml"
     overrides = ["logging.progress=false", f"env.max_steps={CONFIG.max_steps}",
                  f"collector.n_envs={N_ENVS}", "collector.rollout_length=25",
                  "evaluator.episodes=8", f"evaluator.n_envs={N_ENVS}"]
-    trainer, _ = start_run(pipeline, overrides, run_dir=tmp_path / "run")
-    trainer.total_iterations = 2
-    try:
-        result = trainer.train()
-    finally:
-        trainer.stages.close()
+    result, rows = train_briefly(pipeline, overrides, tmp_path / "run")
     assert result.counters.env_steps == 2 * 25 * N_ENVS
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert 0.0 <= float(rows[-1]["eval_win"]) <= 1.0
     assert float(rows[0]["episodes"]) > 0

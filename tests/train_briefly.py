@@ -1,0 +1,21 @@
+"""Train a pipeline for a few iterations in a test and read back what it logged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harl.build import start_run
+from harl.logging.csv_log import read_metrics
+
+
+def train_briefly(pipeline: Path, overrides: list[str], run_dir: Path,
+                  iterations: int = 2) -> tuple[Any, list[dict[str, str]]]:
+    """Run ``iterations`` iterations of ``pipeline`` into ``run_dir``; the train result and metrics.csv rows."""
+    trainer, _ = start_run(pipeline, overrides, run_dir=run_dir)
+    trainer.total_iterations = iterations
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stages.close()
+    return result, read_metrics(run_dir / "metrics.csv")
