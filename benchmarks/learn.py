@@ -15,8 +15,8 @@ import resource
 import sys
 import time
 
-from harl.build import start_run
 from harl.logging.csv_log import read_metrics
+from harl.run import start_run
 
 
 def main() -> int:

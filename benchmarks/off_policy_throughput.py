@@ -29,8 +29,8 @@ import time
 
 import torch
 
-from harl.build import build_stages
-from harl.pipeline import load_pipeline
+from harl.compose import build_stages
+from harl.config.loading import load_pipeline
 
 PIPELINES = ["pipelines/hasac_mpe_spread.toml", "pipelines/hatd3_mpe_spread.toml",
              "pipelines/haddpg_mpe_spread.toml"]

@@ -25,9 +25,9 @@ import time
 import numpy as np
 import torch
 
-from harl.build import build_stages
+from harl.compose import build_stages
+from harl.config.loading import load_pipeline
 from harl.envs.protocol import is_tensor_native
-from harl.pipeline import load_pipeline
 
 PIPELINES = ["pipelines/happo_mpe_spread.toml", "pipelines/mappo_mpe_spread.toml"]
 

@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
-    from harl.build import resume_run, start_run
+    from harl.run import resume_run, start_run
 
     if args.jobs != 1 and not args.seeds:
         raise HarlError("--jobs only goes with --seeds (it runs several seeds at once)")
@@ -166,8 +166,11 @@ def _train_seeds(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
-    from harl.build import build_stages
-    from harl.pipeline import load_pipeline
+    import attrs
+
+    from harl import registry
+    from harl.compose import build_stages
+    from harl.config.loading import load_pipeline
 
     spec, notes = load_pipeline(args.pipeline, args.overrides)
     for note in notes:
@@ -179,14 +182,16 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         table.add_column("kind")
         table.add_column("built")
         venv = stages.venv
-        table.add_row("env", spec.env.kind, f"{venv.n_agents} agents, {venv.n_envs} envs, state {tuple(venv.state_space.shape)}")
-        off = spec.collector.kind == "off_policy"
-        table.add_row("collector", spec.collector.kind, f"{stages.collector.steps_per_iteration:,} env steps per iteration, backend {spec.collector.backend}")
-        table.add_row("buffer", spec.buffer.kind, f"capacity {spec.buffer.capacity:,}, batch {spec.buffer.batch_size}" if off
-                      else f"{stages.buffer.n_samples} samples per iteration")
-        table.add_row("returns", spec.returns.kind, f"gamma={spec.returns.gamma}, " + (f"n={spec.returns.n_step}" if off else f"lambda={spec.returns.lam}"))
-        table.add_row("critic", spec.critic.kind, f"{getattr(spec.critic, 'state_type', 'EP')} state, {sum(p.numel() for p in stages.critic.parameters()):,} parameters")
-        table.add_row("updater", spec.updater.kind, f"objective {spec.updater.objective.kind}")
+        kind = registry.kind_name
+        settings = {slot: ", ".join(f"{k}={v}" for k, v in attrs.asdict(config, recurse=False).items()
+                                    if k not in ("kind", "objective"))[:60]
+                    for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
+        table.add_row("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, state {tuple(venv.state_space.shape)}")
+        table.add_row("collector", kind(spec.collector), f"{stages.collector.steps_per_iteration:,} env steps per iteration")
+        table.add_row("buffer", kind(spec.buffer), settings["buffer"] or type(stages.buffer).__name__)
+        table.add_row("returns", kind(spec.returns), settings["returns"])
+        table.add_row("critic", kind(spec.critic), f"{sum(p.numel() for p in stages.critic.parameters()):,} parameters")
+        table.add_row("updater", kind(spec.updater), f"objective {kind(spec.updater.objective)}")
         n_actor = sum(p.numel() for p in stages.policy.parameters())
         table.add_row("policy", "mlp", f"{len(stages.policy.actors)} actor(s), {n_actor:,} parameters, device {stages.device}")
         table.add_row("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations")
@@ -197,7 +202,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_stages(args: argparse.Namespace, console: Console) -> int:
-    from harl.pipeline import describe_stages
+    from harl.config.dump import describe_stages
 
     rows = describe_stages()
     if args.slot:
@@ -235,8 +240,9 @@ def _summary(doc: str, title: str) -> str:
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     import attrs
 
-    from harl.build import build_stages, restore, spec_of_run
     from harl.checkpoint import latest_checkpoint, load_checkpoint
+    from harl.compose import build_stages
+    from harl.run import restore, spec_of_run
 
     run_dir = Path(args.run_dir)
     spec, _ = spec_of_run(run_dir)

@@ -100,7 +100,7 @@ class Sweep:
 
     def __init__(self, pipeline: str, overrides: Sequence[str], seeds: Sequence[int], jobs: int,
                  sweep_dir: Path | None, quiet: bool, console: Console) -> None:
-        from harl.pipeline import load_pipeline
+        from harl.config.loading import load_pipeline
 
         if jobs < 1:
             raise HarlError(f"--jobs: expected a positive integer, got {jobs}")
@@ -144,7 +144,7 @@ class Sweep:
         return results
 
     def _in_process(self) -> dict[int, str]:
-        from harl.build import start_run
+        from harl.run import start_run
 
         statuses: dict[int, str] = {}
         for seed in self.seeds:

@@ -106,7 +106,7 @@ class GracefulStop:
 
 
 class Trainer:
-    """Composes the built stages (see ``harl.build``) into the training loop.
+    """Composes the built stages (see ``harl.compose``) into the training loop.
 
     ``stages`` needs: ``collector`` (``collect(buffer)`` -> stats with ``env_steps`` and
     ``episodes``; ``steps_per_iteration``), ``buffer``, ``returns`` (``compute(buffer)``),

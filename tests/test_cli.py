@@ -11,8 +11,9 @@ import torch
 from harl.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from harl.cli import main
 from harl.collect.on_policy import OnPolicyCollector
+from harl.config.loading import load_pipeline
+from harl.config.spec import NESTED_SLOTS, TOP_SLOTS
 from harl.logging.csv_log import read_metrics
-from harl.pipeline import NESTED_SLOTS, TOP_SLOTS, load_pipeline
 
 ROOT = Path(__file__).parents[1]
 HAPPO = ROOT / "pipelines" / "happo_mpe_spread.toml"
@@ -85,7 +86,7 @@ class TestCheck:
         """[run] precision applies to off-policy gradient steps; an on-policy pipeline says so."""
         assert main(["check", str(HAPPO), "--set", "run.precision=bf16"]) == 2
         assert capsys.readouterr().err == (
-            f'harl: {HAPPO}: run.precision: "bf16" applies to off-policy gradient steps only; on-policy '
+            f'harl: {HAPPO}: run.precision (from --set run.precision=bf16): "bf16" applies to off-policy gradient steps only; on-policy '
             'updates run in fp32: remove the key or set precision = "fp32"\n'
         )
 

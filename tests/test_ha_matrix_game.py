@@ -7,8 +7,8 @@ import functools
 import numpy as np
 import pytest
 
-from harl.build import build_stages
-from harl.pipeline import structure_pipeline
+from harl.compose import build_stages
+from harl.config.loading import structure_pipeline
 from tests.fakes import matrix
 from tests.fakes.matrix import PAYOFF
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 import torch
 
-from harl.build import build_stages, resume_run, start_run
+from harl.compose import build_stages
+from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
-from harl.pipeline import structure_pipeline
+from harl.run import resume_run, start_run
 from tests.fakes import counting, matrix
 from tests.fakes.matrix import PAYOFF
 
@@ -32,9 +33,9 @@ def test_off_policy_collector_with_on_policy_slots_names_each_fix() -> None:
         'x.toml: returns.kind: "gae" belongs to the on-policy family, but collector.kind = "off_policy"; '
         'set returns.kind = "n_step" (or collector.kind = "on_policy")',
         'x.toml: critic.kind: "v" belongs to the on-policy family, but collector.kind = "off_policy"; '
-        'set critic.kind = "q" ("joint_q" for d3qn) (or collector.kind = "on_policy")',
+        'set critic.kind = one of q, joint_q (or collector.kind = "on_policy")',
         'x.toml: updater.objective.kind: "ppo" belongs to the on-policy family, but collector.kind = '
-        '"off_policy"; set updater.objective.kind = one of ddpg, td3, sac, d3qn (or collector.kind = "on_policy")',
+        '"off_policy"; set updater.objective.kind = one of d3qn, ddpg, sac, td3 (or collector.kind = "on_policy")',
     ])
 
 
@@ -42,7 +43,7 @@ def test_off_policy_slot_under_the_on_policy_collector() -> None:
     """A replay buffer with the on-policy collector is refused with the collector fix."""
     assert message({"buffer": {"kind": "replay"}}) == (
         'x.toml: buffer.kind: "replay" belongs to the off-policy family, but collector.kind = "on_policy"; '
-        'set collector.kind = "off_policy" (with a replay buffer, n_step returns and a Q critic)')
+        'set buffer.kind = "rollout" (or collector.kind = "off_policy")')
 
 
 def test_td3_needs_twin_critics() -> None:
@@ -53,9 +54,11 @@ def test_td3_needs_twin_critics() -> None:
 
 def test_d3qn_and_joint_q_go_together() -> None:
     assert message({**OFF, "critic": {"kind": "q"}, "updater": {"objective": {"kind": "d3qn"}}}) == (
-        'x.toml: critic.kind: "q" cannot score d3qn\'s joint greedy actions; set critic.kind = "joint_q"')
+        'x.toml: critic.kind: "q" does not provide joint_q_values, which updater.objective.kind = "d3qn" needs; '
+        'set critic.kind = "joint_q"')
     assert message({**OFF, "critic": {"kind": "joint_q"}, "updater": {"objective": {"kind": "sac"}}}) == (
-        'x.toml: critic.kind: "joint_q" serves only d3qn, not "sac"; set critic.kind = "q"')
+        'x.toml: critic.kind: "joint_q" does not provide q_values, which updater.objective.kind = "sac" needs; '
+        'set critic.kind = "q"')
 
 
 def test_shared_actors_are_refused_off_policy() -> None:

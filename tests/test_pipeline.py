@@ -1,4 +1,4 @@
-"""harl.pipeline: strict loading, overrides, messages, and the resolved dump."""
+"""harl.config: strict loading, overrides, messages, and the resolved dump."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from pathlib import Path
 import attrs
 import pytest
 
+from harl.config.dump import dump_pipeline
+from harl.config.loading import load_pipeline
+from harl.config.messages import parse_value
 from harl.errors import ConfigError
-from harl.pipeline import dump_pipeline, load_pipeline, parse_value
 from harl.update.simultaneous import SimultaneousConfig
 from tests.fakes import counting  # noqa: F401 - registers env kind "counting"
 
@@ -178,15 +180,15 @@ class TestKindsAndRanges:
         """An unknown kind names the valid kinds and the close one."""
         path = edited(tmp_path, 'kind = "gae"', 'kind = "gea"')
         assert error_of(path) == (
-            f'{path}: returns.kind: unknown kind "gea" (expected one of: gae, n_step); did you mean "gae"?'
+            f'{path}: returns.kind: unknown kind "gea" (expected one of: gae, n_step, or "module:Name" of your own); did you mean "gae"?'
         )
 
     def test_unknown_kind_of_a_nested_slot(self, tmp_path: Path) -> None:
         """The objective, a table inside [updater], is dispatched on its kind too."""
         path = edited(tmp_path, 'kind = "ppo"', 'kind = "ppoo"')
         assert error_of(path) == (
-            f'{path}: updater.objective.kind: unknown kind "ppoo" (expected one of: ppo, trpo, a2c, '
-            'ddpg, td3, sac, d3qn); did you mean "ppo"?'
+            f'{path}: updater.objective.kind: unknown kind "ppoo" (expected one of: ppo, a2c, trpo, '
+            'd3qn, ddpg, sac, td3, or "module:Name" of your own); did you mean "ppo"?'
         )
 
     def test_clip_out_of_range(self, tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harl.build import build_stages
+from harl.compose import build_stages
+from harl.config.loading import structure_pipeline
 from harl.logging.csv_log import read_metrics
-from harl.pipeline import structure_pipeline
 from harl.trainer import Trainer
 from tests.fakes import counting
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harl.build import start_run
 from harl.logging.csv_log import read_metrics
+from harl.run import start_run
 
 
 def train_briefly(pipeline: Path, overrides: list[str], run_dir: Path,

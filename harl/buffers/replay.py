@@ -30,6 +30,7 @@ import torch
 from gymnasium import spaces
 
 from harl.policy.heads import action_width, avail_size
+from harl.registry import register
 from harl.settings import kind_field, positive, setting
 
 
@@ -226,3 +227,8 @@ class ReplayBuffer:
             next_obs=[rows(o, at_last) for o in self.next_obs],
             next_avail=[at(a, at_last) for a in self.next_avail],
         )
+
+
+register("buffer", ReplayConfig, family="off_policy",
+         factory=lambda config, parts: ReplayBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim,
+                                                    parts.wiring.n_envs, config.capacity, parts.device))

@@ -24,6 +24,7 @@ episode boundary because ``starts`` resets the state there.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -31,6 +32,7 @@ import torch
 from gymnasium import spaces
 
 from harl.policy.heads import action_width, avail_size
+from harl.registry import register
 from harl.settings import kind_field
 
 
@@ -223,3 +225,13 @@ class RolloutBuffer:
                     seq(self.starts[:-1]))
         return (self.state[:-1].reshape(n, -1), self.values[:-1].reshape(n, *tail),
                 self.returns.reshape(n, *tail), None, None)
+
+
+def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
+    w = parts.wiring
+    return RolloutBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.n_envs, w.rollout_length,
+                         fp_state=w.fp_state, device=parts.device, hidden_size=parts.team.hidden_size,
+                         critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length)
+
+
+register("buffer", RolloutConfig, _rollout_buffer, family="on_policy", default=True)

@@ -32,6 +32,7 @@ from harl.collect.on_policy import CollectStats
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.policy.heads import avail_size
 from harl.policy.off_policy import OffPolicyTeam, masked_uniform
+from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
 
@@ -159,3 +160,8 @@ class OffPolicyCollector:
 
     def close(self) -> None:
         self.venv.close()
+
+
+register("collector", OffPolicyCollectorConfig, family="off_policy",
+         factory=lambda config, parts: OffPolicyCollector(config, parts.venv, parts.team, parts.device,
+                                                           seed=parts.env_seed))

@@ -23,6 +23,7 @@ import torch
 from harl.buffers.rollout import RolloutBuffer
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.policy.actor import TeamPolicy
+from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.v_critic import VCritic
 
@@ -149,3 +150,8 @@ class OnPolicyCollector:
 
     def close(self) -> None:
         self.venv.close()
+
+
+register("collector", OnPolicyCollectorConfig, family="on_policy", default=True,
+         factory=lambda config, parts: OnPolicyCollector(config, parts.venv, parts.team, parts.critic,
+                                                          parts.device, seed=parts.env_seed))

@@ -20,10 +20,7 @@ complete example.
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -31,26 +28,10 @@ import attrs
 
 from harl.errors import ConfigError
 from harl.settings import InvalidSetting, kind_field, setting
+from harl.user_import import import_module as _import_module
 
 REQUIRED = ("n_agents", "observation_spaces", "action_spaces", "state_space", "reset", "step", "close")
 """What a factory's result must have (the ``MultiAgentEnv`` protocol)."""
-
-
-def _import_module(name: str) -> Any:
-    """Import ``name``; if it is not found, retry with the current directory on ``sys.path``.
-
-    The ``harl`` console script does not put the current directory on ``sys.path`` (``python
-    -m`` does), yet "my_env:make_env" next to the pipeline is the common case.
-    """
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        cwd = os.getcwd()
-        missing_is_ours = exc.name is not None and (name == exc.name or name.startswith(exc.name + "."))
-        if not missing_is_ours or cwd in sys.path or "" in sys.path:
-            raise
-    sys.path.append(cwd)
-    return importlib.import_module(name)
 
 
 def _invalid(key: str, message: str) -> InvalidSetting:

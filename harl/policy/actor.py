@@ -9,6 +9,7 @@ episode begins (the state is zeroed there).  Acting is the case ``L = 1``, ``B =
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -175,3 +176,8 @@ class TeamPolicy(nn.Module):
             if hidden is not None and last is not None:
                 hidden[i] = last
         return actions, log_probs
+
+
+def stochastic_team(config: object, parts: Any) -> TeamPolicy:
+    """The team an on-policy objective trains: ``[policy]``'s actors over the env's spaces."""
+    return TeamPolicy(parts.obs_spaces, parts.act_spaces, parts.policy)

@@ -316,3 +316,18 @@ class OffPolicyTeam(nn.Module):
                 env_steps: int) -> list[torch.Tensor]:
         return [actor.explore(obs[i], None if avail is None else avail[i], env_steps)  # type: ignore[operator]
                 for i, actor in enumerate(self.actors)]
+
+
+def team_builder(make_actor: Callable[..., nn.Module], with_targets: bool,
+                 extra: Callable[[Any], dict[str, Any]] = lambda parts: {}) -> Callable[[Any, Any], OffPolicyTeam]:
+    """An off-policy objective's team: ``make_actor`` per agent, with target copies if it uses them.
+
+    ``extra(parts)``: further keyword arguments of ``make_actor`` (d3qn's warm-up length).
+    """
+    def build(config: Any, parts: Any) -> OffPolicyTeam:
+        obs_dims = [int(np.prod(s.shape)) for s in parts.obs_spaces]
+        actors = [make_actor(obs_dims[i], parts.act_spaces[i], parts.policy, config, i, parts.source, **extra(parts))
+                  for i in range(parts.n_agents)]
+        return OffPolicyTeam(actors, with_targets)
+
+    return build

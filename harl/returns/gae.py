@@ -13,6 +13,7 @@ from typing import Protocol
 import attrs
 import torch
 
+from harl.registry import register
 from harl.settings import in_range, kind_field, setting
 
 
@@ -81,3 +82,6 @@ class GAE:
         buffer.advantages = adv
         buffer.returns = adv + values
         return ReturnStats(float(adv.mean()), float(buffer.returns.mean()))
+
+
+register("returns", GAEConfig, lambda config, parts: GAE(config), family="on_policy", default=True)

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import torch
 
+from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
 
 
@@ -86,3 +87,6 @@ class NStepReturns:
             stop = stop | buffer.truncated[last_rows, envs]
         discount = torch.where(stop, torch.zeros_like(discount), discount)
         return buffer.gather(rows[:, 0], envs, last_rows, returns, discount, last + 1)
+
+
+register("returns", NStepConfig, lambda config, parts: NStepReturns(config), family="off_policy")

@@ -35,7 +35,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from harl.buffers.replay import ReplayBatch
+from harl.errors import ConfigError
 from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, masked_argmax, plain_mlp
+from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
 from harl.update.v_critic import clip_grads, huber
@@ -402,3 +404,21 @@ class QCriticLearner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+
+
+def _joint_q_critic(config: JointQCriticConfig, parts: Any) -> JointQCritic:
+    critic = JointQCritic(parts.state_dim, parts.act_spaces, config)
+    joint = int(np.prod(critic.sizes))
+    if joint > MAX_JOINT_ACTIONS:
+        raise ConfigError(
+            f'{parts.source}: critic.kind: "joint_q" scores all {joint:,} joint actions at once (more than '
+            f"{MAX_JOINT_ACTIONS:,}); use fewer agents or actions, or a \"q\" critic with objective \"sac\""
+        )
+    return critic
+
+
+register("critic", QCriticConfig, family="off_policy", provides=("q_values",),
+         factory=lambda config, parts: QCritic(parts.state_dim, parts.act_spaces, config),
+         learner=lambda critic, config, parts: QCriticLearner(critic, config))
+register("critic", JointQCriticConfig, _joint_q_critic, family="off_policy", provides=("joint_q_values",),
+         learner=lambda critic, config, parts: QCriticLearner(critic, config))

@@ -9,20 +9,15 @@ predecessors already made.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 import torch
 
 from harl.buffers.rollout import AgentBatch
+from harl.registry import register
 from harl.settings import kind_field, one_of, setting
-from harl.update.objectives.a2c import A2CConfig
-from harl.update.objectives.d3qn import D3QNConfig
-from harl.update.objectives.ddpg import DDPGConfig
 from harl.update.objectives.ppo import AgentStats, PPOConfig
-from harl.update.objectives.sac import SACConfig
-from harl.update.objectives.td3 import TD3Config
-from harl.update.objectives.trpo import TRPOConfig
 
 
 class PolicyLearner(Protocol):
@@ -35,11 +30,6 @@ class PolicyLearner(Protocol):
         ...
 
 
-ObjectiveConfig = PPOConfig | TRPOConfig | A2CConfig | DDPGConfig | TD3Config | SACConfig | D3QNConfig
-"""On-policy objectives (ppo, trpo, a2c) and off-policy ones (ddpg, td3, sac, d3qn; driven by
-``harl.update.off_policy_updater``)."""
-
-
 @attrs.frozen
 class SequentialConfig:
     """``[updater] kind = "sequential"``: HA updates, each agent sees its predecessors' change."""
@@ -47,7 +37,7 @@ class SequentialConfig:
     kind: str = kind_field("sequential")
     order: str = setting("random", "agent order: a new random permutation each iteration, or fixed 0..n-1", one_of(("random", "fixed")))
     lr_decay: str = setting("none", "learning-rate schedule over the run: none or linear (to 0)", one_of(("none", "linear")))
-    objective: ObjectiveConfig = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
+    objective: Any = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
 
 
 def sequential_update(learners: Sequence[PolicyLearner], batches: Sequence[AgentBatch],
@@ -59,3 +49,6 @@ def sequential_update(learners: Sequence[PolicyLearner], batches: Sequence[Agent
         stats[agent] = learners[agent].update(batches[agent], factor)
         factor = factor * learners[agent].ratio(batches[agent])
     return stats
+
+
+register("updater", SequentialConfig, None, default=True)

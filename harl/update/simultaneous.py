@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import torch
 
 from harl.buffers.rollout import AgentBatch
+from harl.registry import register
 from harl.settings import kind_field, one_of, setting
 from harl.update.objectives.ppo import AgentStats, PPOConfig
-from harl.update.sequential import ObjectiveConfig, PolicyLearner
+from harl.update.sequential import PolicyLearner
 
 
 @attrs.frozen
@@ -19,7 +21,7 @@ class SimultaneousConfig:
 
     kind: str = kind_field("simultaneous")
     lr_decay: str = setting("none", "learning-rate schedule over the run: none or linear (to 0)", one_of(("none", "linear")))
-    objective: ObjectiveConfig = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
+    objective: Any = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
 
 
 def simultaneous_update(learners: Sequence[PolicyLearner],
@@ -42,3 +44,6 @@ def merge_batches(batches: Sequence[AgentBatch]) -> AgentBatch:
         hidden=None if batches[0].hidden is None else torch.cat([b.hidden for b in batches]),  # type: ignore[misc]
         starts=None if batches[0].starts is None else torch.cat([b.starts for b in batches]),  # type: ignore[misc]
     )
+
+
+register("updater", SimultaneousConfig, None)

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from harl.policy.networks import ACTIVATIONS, MLP, GRULayer, init_linear
+from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
 
@@ -196,3 +197,10 @@ def clip_grads(parameters, max_norm: float) -> torch.Tensor:  # type: ignore[no-
     if max_norm > 0:
         return nn.utils.clip_grad_norm_(params, max_norm)
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
+
+
+register("critic", VCriticConfig, family="on_policy", default=True, provides=("state_values",),
+         # a GRU critic with GRU actors, as in HARL
+         factory=lambda config, parts: VCritic(parts.state_dim, parts.n_agents, config,
+                                               recurrent=parts.policy.recurrent != "none"),
+         learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator))

@@ -9,9 +9,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from harl.build import build_stages
 from harl.collect.off_policy import random_actions
-from harl.pipeline import structure_pipeline
+from harl.compose import build_stages
+from harl.config.loading import structure_pipeline
 from tests.fakes import counting
 
 

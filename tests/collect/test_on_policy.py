@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harl.build import build_stages
-from harl.pipeline import structure_pipeline
+from harl.compose import build_stages
+from harl.config.loading import structure_pipeline
 from tests.fakes import counting
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harl.config.loading import structure_pipeline
 from harl.envs.python_env import PythonEnvConfig, make_python_env
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError
-from harl.pipeline import structure_pipeline
 from harl.settings import InvalidSetting
 
 EXAMPLE = "examples.custom_env:make_env"
@@ -155,7 +155,8 @@ def test_config_errors_are_invalid_settings() -> None:
 
 def test_kwargs_round_trip_through_the_resolved_pipeline() -> None:
     """[env.kwargs] is written back as a table and reads back equal (harl train runs/<run>/pipeline.toml)."""
-    from harl.pipeline import dump_pipeline, parse_toml
+    from harl.config.dump import dump_pipeline
+    from harl.config.loading import parse_toml
 
     spec = structure_pipeline({"env": {"kind": "python", "factory": EXAMPLE,
                                        "kwargs": {"max_steps": 5, "step_size": 0.2}}}, "p.toml")

@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harl.build import build_stages
 from harl.collect.off_policy import OffPolicyCollector
 from harl.collect.on_policy import OnPolicyCollector
+from harl.compose import build_stages
+from harl.config.loading import structure_pipeline
 from harl.envs.protocol import is_tensor_native
 from harl.envs.registry import make_env
 from harl.envs.vector import NumpyVectorEnv, as_numpy, make_vector_env
 from harl.envs.vmas_env import SCENARIOS, VMASConfig, VMASVectorEnv
 from harl.errors import ConfigError, MissingExtraError
 from harl.evaluate import Evaluator
-from harl.pipeline import structure_pipeline
 
 vmas = pytest.importorskip("vmas", reason="VMAS tests need harl[vmas]")
 torch = pytest.importorskip("torch")

@@ -7,9 +7,9 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.rollout import AgentBatch
-from harl.build import build_stages
+from harl.compose import build_stages
+from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
-from harl.pipeline import structure_pipeline
 from harl.policy.actor import Actor, PolicyConfig
 from harl.update.objectives.ppo import masked_mean
 from harl.update.objectives.trpo import (

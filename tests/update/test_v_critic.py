@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harl.build import build_stages
-from harl.pipeline import structure_pipeline
+from harl.compose import build_stages
+from harl.config.loading import structure_pipeline
 from harl.update.v_critic import VCritic, VCriticConfig, huber, value_loss
 from tests.collect.test_on_policy import counting_pipeline
 

@@ -15,6 +15,7 @@ import attrs
 import torch
 
 from harl.policy.actor import Actor
+from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.objectives.ppo import masked_mean
 from harl.update.objectives.surrogate import SurrogateLearner
@@ -43,3 +44,7 @@ def a2c_loss(ratio: torch.Tensor, advantages: torch.Tensor, factor: torch.Tensor
 def a2c_learner(actor: Actor, config: A2CConfig, generator: torch.Generator) -> SurrogateLearner:
     """One agent's A2C learner: the unclipped surrogate in the shared epochs x minibatches loop."""
     return SurrogateLearner(actor, config, generator, a2c_loss)
+
+
+register("updater.objective", A2CConfig, family="on_policy", requires={"critic": "state_values"},
+         factory=lambda config, parts, agent: a2c_learner(parts.team.actors[agent], config, parts.generator))

@@ -33,7 +33,9 @@ from harl.policy.off_policy import (
     KeptForward,
     OffPolicyTeam,
     masked_argmax,
+    team_builder,
 )
+from harl.registry import register
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
 from harl.update.q_critic import JointQCritic, masked_mean, polyak_update
 from harl.update.v_critic import clip_grads
@@ -126,3 +128,10 @@ class D3QNLearner:
 def make_learner(index: int, team: OffPolicyTeam, critic: JointQCritic, config: D3QNConfig,
                  space: spaces.Space) -> D3QNLearner:
     return D3QNLearner(index, team, critic, config)
+
+
+register("updater.objective", D3QNConfig, family="off_policy", requires={"critic": "joint_q_values"},
+         factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
+                                                           parts.act_spaces[agent]),
+         team=team_builder(make_actor, with_targets=True,
+                          extra=lambda parts: {"warmup_steps": parts.wiring.warmup_steps}))

@@ -24,7 +24,8 @@ from torch import nn
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
 from harl.policy.actor import PolicyConfig, describe_space
-from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam
+from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam, team_builder
+from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.q_critic import QCritic, masked_mean, polyak_update, team_value
 from harl.update.v_critic import clip_grads
@@ -138,3 +139,9 @@ class DeterministicLearner:
 def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: DDPGConfig,
                  space: spaces.Space) -> DeterministicLearner:
     return DeterministicLearner(index, team, critic, config)
+
+
+register("updater.objective", DDPGConfig, family="off_policy", requires={"critic": "q_values"},
+         factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
+                                                           parts.act_spaces[agent]),
+         team=team_builder(make_actor, with_targets=True))

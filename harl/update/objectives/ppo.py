@@ -18,6 +18,7 @@ from harl.policy.actor import Actor
 
 if TYPE_CHECKING:  # surrogate.py imports this module's helpers
     from harl.update.objectives.surrogate import SurrogateLearner
+from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
 
@@ -72,3 +73,7 @@ def ppo_learner(actor: Actor, config: PPOConfig, generator: torch.Generator) -> 
 
     return SurrogateLearner(actor, config, generator,
                             lambda ratio, adv, factor, active: ppo_loss(ratio, adv, factor, active, config.clip))
+
+
+register("updater.objective", PPOConfig, family="on_policy", requires={"critic": "state_values"}, default=True,
+         factory=lambda config, parts, agent: ppo_learner(parts.team.actors[agent], config, parts.generator))

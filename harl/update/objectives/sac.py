@@ -33,7 +33,14 @@ from torch import nn
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
 from harl.policy.actor import PolicyConfig, describe_space
-from harl.policy.off_policy import CategoricalActor, KeptForward, OffPolicyTeam, SquashedGaussianActor
+from harl.policy.off_policy import (
+    CategoricalActor,
+    KeptForward,
+    OffPolicyTeam,
+    SquashedGaussianActor,
+    team_builder,
+)
+from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.q_critic import QCritic, masked_mean, team_value
 from harl.update.v_critic import clip_grads
@@ -161,3 +168,9 @@ def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: SACCo
                  space: spaces.Space) -> SACLearner:
     target = config.target_entropy if config.target_entropy is not None else default_target_entropy(space)
     return SACLearner(index, team, critic, config, target)
+
+
+register("updater.objective", SACConfig, family="off_policy", requires={"critic": "q_values"},
+         factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
+                                                           parts.act_spaces[agent]),
+         team=team_builder(make_actor, with_targets=False))

@@ -9,13 +9,16 @@ critic steps).  The actor maximises the first critic network, as in TD3.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 from gymnasium import spaces
 
-from harl.policy.off_policy import OffPolicyTeam
+from harl.policy.off_policy import OffPolicyTeam, team_builder
+from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.objectives.ddpg import DeterministicLearner, make_actor, smoothed_target_actions
-from harl.update.q_critic import QCritic
+from harl.update.q_critic import QCritic, QCriticConfig
 
 __all__ = ["TD3Config", "make_actor", "make_learner", "smoothed_target_actions"]
 
@@ -37,3 +40,18 @@ class TD3Config:
 def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: TD3Config,
                  space: spaces.Space) -> DeterministicLearner:
     return DeterministicLearner(index, team, critic, config, (config.policy_noise, config.noise_clip))
+
+
+def _needs_twin(config: TD3Config, built: Any) -> Any:
+    critic = built.get("critic")
+    if isinstance(critic, QCriticConfig) and not critic.twin:
+        yield (["critic", "twin"], "td3 takes the minimum of twin critics in its targets; set critic.twin = true "
+               '(or updater.objective.kind = "ddpg")')
+
+
+
+register("updater.objective", TD3Config, family="off_policy", requires={"critic": "q_values"},
+         check=_needs_twin,
+         factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
+                                                           parts.act_spaces[agent]),
+         team=team_builder(make_actor, with_targets=True))

@@ -37,6 +37,7 @@ from harl.buffers.rollout import AgentBatch
 from harl.errors import ConfigError
 from harl.policy.actor import Actor
 from harl.policy.heads import CategoricalHead
+from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.objectives.ppo import aggregate_ratio, masked_mean
 
@@ -289,3 +290,7 @@ class TRPOLearner:
         """(N, 1) new/old probability ratio of the actions in ``batch`` under the current actor."""
         log_probs, _ = self.actor.evaluate(batch.obs, batch.actions, batch.avail, batch.hidden, batch.starts)
         return aggregate_ratio(log_probs - batch.old_log_probs, self.config.action_aggregation)
+
+
+register("updater.objective", TRPOConfig, family="on_policy", requires={"critic": "state_values"},
+         factory=lambda config, parts, agent: TRPOLearner(parts.team.actors[agent], config, parts.generator))

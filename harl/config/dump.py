@@ -1,0 +1,78 @@
+"""A spec written back as TOML (every key, defaults included), and the table of every kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from harl import registry
+from harl.config.loading import Loader
+from harl.config.messages import toml_literal
+from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
+
+DUMP_HEADER = ("# The resolved pipeline of this run: every key of every stage, defaults included\n"
+               "# (an optional key that is not set is left out).  harl train --resume reads it;\n"
+               "# harl stages explains each key.\n")
+
+
+def dump_pipeline(spec: PipelineSpec) -> str:
+    """The fully resolved pipeline as TOML (every key, defaults included)."""
+    lines = [DUMP_HEADER]
+
+    def table(name: str, content: dict[str, Any]) -> None:
+        lines.append(f"[{name}]")
+        nested = []
+        for key, value in content.items():
+            if value is None:
+                continue  # an optional key that is not set: TOML has no null, leaving it out says so
+            if isinstance(value, dict):
+                nested.append((f"{name}.{key}", value))
+            else:
+                lines.append(f"{key} = {toml_literal(value)}")
+        lines.append("")
+        for sub_name, sub in nested:
+            table(sub_name, sub)
+
+    for name, content in Loader().unstructure(spec).items():
+        table(name, content)
+    return "\n".join(lines)
+
+
+TYPE_NAMES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
+              "tuple[int, ...]": "list of integers", "dict[str, Any]": "table"}
+
+
+def _keys(slot: str, cls: type) -> list[tuple[str, str, str, str]]:
+    keys = []
+    for f in attrs.fields(cls):
+        if f.name == "kind" or (slot + "." + f.name) in NESTED_SLOTS:
+            continue
+        default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default
+        type_name = str(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", f.type))
+        optional = type_name.endswith(" | None")
+        type_name = type_name.removesuffix(" | None")
+        type_name = TYPE_NAMES.get(type_name, type_name) + (" (optional)" if optional else "")
+        keys.append((f.name, type_name, "(not set)" if default is None else toml_literal(default),
+                     f.metadata.get("doc", "")))
+    return keys
+
+
+def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]]:
+    """(slot, kind, class, [(key, type, default, doc)]) for every kind, installed packages' too."""
+    rows = []
+    for slot in [*TOP_SLOTS, *sorted(NESTED_SLOTS)]:
+        if slot in SINGLE_SLOTS:
+            rows.append((slot, None, SINGLE_SLOTS[slot], _keys(slot, SINGLE_SLOTS[slot])))
+            continue
+        for entry in registry.kinds(slot):
+            rows.append((slot, entry.kind, entry.config, _keys(slot, entry.config)))
+    for name, point in sorted(registry.entry_points().items()):
+        try:
+            target = point.load()
+        except Exception:  # noqa: BLE001 - a broken package is reported when a pipeline uses it
+            continue
+        entry = registry.entry_of_class(target)
+        if entry is not None:
+            rows.append((entry.slot, name, entry.config, _keys(entry.slot, entry.config)))
+    return rows

@@ -1,0 +1,261 @@
+"""Pipeline files: TOML -> validated, frozen attrs configs.
+
+A pipeline is one TOML table per slot.  Slots with variants carry ``kind``, looked up in
+``harl.registry``; each kind is an attrs config class whose fields are the table's keys.
+Loading is strict: unknown keys, wrong scalar types (8.7 is not an integer, "false" is not
+a boolean), unknown kinds and out-of-range values are all reported in one ``ConfigError``,
+one line per problem (wording: ``harl.config.messages``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, override
+
+from harl import registry
+from harl.config.checks import cross_checks
+from harl.config.messages import SettingTypeError, fix_for, override_of, problems, show
+from harl.config.overrides import apply_overrides
+from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
+from harl.errors import ConfigError
+from harl.settings import InvalidSetting
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _strict_int(value: Any, _: type) -> int:
+    if not _is_int(value):
+        raise SettingTypeError("an integer", value, "write a whole number", _is_int)
+    return value
+
+
+def _strict_float(value: Any, _: type) -> float:
+    if not _is_number(value):
+        raise SettingTypeError("a number", value, "write a number", _is_number)
+    return float(value)
+
+
+def _strict_bool(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise SettingTypeError("a boolean (true or false)", value, "write true or false without quotes",
+                               lambda v: isinstance(v, bool))
+    return value
+
+
+def _strict_str(value: Any, _: type) -> str:
+    if not isinstance(value, str):
+        raise SettingTypeError("a string", value, "write it in double quotes")
+    return value
+
+
+def _is_int_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(_is_int(v) for v in value)
+
+
+def _int_tuple(value: Any, _: type) -> tuple[int, ...]:
+    if not _is_int_list(value):
+        raise SettingTypeError("a list of integers", value, "write a list of whole numbers", _is_int_list)
+    return tuple(value)
+
+
+def _table(value: Any, _: type) -> dict[str, Any]:
+    """A free-form table (``[env.kwargs]``): any TOML values, passed on as they are."""
+    if not isinstance(value, dict):
+        raise SettingTypeError("a table", value)
+    return dict(value)
+
+
+class Loader:
+    """Owns the cattrs converter and the kind dispatch of every slot (through the registry)."""
+
+    def __init__(self) -> None:
+        self.converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+        c = self.converter
+        c.register_structure_hook(int, _strict_int)
+        c.register_structure_hook(float, _strict_float)
+        c.register_structure_hook(bool, _strict_bool)
+        c.register_structure_hook(str, _strict_str)
+        c.register_structure_hook_func(lambda t: t == tuple[int, ...], _int_tuple)
+        c.register_structure_hook_func(lambda t: t == dict[str, Any], _table)
+        c.register_unstructure_hook(tuple, list)
+        self._plain: dict[type, Callable[[Any, type], Any]] = {}
+
+    def _structure_fn(self, slot: str, cls: type) -> Callable[[Any, type], Any]:
+        """cattrs' function for ``cls``; a nested slot's field (``objective``) dispatches on its kind."""
+        if cls not in self._plain:
+            nested = {}
+            for inner in NESTED_SLOTS:
+                parent, _, name = inner.rpartition(".")
+                if parent == slot and name in attrs.fields_dict(cls):
+                    nested[name] = override(struct_hook=lambda d, _, inner=inner: self.structure_slot(inner, d))
+            self._plain[cls] = make_dict_structure_fn(
+                cls, self.converter, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True, **nested
+            )
+        return self._plain[cls]
+
+    def entry(self, slot: str, data: dict[str, Any]) -> registry.Entry:
+        """The registry entry a table's ``kind`` names (the slot's default without one)."""
+        entries = registry.kinds(slot)
+        names = [e.kind for e in entries]
+        kind = data.get("kind", names[0])
+        if not isinstance(kind, str):
+            raise InvalidSetting("kind", f"expected a string, got {show(kind)}; one of: {', '.join(names)}")
+        try:
+            entry = registry.resolve(slot, kind)
+        except ValueError as exc:
+            raise InvalidSetting("kind", str(exc), suggest_default=False) from None
+        if entry is None:
+            hint = difflib.get_close_matches(kind, names, n=1)
+            near = f'; did you mean "{hint[0]}"?' if hint else ""
+            raise InvalidSetting("kind", f'unknown kind "{kind}" (expected one of: {", ".join(names)}, '
+                                 f'or "module:Name" of your own){near}')
+        return entry
+
+    def structure_slot(self, slot: str, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise SettingTypeError("a table", data)
+        if slot in SINGLE_SLOTS:
+            return self._structure_fn(slot, SINGLE_SLOTS[slot])(data, SINGLE_SLOTS[slot])
+        cls = self.entry(slot, data).config
+        if "kind" not in attrs.fields_dict(cls):  # a user's class: its kind is the table's, not a key
+            data = {k: v for k, v in data.items() if k != "kind"}
+        return self._structure_fn(slot, cls)(data, cls)
+
+    def class_at(self, slot: str, data: Any) -> type | None:
+        """The config class of the table of ``slot`` (given its raw data); None for no slot."""
+        if slot in SINGLE_SLOTS:
+            return SINGLE_SLOTS[slot]
+        if slot not in registry.SLOTS:
+            return None
+        try:
+            return self.entry(slot, data if isinstance(data, dict) else {}).config
+        except InvalidSetting:
+            return registry.kinds(slot)[0].config
+
+    def unstructure(self, spec: PipelineSpec) -> dict[str, Any]:
+        """Raw tables of ``spec``, each kind written as the pipeline names it."""
+        out = {}
+        for name in TOP_SLOTS:
+            config = getattr(spec, name)
+            out[name] = self._unstructure(name, config)
+        return out
+
+    def _unstructure(self, slot: str, config: Any) -> dict[str, Any]:
+        table = self.converter.unstructure(config, unstructure_as=type(config))
+        for inner in NESTED_SLOTS:
+            parent, _, name = inner.rpartition(".")
+            if parent == slot and name in table:
+                table[name] = self._unstructure(inner, getattr(config, name))
+        if slot in SINGLE_SLOTS or "kind" in table:
+            return table
+        return {"kind": registry.kind_name(config), **table}
+
+
+def table_at(data: dict[str, Any], path: Iterable[str]) -> Any:
+    for part in path:
+        data = data.get(part, {}) if isinstance(data, dict) else {}
+    return data
+
+
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such pipeline file; the shipped ones are in pipelines/") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a pipeline file (it is not UTF-8 text)") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the pipeline file ({exc.strerror})") from None
+    return parse_toml(text, str(path))
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """``tomllib.loads`` whose error names the file, line and column and quotes the line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        reason = str(exc)
+        found = _TOML_POSITION.search(reason)
+        if found is None:
+            what = reason.removesuffix(" (at end of document)")
+            where = " at the end of the file" if what != reason else ""
+            raise ConfigError(f"{source}: malformed TOML{where}: {what[:1].lower() + what[1:]}") from None
+        line, column = int(found.group(1)), int(found.group(2))
+        lines = text.splitlines()
+        what = reason[:found.start()]
+        what = what[:1].lower() + what[1:]
+        bad = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        raise ConfigError(
+            f"{source}: malformed TOML at line {line}, column {column}: {what}"
+            + (f' in "{bad}"' if bad else "")
+        ) from None
+
+
+def structure_pipeline(data: dict[str, Any], source: str, loader: Loader | None = None,
+                       origins: dict[tuple[str, ...], str] | None = None) -> PipelineSpec:
+    """Validate raw tables into a spec; every problem becomes one line of one ConfigError.
+
+    A line reads ``SOURCE: key.path: what was expected, what was found; what to write``,
+    and names the ``--set`` that wrote the key when there was one (see ``origins``).
+    """
+    loader = loader or Loader()
+    origins = origins or {}
+    found: list[tuple[list[str], str, BaseException | None]] = []
+    for key in sorted(set(data) - set(TOP_SLOTS)):
+        hint = difflib.get_close_matches(key, TOP_SLOTS, n=1)
+        near = f' (did you mean "{hint[0]}"?)' if hint else ""
+        found.append(([key], f"unknown table{near}; valid tables: {', '.join(TOP_SLOTS)}", None))
+    built: dict[str, Any] = {}
+    for slot in TOP_SLOTS:
+        try:
+            built[slot] = loader.structure_slot(slot, data.get(slot, {}))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a located message
+            found.extend(problems(exc, [slot]))
+    if not found:
+        found.extend((path, message, None) for path, message in cross_checks(built))
+    if found:
+        lines = []
+        for path, message, cause in found:
+            override = override_of(path, origins)
+            where = ".".join(path) + (f" (from {override})" if override else "")
+            try:
+                fix = fix_for(loader.class_at(".".join(path[:-1]), table_at(data, path[:-1])), path, cause, override) if cause is not None else ""
+            except Exception:  # noqa: BLE001 - advice is optional; the problem still shows
+                fix = ""
+            lines.append(f"{source}: {where}: {message}{fix}")
+        raise ConfigError("\n".join(lines))
+    return PipelineSpec(**built)
+
+
+def load_pipeline(path: str | Path, overrides: Iterable[str] = ()) -> tuple[PipelineSpec, list[str]]:
+    """Read, override, validate.  Returns the spec and notes to show the user."""
+    path = Path(path)
+    loader = Loader()
+    data = read_toml(path)
+    origins: dict[tuple[str, ...], str] = {}
+    data, notes = apply_overrides(data, overrides, loader, origins)
+    return structure_pipeline(data, str(path), loader, origins), notes
+
+

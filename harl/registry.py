@@ -1,0 +1,283 @@
+"""Every stage kind, found by slot and kind: harl's own and users' alike.
+
+A kind registers itself at the bottom of the module that defines it::
+
+    register("returns", GAEConfig, lambda config, parts: GAE(config), family="on_policy")
+
+and the loader, the family checks, ``harl stages`` and the composition root read this
+registry; none of them lists kinds.  harl's own kinds are found by importing the modules
+of the stage packages (``STAGE_PACKAGES``), so a new objective is one new module there.
+
+A user's kind is ``kind = "my_pkg.module:Name"`` (``Name`` an attrs config class that its
+module registered) or the name of an entry point in the ``harl.stages`` group of an
+installed package (pointing at such a class).  Both are validated exactly like harl's own.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable, Mapping
+from importlib import metadata
+from typing import Any
+
+import attrs
+
+from harl.errors import ConfigError
+from harl.user_import import import_module
+
+FAMILIES = ("on_policy", "off_policy", "both")
+"""``on_policy``: rollouts, V critics, advantages; ``off_policy``: replay, Q critics."""
+
+SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective")
+"""Slots whose table has a ``kind``; ``updater.objective`` is nested in ``[updater]``."""
+
+PROTOCOLS: dict[str, tuple[str, ...]] = {
+    "collector": ("collect", "steps_per_iteration"),
+    "buffer": (),
+    "returns": ("compute",),
+    "critic": ("parameters", "state_dict", "load_state_dict"),
+    "updater.objective": ("update", "optimizer", "base_lr"),
+    "updater.objective/on_policy": ("ratio",),
+}
+"""The attributes a built stage of each slot must have (docs/your-own-stage.md explains them)."""
+
+STAGE_PACKAGES = ("harl.collect", "harl.buffers", "harl.returns", "harl.update")
+"""Packages whose modules register harl's own kinds on import."""
+
+ENTRY_POINT_GROUP = "harl.stages"
+
+Check = Callable[[Any, Mapping[str, Any]], Iterable[tuple[list[str], str]]]
+
+
+@attrs.frozen
+class Entry:
+    """One kind of one slot."""
+
+    slot: str
+    kind: str
+    config: type
+    """The attrs class whose fields are the table's keys."""
+    factory: Callable[..., Any] | None
+    """Builds the stage: ``factory(config, parts)`` (objectives: ``factory(config, parts, agent)``)."""
+    family: str = "both"
+    provides: tuple[str, ...] = ()
+    """Capabilities other kinds may require (a critic: ``state_values``, ``q_values``, ...)."""
+    requires: Mapping[str, str] = attrs.field(factory=dict)
+    """slot -> capability that the kind chosen in that slot must provide."""
+    check: Check | None = None
+    """Further cross-table checks: ``check(config, built) -> [(key path, message)]``."""
+    default: bool = False
+    """The kind a table without ``kind`` gets."""
+    parts: Mapping[str, Any] = attrs.field(factory=dict)
+    """Slot-specific extras (an objective's ``team`` builder, a critic's ``learner``)."""
+    module: str = ""
+
+    @property
+    def doc(self) -> str:
+        return (self.config.__doc__ or "").strip().splitlines()[0] if self.config.__doc__ else ""
+
+
+@attrs.define
+class Parts:
+    """What a factory gets besides its own config, filled in build order by ``harl.compose``.
+
+    The spaces, device and seeds come first; ``team``, ``critic`` and ``returns`` are set
+    once built (an objective's learners see the team and critic; a collector the team and
+    critic; the updater the returns).  ``wiring`` holds the values read from other tables
+    (``harl.config.checks.Wiring``).
+    """
+
+    obs_spaces: list[Any]
+    act_spaces: list[Any]
+    state_dim: int
+    n_agents: int
+    venv: Any
+    device: Any
+    generator: Any
+    """The run's torch generator for minibatch order and agent order (seeded by ``run.seed``)."""
+    env_seed: int
+    policy: Any
+    """The ``[policy]`` config (actor widths, activation, recurrence)."""
+    wiring: Any
+    source: str = "pipeline"
+    team: Any = None
+    critic: Any = None
+    returns: Any = None
+
+
+_ENTRIES: dict[str, dict[str, Entry]] = {slot: {} for slot in SLOTS}
+_BY_CLASS: dict[type, Entry] = {}
+_loaded = False
+
+
+def _kind_default(config: type) -> str | None:
+    fields = attrs.fields_dict(config)
+    return fields["kind"].default if "kind" in fields else None
+
+
+def register(slot: str, config: type, factory: Callable[..., Any] | None, *, family: str = "both",
+             kind: str | None = None, provides: Iterable[str] = (), requires: Mapping[str, str] | None = None,
+             check: Check | None = None, default: bool = False, **parts: Any) -> Entry:
+    """Register ``config`` as a kind of ``slot``; its name is ``kind`` or its ``kind`` field's default.
+
+    A user's class registered without a name is found by ``"module:Name"`` only.
+    """
+    if slot not in SLOTS or slot == "env":
+        raise ValueError(f"no stage slot {slot!r}; slots: {', '.join(SLOTS[1:])}")
+    if family not in FAMILIES:
+        raise ValueError(f"family {family!r}: expected one of {', '.join(FAMILIES)}")
+    if not attrs.has(config):
+        raise TypeError(f"{config.__qualname__} is not an attrs class")
+    name = kind or _kind_default(config) or f"{config.__module__}:{config.__qualname__}"
+    entry = Entry(slot, name, config, factory, family, tuple(provides), dict(requires or {}), check,
+                  default, dict(parts), config.__module__)
+    if ":" not in name:
+        _ENTRIES[slot][name] = entry
+    _BY_CLASS[config] = entry
+    return entry
+
+
+def _load_builtin() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for package in STAGE_PACKAGES:
+        pkg = importlib.import_module(package)
+        for info in pkgutil.walk_packages(pkg.__path__, package + "."):
+            importlib.import_module(info.name)
+
+
+def kinds(slot: str) -> list[Entry]:
+    """The named kinds of ``slot``: the default first, then on-policy, off-policy, both; by module name."""
+    if slot == "env":
+        return _env_entries()
+    _load_builtin()
+    entries = list(_ENTRIES[slot].values())
+    return sorted(entries, key=lambda e: (not e.default, FAMILIES.index(e.family)))
+
+
+def _env_entries() -> list[Entry]:
+    from harl.envs.registry import ENV_KINDS
+
+    return [Entry("env", kind, cls, factory, default=kind == "mpe", module=cls.__module__)
+            for cls, (kind, factory) in ENV_KINDS.items()]
+
+
+def entry_of(config: Any) -> Entry:
+    """The entry of a built config (harl's or a user's)."""
+    _load_builtin()
+    cls = type(config)
+    if cls in _BY_CLASS:
+        return _BY_CLASS[cls]
+    for entry in _env_entries():
+        if entry.config is cls:
+            return entry
+    raise KeyError(cls)
+
+
+def entry_of_class(cls: Any) -> Entry | None:
+    """The entry registered for a config class (None for anything else)."""
+    _load_builtin()
+    return _BY_CLASS.get(cls) if isinstance(cls, type) else None
+
+
+def kind_name(config: Any) -> str:
+    """The ``kind`` a config is written with in a pipeline file."""
+    return entry_of(config).kind
+
+
+def of_family(slot: str, family: str) -> list[str]:
+    """Named kinds of ``slot`` usable with ``family``."""
+    return [e.kind for e in kinds(slot) if e.family in (family, "both")]
+
+
+def providers(slot: str, capability: str, family: str) -> list[str]:
+    return [e.kind for e in kinds(slot) if capability in e.provides and e.family in (family, "both")]
+
+
+# --------------------------------------------------------------------------- users' kinds
+
+
+def entry_points() -> dict[str, metadata.EntryPoint]:
+    """Installed packages' ``harl.stages`` entry points, by name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def resolve(slot: str, kind: str) -> Entry | None:
+    """The entry for ``kind`` in ``slot``: a named kind, ``module:Name`` or an entry point.
+
+    None when ``kind`` is no kind at all (the caller lists the known ones); a
+    ``ConfigError``-ready ``ValueError`` when a user's kind cannot be used.
+    """
+    named = {e.kind: e for e in kinds(slot)}
+    if kind in named:
+        return named[kind]
+    if slot == "env":
+        return None
+    if ":" in kind:
+        return _user_entry(slot, kind, _import(kind))
+    points = entry_points()
+    if kind in points:
+        try:
+            target = points[kind].load()
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's import is reported
+            raise ValueError(f'entry point "{kind}" ({points[kind].value}) failed to load: '
+                             f"{type(exc).__name__}: {exc}") from None
+        return _user_entry(slot, kind, target, via=f'entry point "{kind}" ({points[kind].value})')
+    return None
+
+
+def _import(kind: str) -> Any:
+    module_name, _, name = kind.partition(":")
+    if not module_name or not name:
+        raise ValueError(f'"{kind}": expected "module:Name", e.g. "my_pkg.returns:TDLambdaConfig"')
+    try:
+        module = import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise ValueError(f'"{kind}": cannot import module "{module_name}" ({exc}); it must be '
+                             "importable from sys.path or the current directory") from None
+        raise ValueError(f'"{kind}": importing "{module_name}" failed: {exc}') from None
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+        raise ValueError(f'"{kind}": importing "{module_name}" failed: {type(exc).__name__}: {exc}') from None
+    target = module
+    for part in name.split("."):
+        if not hasattr(target, part):
+            names = [n for n in dir(target) if not n.startswith("_")]
+            hint = difflib.get_close_matches(part, names, n=1)
+            near = f' (did you mean "{hint[0]}"?)' if hint else ""
+            raise ValueError(f'"{kind}": module "{module_name}" has no attribute "{name}"{near}')
+        target = getattr(target, part)
+    return target
+
+
+def _user_entry(slot: str, kind: str, target: Any, via: str | None = None) -> Entry:
+    via = via or f'"{kind}"'
+    if not isinstance(target, type) or not attrs.has(target):
+        raise ValueError(f"{via} is not an attrs class (got {type(target).__name__}); a stage's "
+                         "config is an @attrs.frozen class registered with harl.registry.register")
+    entry = _BY_CLASS.get(target)
+    if entry is None:
+        raise ValueError(f"{via}: {target.__qualname__} is not registered as a stage; call "
+                         f'harl.registry.register("{slot}", {target.__qualname__}, factory, family=...) '
+                         "in its module")
+    if entry.slot != slot:
+        raise ValueError(f"{via} is registered for [{entry.slot}], not [{slot}]")
+    named = attrs.evolve(entry, kind=kind)
+    _BY_CLASS[target] = named  # a resolved pipeline is written with the kind its file used
+    return named
+
+
+def check_protocol(entry: Entry, stage: Any, where: str) -> None:
+    """Refuse a built stage that lacks what its slot's callers use (users' kinds)."""
+    needed = [*PROTOCOLS.get(entry.slot, ()), *PROTOCOLS.get(f"{entry.slot}/{entry.family}", ())]
+    missing = [name for name in needed if not hasattr(stage, name)]
+    if missing:
+        raise ConfigError(
+            f'{where}: "{entry.kind}" built a {type(stage).__name__}, which lacks '
+            f"{', '.join(missing)}: a {entry.slot} stage needs {', '.join(needed)} "
+            "(see docs/your-own-stage.md)"
+        )

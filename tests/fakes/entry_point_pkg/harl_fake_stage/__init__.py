@@ -1,0 +1,1 @@
+"""A package whose only content is one harl stage kind."""

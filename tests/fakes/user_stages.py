@@ -1,0 +1,59 @@
+"""Users' stages for the registry tests: good ones and each way one can be wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from harl.registry import register
+from harl.returns.gae import GAE, GAEConfig
+from harl.settings import in_range, positive, setting
+
+
+@attrs.frozen
+class ScaledReturnsConfig:
+    """GAE advantages times ``scale``."""
+
+    scale: float = setting(1.0, "factor on every advantage", in_range(0, None))
+    horizon: int = setting(5, "unused; an integer key to type-check", positive())
+    label: str = setting("x", "unused; a string key to type-check")
+
+
+class ScaledReturns:
+    def __init__(self, config: ScaledReturnsConfig) -> None:
+        self.config = config
+        self.gae = GAE(GAEConfig())
+
+    def compute(self, buffer: Any) -> Any:
+        stats = self.gae.compute(buffer)
+        buffer.advantages = buffer.advantages * self.config.scale
+        return stats
+
+
+register("returns", ScaledReturnsConfig, lambda config, parts: ScaledReturns(config), family="on_policy")
+
+
+@attrs.frozen
+class NoComputeConfig:
+    """A return computer whose stage lacks ``compute``."""
+
+
+register("returns", NoComputeConfig, lambda config, parts: object(), family="on_policy")
+
+
+@attrs.frozen
+class UserCriticConfig:
+    """Registered in the critic slot (so wrong under [returns])."""
+
+
+register("critic", UserCriticConfig, None, family="on_policy", provides=("state_values",))
+
+
+@attrs.frozen
+class UnregisteredConfig:
+    """An attrs class nobody registered."""
+
+
+class NotAttrs:
+    """A plain class."""
