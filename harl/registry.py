@@ -40,6 +40,8 @@ PROTOCOLS: dict[str, tuple[str, ...]] = {
     "critic": ("parameters", "state_dict", "load_state_dict"),
     "updater.objective": ("update", "optimizer", "base_lr"),
     "updater.objective/on_policy": ("ratio",),
+    "updater.objective/off_policy": ("stat_names", "next_action", "initial_action", "updated_action", "soft_update",
+                                     "state_dict", "load_state_dict"),
 }
 """The attributes a built stage of each slot must have (docs/your-own-stage.md explains them)."""
 
@@ -151,12 +153,12 @@ def _load_builtin() -> None:
 
 
 def kinds(slot: str) -> list[Entry]:
-    """The named kinds of ``slot``: the default first, then on-policy, off-policy, both; by module name."""
+    """The named kinds of ``slot``: the default first, then on-policy, off-policy, both; by name."""
     if slot == "env":
         return _env_entries()
     _load_builtin()
     entries = list(_ENTRIES[slot].values())
-    return sorted(entries, key=lambda e: (not e.default, FAMILIES.index(e.family)))
+    return sorted(entries, key=lambda e: (not e.default, FAMILIES.index(e.family), e.kind))
 
 
 def _env_entries() -> list[Entry]:

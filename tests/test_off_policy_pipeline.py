@@ -33,7 +33,7 @@ def test_off_policy_collector_with_on_policy_slots_names_each_fix() -> None:
         'x.toml: returns.kind: "gae" belongs to the on-policy family, but collector.kind = "off_policy"; '
         'set returns.kind = "n_step" (or collector.kind = "on_policy")',
         'x.toml: critic.kind: "v" belongs to the on-policy family, but collector.kind = "off_policy"; '
-        'set critic.kind = one of q, joint_q (or collector.kind = "on_policy")',
+        'set critic.kind = one of joint_q, q (or collector.kind = "on_policy")',
         'x.toml: updater.objective.kind: "ppo" belongs to the on-policy family, but collector.kind = '
         '"off_policy"; set updater.objective.kind = one of d3qn, ddpg, sac, td3 (or collector.kind = "on_policy")',
     ])

@@ -45,7 +45,7 @@ class TestHarlKinds:
         names = {slot: [e.kind for e in registry.kinds(slot)] for slot in registry.SLOTS[1:]}
         assert names == {
             "collector": ["on_policy", "off_policy"], "buffer": ["rollout", "replay"],
-            "returns": ["gae", "n_step"], "critic": ["v", "q", "joint_q"],
+            "returns": ["gae", "n_step"], "critic": ["v", "joint_q", "q"],
             "updater": ["sequential", "simultaneous"],
             "updater.objective": ["ppo", "a2c", "trpo", "d3qn", "ddpg", "sac", "td3"],
         }
