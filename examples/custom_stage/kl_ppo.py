@@ -20,7 +20,7 @@ import torch
 from harl.buffers.rollout import AgentBatch
 from harl.registry import register
 from harl.settings import in_range, one_of, positive, setting
-from harl.update.objectives.ppo import AgentStats, masked_mean
+from harl.update.common import AgentStats, masked_mean
 from harl.update.objectives.surrogate import SurrogateLearner
 
 

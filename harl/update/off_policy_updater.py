@@ -29,6 +29,7 @@ import torch
 
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
 from harl.returns.n_step import NStepReturns
+from harl.update.common import agent_order, lr_scale, set_lr
 from harl.update.q_critic import QCriticLearner
 from harl.update.sequential import SequentialConfig
 from harl.update.simultaneous import SimultaneousConfig
@@ -117,26 +118,15 @@ class OffPolicyUpdater:
         self.precision = precision
         """``[run] precision``: "bf16" runs each gradient step under bfloat16 autocast."""
 
-    def agent_order(self) -> list[int]:
-        n = len(self.agents)
-        if isinstance(self.config, SequentialConfig) and self.config.order == "random":
-            return torch.randperm(n, generator=self.generator).tolist()
-        return list(range(n))
-
-    def _set_lr(self, scale: float) -> None:
-        for learner in [*self.agents, self.critic]:
-            for group in learner.optimizer.param_groups:
-                group["lr"] = learner.base_lr * scale
-
     def _empty(self, scale: float) -> OffPolicyUpdateStats:
         return OffPolicyUpdateStats(0, dict.fromkeys(CRITIC_STATS), [dict.fromkeys(a.stat_names) for a in self.agents],
                                     [], scale)
 
     def update(self, buffer: ReplayBuffer, progress: float) -> OffPolicyUpdateStats:
-        scale = 1.0 - progress if self.config.lr_decay == "linear" else 1.0
+        scale = lr_scale(self.config, progress)
         if buffer.env_steps <= self.warmup_steps or buffer.size == 0:
             return self._empty(scale)
-        self._set_lr(scale)
+        set_lr([*self.agents, self.critic], scale)
         critic_rows: list[torch.Tensor] = []
         agent_rows: list[list[torch.Tensor]] = [[] for _ in self.agents]
         device = next(self.critic.critic.parameters()).device
@@ -165,7 +155,7 @@ class OffPolicyUpdater:
             self.steps += 1
             if self.steps % self.policy_freq:
                 continue
-            order = self.agent_order()
+            order = agent_order(self.config, len(self.agents), self.generator)
             critic.nets.requires_grad_(False)  # actor losses need no critic weight gradients
             try:
                 rounds = actor_round(self.agents, batch, order, self.sequential)

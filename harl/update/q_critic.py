@@ -40,7 +40,8 @@ from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, masked_argmax, plain_
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
-from harl.update.v_critic import clip_grads, huber
+from harl.update.common import clip_grads, polyak_update
+from harl.update.v_critic import huber
 
 MAX_JOINT_ACTIONS = 100_000
 """``joint_q`` enumerates the joint action space; beyond this it is refused."""
@@ -77,15 +78,6 @@ class JointQCriticConfig:
     polyak: float = setting(0.005, "target-network update rate", in_range(0, 1, low_open=True))
     huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
-
-
-@torch.no_grad()
-def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """``target <- (1 - tau) * target + tau * online``, parameter by parameter (tau = 1 copies)."""
-    t_params = list(target.parameters())
-    o_params = list(online.parameters())
-    if t_params:
-        torch._foreach_lerp_(t_params, o_params, tau)
 
 
 def full_precision(x: torch.Tensor) -> contextlib.AbstractContextManager[None]:
@@ -351,11 +343,6 @@ def team_value(critic: QCritic | JointQCritic, state: torch.Tensor, actions: Seq
     """(B,) the value an actor maximises: Q itself (EP), or the mean of the agents' Q (FP), as HARL does."""
     q = critic.value(state, actions, reduce)
     return q.mean(-1) if critic.fp else q
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``x`` over the entries where ``mask`` (same shape, 0/1) is 1."""
-    return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 class QCriticLearner:

@@ -11,7 +11,8 @@ import torch
 from harl.buffers.rollout import AgentBatch
 from harl.registry import register
 from harl.settings import kind_field, one_of, setting
-from harl.update.objectives.ppo import AgentStats, PPOConfig
+from harl.update.common import AgentStats
+from harl.update.objectives.ppo import PPOConfig
 from harl.update.sequential import PolicyLearner
 
 

@@ -10,7 +10,7 @@ import torch
 
 from harl.buffers.rollout import RolloutBuffer
 from harl.errors import ConfigError
-from harl.update.objectives.ppo import AgentStats
+from harl.update.common import AgentStats, agent_order, lr_scale, set_lr
 from harl.update.sequential import PolicyLearner, SequentialConfig, sequential_update
 from harl.update.simultaneous import SimultaneousConfig, merge_batches, simultaneous_update
 from harl.update.v_critic import CriticStats, VCriticLearner
@@ -73,23 +73,11 @@ class OnPolicyUpdater:
         self.n_agents = n_agents
         self.generator = generator
 
-    def agent_order(self) -> list[int]:
-        if isinstance(self.config, SequentialConfig) and self.config.order == "random":
-            return torch.randperm(self.n_agents, generator=self.generator).tolist()
-        return list(range(self.n_agents))
-
-    def _set_lr(self, scale: float) -> None:
-        for learner in [*self.learners, self.critic]:
-            if learner.optimizer is None:  # type: ignore[attr-defined]
-                continue  # a learner without a learning rate (TRPO's step is set by its KL bound)
-            for group in learner.optimizer.param_groups:  # type: ignore[attr-defined]
-                group["lr"] = learner.base_lr * scale  # type: ignore[attr-defined]
-
     def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
-        scale = 1.0 - progress if self.config.lr_decay == "linear" else 1.0
-        self._set_lr(scale)
+        scale = lr_scale(self.config, progress)
+        set_lr([*self.learners, self.critic], scale)
         batches = [buffer.agent_batch(i) for i in range(self.n_agents)]
-        order = self.agent_order()
+        order = agent_order(self.config, self.n_agents, self.generator)
         if self.sequential:
             stats = sequential_update(self.learners, batches, order)
             agents = [stats[i] for i in range(self.n_agents)]

@@ -20,6 +20,7 @@ from harl.policy.networks import ACTIVATIONS, MLP, GRULayer, init_linear
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
+from harl.update.common import clip_grads
 
 
 @attrs.frozen
@@ -189,14 +190,6 @@ class VCriticLearner:
                 self.optimizer.step()
                 losses.append(loss.detach())
         return CriticStats(float(torch.stack(losses).mean()), float(torch.stack(norms).mean()))
-
-
-def clip_grads(parameters, max_norm: float) -> torch.Tensor:  # type: ignore[no-untyped-def]
-    """Clip to ``max_norm`` (0: no clip) and return the pre-clip norm."""
-    params = [p for p in parameters if p.grad is not None]
-    if max_norm > 0:
-        return nn.utils.clip_grad_norm_(params, max_norm)
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
 
 
 register("critic", VCriticConfig, family="on_policy", default=True, provides=("state_values",),

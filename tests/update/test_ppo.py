@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from harl.update.objectives.ppo import aggregate_ratio, ppo_loss
+from harl.update.common import aggregate_ratio
+from harl.update.objectives.ppo import ppo_loss
 
 
 def test_clipped_surrogate_hand_example() -> None:

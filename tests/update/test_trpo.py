@@ -11,7 +11,7 @@ from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
 from harl.policy.actor import Actor, PolicyConfig
-from harl.update.objectives.ppo import masked_mean
+from harl.update.common import masked_mean
 from harl.update.objectives.trpo import (
     TRPOConfig,
     TRPOLearner,

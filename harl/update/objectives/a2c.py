@@ -17,7 +17,7 @@ import torch
 from harl.policy.actor import Actor
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
-from harl.update.objectives.ppo import masked_mean
+from harl.update.common import masked_mean
 from harl.update.objectives.surrogate import SurrogateLearner
 
 

@@ -37,8 +37,8 @@ from harl.policy.off_policy import (
 )
 from harl.registry import register
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
-from harl.update.q_critic import JointQCritic, masked_mean, polyak_update
-from harl.update.v_critic import clip_grads
+from harl.update.common import clip_grads, masked_mean, polyak_update
+from harl.update.q_critic import JointQCritic
 
 
 @attrs.frozen

@@ -27,8 +27,8 @@ from harl.policy.actor import PolicyConfig, describe_space
 from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam, team_builder
 from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
-from harl.update.q_critic import QCritic, masked_mean, polyak_update, team_value
-from harl.update.v_critic import clip_grads
+from harl.update.common import clip_grads, masked_mean, polyak_update
+from harl.update.q_critic import QCritic, team_value
 
 
 @attrs.frozen

@@ -9,17 +9,14 @@ is MAPPO's objective.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import attrs
 import torch
 
 from harl.policy.actor import Actor
-
-if TYPE_CHECKING:  # surrogate.py imports this module's helpers
-    from harl.update.objectives.surrogate import SurrogateLearner
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.update.common import masked_mean
+from harl.update.objectives.surrogate import SurrogateLearner
 
 
 @attrs.frozen
@@ -37,17 +34,6 @@ class PPOConfig:
     action_aggregation: str = setting("prod", "how per-dimension ratios combine: prod or mean", one_of(("prod", "mean")))
 
 
-def aggregate_ratio(log_ratio: torch.Tensor, how: str) -> torch.Tensor:
-    """(N, k) per-dimension log-ratios -> (N, 1) ratio, by ``prod`` or ``mean`` of exp."""
-    if how == "prod":
-        return log_ratio.sum(-1, keepdim=True).exp()
-    return log_ratio.exp().mean(-1, keepdim=True)
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (x * mask).sum() / mask.sum().clamp(min=1.0)
-
-
 def ppo_loss(ratio: torch.Tensor, advantages: torch.Tensor, factor: torch.Tensor,
              active: torch.Tensor, clip: float) -> torch.Tensor:
     """The HA-weighted clipped surrogate, averaged over active samples (all (N, 1))."""
@@ -55,22 +41,8 @@ def ppo_loss(ratio: torch.Tensor, advantages: torch.Tensor, factor: torch.Tensor
     return -masked_mean(factor * surrogate, active)
 
 
-@attrs.frozen
-class AgentStats:
-    """What one agent's update reports (means over its minibatch steps)."""
-
-    policy_loss: float
-    entropy: float
-    ratio: float
-    grad_norm: float
-    factor: float
-    """Mean of the HA factor this agent was weighted by (1 for MA updates)."""
-
-
 def ppo_learner(actor: Actor, config: PPOConfig, generator: torch.Generator) -> SurrogateLearner:
     """One agent's PPO learner: the clipped surrogate in the shared epochs x minibatches loop."""
-    from harl.update.objectives.surrogate import SurrogateLearner
-
     return SurrogateLearner(actor, config, generator,
                             lambda ratio, adv, factor, active: ppo_loss(ratio, adv, factor, active, config.clip))
 

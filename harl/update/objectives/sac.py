@@ -42,8 +42,8 @@ from harl.policy.off_policy import (
 )
 from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
-from harl.update.q_critic import QCritic, masked_mean, team_value
-from harl.update.v_critic import clip_grads
+from harl.update.common import clip_grads, masked_mean
+from harl.update.q_critic import QCritic, team_value
 
 
 @attrs.frozen

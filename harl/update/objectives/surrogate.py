@@ -9,8 +9,7 @@ import torch
 
 from harl.buffers.rollout import AgentBatch, minibatch_rows
 from harl.policy.actor import Actor
-from harl.update.objectives.ppo import AgentStats, aggregate_ratio, masked_mean
-from harl.update.v_critic import clip_grads
+from harl.update.common import AgentStats, aggregate_ratio, clip_grads, masked_mean
 
 Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -39,7 +39,7 @@ from harl.policy.actor import Actor
 from harl.policy.heads import CategoricalHead
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
-from harl.update.objectives.ppo import aggregate_ratio, masked_mean
+from harl.update.common import aggregate_ratio, masked_mean
 
 
 @attrs.frozen

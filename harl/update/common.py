@@ -1,0 +1,80 @@
+"""Numerics every updater and objective shares, defined once.
+
+Masked means, gradient clipping, polyak averaging, the per-iteration agent order, the
+learning-rate schedule, and what one agent's on-policy update reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+import torch
+from torch import nn
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``x`` over the entries where ``mask`` (same shape, 0/1) is 1."""
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def aggregate_ratio(log_ratio: torch.Tensor, how: str) -> torch.Tensor:
+    """(N, k) per-dimension log-ratios -> (N, 1) ratio, by ``prod`` or ``mean`` of exp."""
+    if how == "prod":
+        return log_ratio.sum(-1, keepdim=True).exp()
+    return log_ratio.exp().mean(-1, keepdim=True)
+
+
+def clip_grads(parameters, max_norm: float) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """Clip to ``max_norm`` (0: no clip) and return the pre-clip norm."""
+    params = [p for p in parameters if p.grad is not None]
+    if max_norm > 0:
+        return nn.utils.clip_grad_norm_(params, max_norm)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
+
+
+@torch.no_grad()
+def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``target <- (1 - tau) * target + tau * online``, parameter by parameter (tau = 1 copies)."""
+    t_params = list(target.parameters())
+    o_params = list(online.parameters())
+    if t_params:
+        torch._foreach_lerp_(t_params, o_params, tau)
+
+
+def agent_order(config: Any, n_agents: int, generator: torch.Generator) -> list[int]:
+    """This round's agent order: a fresh permutation for ``order = "random"``, else 0..n-1."""
+    if getattr(config, "order", "fixed") == "random":
+        return torch.randperm(n_agents, generator=generator).tolist()
+    return list(range(n_agents))
+
+
+def lr_scale(config: Any, progress: float) -> float:
+    """The ``lr_decay`` schedule at ``progress`` (0 at the start of the run, 1 at its end)."""
+    return 1.0 - progress if config.lr_decay == "linear" else 1.0
+
+
+def set_lr(learners: Iterable[Any], scale: float) -> None:
+    """Every learner's optimiser at ``scale`` times its base rate (TRPO's has none: skipped)."""
+    for learner in learners:
+        if learner.optimizer is None:
+            continue
+        for group in learner.optimizer.param_groups:
+            group["lr"] = learner.base_lr * scale
+
+
+@attrs.frozen
+class AgentStats:
+    """What one agent's on-policy update reports (means over its minibatch steps)."""
+
+    policy_loss: float
+    entropy: float
+    ratio: float
+    grad_norm: float
+    factor: float
+    """Mean of the HA factor this agent was weighted by (1 for MA updates)."""
+
+
+__all__: Sequence[str] = ("AgentStats", "agent_order", "aggregate_ratio", "clip_grads", "lr_scale", "masked_mean",
+                          "polyak_update", "set_lr")
