@@ -162,10 +162,10 @@ def kinds(slot: str) -> list[Entry]:
 
 
 def _env_entries() -> list[Entry]:
-    from harl.envs.registry import ENV_KINDS
-
+    # Found by name, as the stage packages are: the registry sits below every stage it lists.
+    env_kinds = importlib.import_module("harl.envs.registry").ENV_KINDS
     return [Entry("env", kind, cls, factory, default=kind == "mpe", module=cls.__module__)
-            for cls, (kind, factory) in ENV_KINDS.items()]
+            for cls, (kind, factory) in env_kinds.items()]
 
 
 def entry_of(config: Any) -> Entry:

@@ -68,3 +68,25 @@ def test_the_collector_does_not_import_the_updater() -> None:
     offenders = [f"{p.name}: {name}" for p in (HARL / "collect").rglob("*.py") for _, name in imports(p)
                  if name.startswith("harl.update")]
     assert offenders == []
+
+
+def test_no_import_cycles() -> None:
+    """No chain of imports (function-local ones included) leads from a module back to itself."""
+    modules = {module_name(p): p for p in HARL.rglob("*.py")}
+    graph = {name: {target for _, target in imports(path) if target in modules and target != name}
+             for name, path in modules.items()}
+    cycles, state = [], dict.fromkeys(graph, 0)  # 0 unseen, 1 on the path, 2 done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state[nxt] == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt):], nxt]))
+            elif state[nxt] == 0:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if state[name] == 0:
+            visit(name, [name])
+    assert cycles == []

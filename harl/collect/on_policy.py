@@ -15,7 +15,7 @@ Both paths store the same numbers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import torch
@@ -25,7 +25,14 @@ from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.policy.actor import TeamPolicy
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
-from harl.update.v_critic import VCritic
+
+
+class ValueFunction(Protocol):
+    """What the collector asks of the critic (``harl.update.v_critic.VCritic``): V of states as it goes."""
+
+    def value(self, *inputs: Any) -> torch.Tensor: ...
+
+    def step(self, *inputs: Any) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 @attrs.frozen
@@ -48,7 +55,7 @@ class CollectStats:
 
 class OnPolicyCollector:
     def __init__(self, config: OnPolicyCollectorConfig, venv: VectorEnv, policy: TeamPolicy,
-                 critic: VCritic, device: torch.device, seed: int) -> None:
+                 critic: ValueFunction, device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
         self.policy = policy

@@ -11,6 +11,20 @@ opponents' autopilot), ``heading`` and ``dogfight`` (the tasks), ``config``.
 jsbsim (``pip install "harl[lag]"``) is imported only when an environment is built.
 """
 
-from harl.envs.air_combat.config import TASKS, AirCombatConfig, make_air_combat_env
+from typing import Any
+
+from harl.envs.air_combat.config import TASKS, AirCombatConfig
+
+
+def make_air_combat_env(config: AirCombatConfig) -> Any:
+    """The task's environment (``HeadingEnv`` or ``DogfightEnv``); jsbsim is imported here."""
+    if config.task == "heading":
+        from harl.envs.air_combat.heading import HeadingEnv
+
+        return HeadingEnv(config)
+    from harl.envs.air_combat.dogfight import DogfightEnv
+
+    return DogfightEnv(config)
+
 
 __all__ = ["TASKS", "AirCombatConfig", "make_air_combat_env"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from harl.envs.air_combat.actions import ACTION_TYPES
@@ -73,14 +71,3 @@ class AirCombatConfig:
                 "safe_altitude_m", f"expected a value above floor_altitude_m "
                 f"({self.floor_altitude_m}), got {self.safe_altitude_m}", suggest_default=False,
             )
-
-
-def make_air_combat_env(config: AirCombatConfig) -> Any:
-    """The task's environment (``HeadingEnv`` or ``DogfightEnv``); jsbsim is imported here."""
-    if config.task == "heading":
-        from harl.envs.air_combat.heading import HeadingEnv
-
-        return HeadingEnv(config)
-    from harl.envs.air_combat.dogfight import DogfightEnv
-
-    return DogfightEnv(config)
