@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from harl.policy.heads import action_width, avail_size
+from harl.nets.heads import action_width, avail_size
 from harl.registry import register
 from harl.settings import kind_field, positive, setting
 

@@ -30,7 +30,7 @@ from gymnasium import spaces
 from harl.buffers.replay import ReplayBuffer
 from harl.collect.on_policy import CollectStats
 from harl.envs.protocol import VectorEnv, is_tensor_native
-from harl.policy.heads import avail_size
+from harl.nets.heads import avail_size
 from harl.policy.off_policy import OffPolicyTeam, masked_uniform
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting

@@ -18,8 +18,8 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.errors import ConfigError
-from harl.policy.heads import make_head
-from harl.policy.networks import ACTIVATIONS, MLP, GRULayer
+from harl.nets.heads import make_head
+from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer
 from harl.settings import each_positive, in_range, one_of, positive, setting
 
 

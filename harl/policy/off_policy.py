@@ -29,8 +29,8 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional as F
 
-from harl.policy.heads import MASKED_LOGIT
-from harl.policy.networks import ACTIVATIONS, MLP, init_linear
+from harl.nets.heads import MASKED_LOGIT
+from harl.nets.mlp import ACTIVATIONS, MLP, init_linear
 
 OFF_POLICY_ACTIVATIONS = {**ACTIVATIONS, "hardswish": nn.Hardswish, "identity": nn.Identity}
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0

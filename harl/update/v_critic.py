@@ -16,7 +16,7 @@ import attrs
 import torch
 from torch import nn
 
-from harl.policy.networks import ACTIVATIONS, MLP, GRULayer, init_linear
+from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer, init_linear
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting

@@ -9,7 +9,9 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.buffers.replay import ReplayBatch
+from harl.nets.q import StackedMLP
 from harl.policy.off_policy import plain_mlp
+from harl.update.common import polyak_update
 from harl.update.objectives.ddpg import smoothed_target_actions
 from harl.update.q_critic import (
     JointQCritic,
@@ -17,9 +19,7 @@ from harl.update.q_critic import (
     QCritic,
     QCriticConfig,
     QCriticLearner,
-    StackedMLP,
     one_hot_actions,
-    polyak_update,
     td_targets,
 )
 

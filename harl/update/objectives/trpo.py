@@ -35,8 +35,8 @@ from torch import nn
 
 from harl.buffers.rollout import AgentBatch
 from harl.errors import ConfigError
+from harl.nets.heads import CategoricalHead
 from harl.policy.actor import Actor
-from harl.policy.heads import CategoricalHead
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.common import aggregate_ratio, masked_mean

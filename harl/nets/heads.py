@@ -19,7 +19,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from harl.policy.networks import init_linear
+from harl.nets.mlp import init_linear
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 MASKED_LOGIT = -1e10

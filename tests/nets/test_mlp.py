@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harl.policy.networks import GRULayer
+from harl.nets.mlp import GRULayer
 
 
 def stepwise(layer: GRULayer, x: torch.Tensor, h0: torch.Tensor, starts: torch.Tensor
