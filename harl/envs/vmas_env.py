@@ -8,7 +8,7 @@ copies of a one-env adapter.  The collector's ``backend`` and ``workers`` do not
 The adapter is tensor-native (``tensor_native = True``, ``device``): observations,
 states, rewards and episode ends come out as torch tensors on the env's device and actions
 go in as tensors, so a collector on the same device never converts to numpy.  Code that
-wants numpy arrays wraps it in ``harl.envs.vector.NumpyVectorEnv``.
+wants numpy arrays wraps it in ``harl.envs.vector.numpy_view.NumpyVectorEnv``.
 
 The global state is the concatenation of the agents' observations (VMAS has no separate
 state).  Episodes end as ``terminated`` when the scenario says it is done and as

@@ -1,0 +1,46 @@
+"""Vector environments: ``n_envs`` copies stepped together, with auto-reset.
+
+One backend per module: ``inline`` steps its environments one after the other in this
+process and does all the per-step bookkeeping (stacking, auto-reset, episode returns);
+``subprocess`` splits them into chunks, one ``InlineVectorEnv`` per worker process, so
+that logic is written once.  ``numpy_view`` shows a tensor-native vector env (VMAS)
+through numpy arrays, for code that wants them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from harl.envs.protocol import VectorEnv
+from harl.envs.registry import vector_factory
+from harl.envs.vector.inline import InlineVectorEnv
+from harl.envs.vector.numpy_view import NumpyVectorEnv, as_numpy
+from harl.envs.vector.subprocess import SubprocessVectorEnv
+
+__all__ = ["BACKENDS", "InlineVectorEnv", "NumpyVectorEnv", "SubprocessVectorEnv", "as_numpy", "make_vector_env"]
+
+BACKENDS = ("inline", "subprocess")
+
+
+def make_vector_env(
+    env_config: Any, n_envs: int, backend: str = "inline", workers: int = 0, seed: int = 0
+) -> VectorEnv:
+    """``n_envs`` copies of the env that ``env_config`` describes; env ``k`` is seeded ``seed + k``.
+
+    ``workers`` (subprocess backend only): 0 means one per env, at most one per CPU.
+    A natively vectorised kind (a ``VectorFactory``, e.g. VMAS) is built as one simulator
+    of ``n_envs`` environments in this process; ``backend`` and ``workers`` do not apply.
+    """
+    if n_envs < 1:
+        raise ValueError(f"n_envs must be at least 1, got {n_envs}")
+    native = vector_factory(env_config)
+    if native is not None:
+        return native(env_config, n_envs, seed)
+    if backend == "inline":
+        return InlineVectorEnv(env_config, n_envs, seed)
+    if backend == "subprocess":
+        if workers <= 0:
+            workers = min(n_envs, os.cpu_count() or 1)
+        return SubprocessVectorEnv(env_config, n_envs, workers, seed)
+    raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
