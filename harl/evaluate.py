@@ -9,14 +9,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
 import torch
 
 from harl.envs.protocol import VectorEnv, is_tensor_native
-from harl.policy.actor import TeamPolicy
 from harl.settings import in_range, positive, setting
 
 
@@ -49,8 +49,22 @@ def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
                      len(episodes), metrics)
 
 
+class ActingPolicy(Protocol):
+    """What evaluation and rendering ask of a team (on- and off-policy alike)::
+
+        hidden = policy.initial_hidden(n_envs, device)        # None: feed-forward actors
+        actions, hidden = policy.act(obs, avail, deterministic, hidden=hidden, starts=starts)
+    """
+
+    def initial_hidden(self, n_envs: int, device: Any) -> Any: ...
+
+    def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+            deterministic: bool = True, hidden: Any = None, starts: torch.Tensor | None = None
+            ) -> tuple[list[torch.Tensor], Any]: ...
+
+
 class Evaluator:
-    def __init__(self, config: EvaluatorConfig, venv: VectorEnv, policy: TeamPolicy,
+    def __init__(self, config: EvaluatorConfig, venv: VectorEnv, policy: ActingPolicy,
                  device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
