@@ -161,3 +161,18 @@ def test_live_view_on_a_terminal() -> None:
     view.close()
     for field in ("it 3", "300/1,000 env steps", "30%", "1,234 steps/s", "train -12.35", "eval -9.50", SHARES):
         assert field in out.getvalue()
+
+
+def test_narrowed_terminal_erases_the_rewrapped_frame() -> None:
+    """After a 200-column frame (one line of 192 cells), an 80-column terminal shows it on three
+    rows: the live region moves up two rows more than it printed, and erases all three."""
+    from harl.logging.progress_layout import ReflowingLiveRender
+
+    view, console = layout(), Console(file=io.StringIO(), width=200, color_system=None)
+    live = ReflowingLiveRender(view, console)
+    console.print(live)
+    assert view.last_widths == [192] and view.rows_at(80) == 3 and view.rows_at(200) == 1
+    console.width = 80
+    assert str(live.position_cursor()) == "\r\x1b[2K" + "\x1b[1A\x1b[2K" * 2
+    console.width = 200
+    assert str(live.position_cursor()) == "\r\x1b[2K"

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from harl.logging.progress_layout import ProgressLayout
+from harl.logging.progress_layout import ProgressLayout, ReflowingLiveRender
 
 
 def _fmt(x: float | None) -> str:
@@ -57,6 +57,7 @@ class ProgressView:
         self.live_display: Live | None = None
         if self.live:
             self.live_display = Live(self.layout, console=self.console, refresh_per_second=4)
+            self.live_display._live_render = ReflowingLiveRender(self.layout, self.console)  # see its docstring
             self.live_display.start()
 
     def update(self, row: dict[str, Any], eval_return: float | None, shares: str = "") -> None:

@@ -9,16 +9,21 @@ Where the env steps do not fit beside a 10-column bar (under ~55 columns with a 
 they become the first figure.
 
 It is laid out again at every refresh, for the console's width then, so a resized terminal
-gets the layout of its new width.  Styles are bold, dim and the terminal's own green: no
+gets the layout of its new width; ``ReflowingLiveRender`` erases the previous frame as a
+narrowed terminal shows it (its long lines re-wrapped onto more rows), so none of it stays.  Styles are bold, dim and the terminal's own green: no
 fixed colour and no background, so light and dark themes both read it.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.control import Control
+from rich.live_render import LiveRender
+from rich.segment import ControlType
 from rich.text import Text
 
 GAP = "  "
@@ -69,6 +74,8 @@ class ProgressLayout:
         self.steps_per_s = "-"
         self.train = self.eval = "-"
         self.shares = ""
+        self.last_widths: list[int] = []
+        """The width of each line of the last frame."""
 
     def update(self, iteration: int, env_steps: int, steps_per_s: float, train: str, eval_: str,
                shares: str) -> None:
@@ -123,4 +130,26 @@ class ProgressLayout:
         width = options.max_width
         first, *figures = self.fields(width)
         one_line = first.cell_len + sum(len(GAP) + f.cell_len for f in figures) <= width
-        yield from pack([first, *figures], width) if one_line else [first, *pack(figures, width)]
+        lines = pack([first, *figures], width) if one_line else [first, *pack(figures, width)]
+        self.last_widths = [line.cell_len for line in lines]
+        yield from lines
+
+    def rows_at(self, width: int) -> int:
+        """How many terminal rows the last frame takes once the terminal is ``width`` wide."""
+        return sum(max(1, math.ceil(w / max(1, width))) for w in self.last_widths)
+
+
+class ReflowingLiveRender(LiveRender):
+    """rich's live region, but moving up over the rows the last frame takes *now*: after the
+    terminal narrows, its lines are re-wrapped onto more rows than were printed."""
+
+    def __init__(self, layout: ProgressLayout, console: Console) -> None:
+        super().__init__(layout)
+        self.layout, self.console = layout, console
+
+    def position_cursor(self) -> Control:
+        if self._shape is None:
+            return Control()
+        rows = max(self._shape[1], self.layout.rows_at(self.console.width))
+        return Control(ControlType.CARRIAGE_RETURN, (ControlType.ERASE_IN_LINE, 2),
+                       *(((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * (rows - 1)))
