@@ -34,7 +34,7 @@ def test_every_key_on_its_page() -> None:
     for slot, kind, _, keys in describe_stages():
         page = pages[stage_reference.page_name(slot)]
         if kind:
-            assert f'## `[{slot}] kind = "{kind}"`' in page
+            assert f'## {kind}\n\n`[{slot}] kind = "{kind}"`' in page
         for key, type_, default, doc in keys:
             row = f"| `{key}` | {stage_reference.cell(type_)} | `{stage_reference.cell(default)}` | {stage_reference.cell(doc)} |"
             assert row in page, row
@@ -46,7 +46,7 @@ def test_pages_agree_with_the_command(capsys: pytest.CaptureFixture[str]) -> Non
     printed = [line.split("│")[1].strip() for line in capsys.readouterr().out.splitlines()
                if line.startswith("│") and line.split("│")[1].strip()]
     page = stage_reference.pages()["reference/updater-objective.md"]
-    ppo = page[page.index('kind = "ppo"'):page.index('kind = "trpo"')]
+    ppo = page[page.index("## ppo"):page.index("## trpo")]
     assert printed == re.findall(r"^\| `(\w+)` \|", ppo, flags=re.M)
 
 

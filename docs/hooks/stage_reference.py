@@ -31,11 +31,11 @@ def cell(text: str) -> str:
 
 
 def kind_section(slot: str, kind: str | None, cls: type, keys: list[tuple[str, str, str, str]]) -> str:
+    """One kind: a heading named after it, the table line that picks it, its docstring, its keys."""
     title = f"[{slot}]" + (f' kind = "{kind}"' if kind else "")
-    lines = [f"## `{title}`" if kind else f"## `[{slot}]`", ""]
     summary = _summary(cls.__doc__ or "", title)
-    if summary:
-        lines += [summary, ""]
+    lines = [f"## {kind}", ""] if kind else []
+    lines += [f"`{title}`" + (f": {summary}" if summary else ""), ""]
     if not keys:
         return "\n".join([*lines, "No keys besides `kind`.", ""])
     lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
@@ -45,9 +45,9 @@ def kind_section(slot: str, kind: str | None, cls: type, keys: list[tuple[str, s
 
 def slot_page(slot: str, rows: list[Row]) -> str:
     kinds = [kind for s, kind, _, _ in rows if s == slot and kind]
-    head = [f"# `[{slot}]`", ""]
+    head = [f"# [{slot}]", ""]
     if kinds:
-        head += [f"Kinds: {', '.join(f'`{k}`' for k in kinds)}. Pick one with `kind = \"...\"`; "
+        head += [f"Kinds: {', '.join(f'[`{k}`](#{k})' for k in kinds)}. Pick one with `kind = \"...\"`; "
                  f"`harl stages {slot}` prints this page in the terminal.", ""]
     else:
         head += [f"`harl stages {slot}` prints this page in the terminal.", ""]
