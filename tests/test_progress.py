@@ -129,6 +129,13 @@ class TestLayout:
         codes = {code for group in re.findall(r"\x1b\[([0-9;]*)m", text) for code in group.split(";")}
         assert codes <= {"", "0", "1", "2", "32"}, codes
 
+    def test_no_color(self) -> None:
+        """With NO_COLOR (rich's no_color) only bold and dim remain; done and left still differ by glyph."""
+        text = render(layout(), 80, color_system="truecolor", force_terminal=True, no_color=True)
+        codes = {code for group in re.findall(r"\x1b\[([0-9;]*)m", text) for code in group.split(";")}
+        assert codes <= {"", "0", "1", "2"}, codes
+        assert "━" * 17 + "╸" in text and "─" * 18 in text
+
     def test_before_the_first_iteration(self) -> None:
         """No figures yet: dashes, no ETA, nothing cut."""
         view = ProgressLayout(1000, 0, clock=lambda: 5.0)
