@@ -1,4 +1,4 @@
-"""Developer sessions: ``nox -s tests``, ``nox -s lint``, ``nox -s pipelines``."""
+"""Developer sessions: ``nox -s tests``, ``nox -s lint``, ``nox -s pipelines``, ``nox -s docs``."""
 
 from __future__ import annotations
 
@@ -42,6 +42,18 @@ def pipelines(session: nox.Session) -> None:
         if "_football_" in path.name:  # gfootball builds from source: nox -s football checks these
             continue
         session.run("harl", "check", str(path))
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into site/ in strict mode: a broken link or a missing page fails.
+
+    The stage reference pages are generated during the build from harl's own stage
+    descriptions (docs/hooks/stage_reference.py), so harl itself is installed, without extras.
+    """
+    session.install(TORCH)
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 FOOTBALL_APT = (

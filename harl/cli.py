@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harl.cli_help import TRAIN_EXAMPLES, command_list, harl_version
 from harl.errors import HarlError
 
 EPILOG = """\
@@ -41,14 +42,16 @@ def _parser() -> argparse.ArgumentParser:
         prog="harl", description="Heterogeneous-agent RL as a pipeline of swappable stages.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--debug", action="store_true", help="show tracebacks for user errors too")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("--version", action="version", version=f"harl {harl_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")  # none: main() lists the commands
 
     def overrides(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one pipeline key (repeatable), e.g. --set run.seed=3")
 
     t = sub.add_parser("train", help="train a pipeline, or resume a run",
-                       description="Train a pipeline file, or continue a run with --resume.")
+                       description="Train a pipeline file, or continue a run with --resume.",
+                       epilog=TRAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("pipeline", nargs="?", help="pipeline TOML file (e.g. pipelines/happo_mpe_spread.toml)")
     overrides(t)
     t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its newest checkpoint")
@@ -294,8 +297,12 @@ COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     console = Console(soft_wrap=True)  # never break a path that the user will copy
+    if args.command is None:
+        console.print(command_list(parser), highlight=False, markup=False)
+        return 0
     try:
         return COMMANDS[args.command](args, console)
     except HarlError as exc:

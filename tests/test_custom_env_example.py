@@ -1,4 +1,5 @@
-"""The README's custom environment (examples/custom_env.py) trains with HAPPO, as the README says."""
+"""The documented custom environment (examples/custom_env.py) trains with HAPPO, as
+docs/your-own-environment.md says."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ ROOT = Path(__file__).parent.parent
 PIPELINE = ROOT / "examples" / "custom_env.toml"
 
 
-def test_readme_shows_the_whole_file() -> None:
-    """The README walks through this exact file, so the walkthrough cannot go stale."""
+def test_docs_show_the_whole_file() -> None:
+    """docs/your-own-environment.md walks through this exact file, so the walkthrough cannot go stale."""
     source = (ROOT / "examples" / "custom_env.py").read_text(encoding="utf-8")
-    assert f"```python\n{source}```" in (ROOT / "README.md").read_text(encoding="utf-8")
+    page = ROOT / "docs" / "your-own-environment.md"
+    assert f"```python\n{source}```" in page.read_text(encoding="utf-8")
 
 
 def test_agents_differ() -> None:

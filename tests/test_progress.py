@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from rich.console import Console
 
 from harl.cli import main
 from harl.logging.progress import ProgressView, StageTimes
+from harl.logging.progress_layout import ProgressLayout, clock_time, pack
 from tests.test_cli import HAPPO, tiny
 
 
@@ -59,3 +61,125 @@ def test_quiet_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert err == ""
     assert out.startswith("run directory: ") and "finished: 2 iterations" in out
     assert "it 1" not in out
+
+
+SHARES = "collect 81% · update 18% · eval 1%"
+
+
+def layout(total: int = 10_000_000, done: int = 4_800_000) -> ProgressLayout:
+    """A layout 30 s after its start, 2,400,000 steps into this view: ETA (10M - 4.8M) / 80,000/s = 65 s."""
+    now = [100.0]
+    view = ProgressLayout(total, 2_400_000, clock=lambda: now[0])
+    now[0] = 130.0
+    view.update(12, done, 2190.4, "-66.81", "-75.02", SHARES)
+    return view
+
+
+def render(renderable: object, width: int, **console: object) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width, **console).print(renderable)  # type: ignore[arg-type]
+    return out.getvalue()
+
+
+WHOLE = ["it 12", "48%", "4,800,000/10,000,000 env steps", "2,190 steps/s", "elapsed 0:00:30",
+         "ETA 0:01:05", "train -66.81", "eval -75.02", SHARES]
+
+
+class TestLayout:
+    @pytest.mark.parametrize("width", [40, 80, 100, 120, 200])
+    def test_every_field_whole(self, width: int) -> None:
+        """At 80, 100, 120 and 200 columns (and 40) each figure is on one line, uncut, and no line overflows."""
+        lines = render(layout(), width, color_system=None).splitlines()
+        assert all(len(line) <= width for line in lines)
+        for field in WHOLE:
+            assert any(field in line for line in lines), (field, lines)
+
+    @pytest.mark.parametrize(("width", "n_lines"), [(200, 1), (120, 2), (100, 3), (80, 3), (40, 5)])
+    def test_line_count(self, width: int, n_lines: int) -> None:
+        """One line where all fits; else the bar alone, then the figures packed below."""
+        lines = render(layout(), width, color_system=None).splitlines()
+        assert len(lines) == n_lines, lines
+        if n_lines > 1:
+            assert lines[0].startswith("it 12 ") and "steps/s" not in lines[0]
+
+    def test_bar_line_at_80(self) -> None:
+        """The bar fills what the other parts leave, heavy for done (in half cells), thin for the rest."""
+        # 80 - "it 12 " (6) - "  48%" (5) - gap (2) - " 4,800,000/10,000,000 env steps" (31) = 36 cells;
+        # 48% of 36 cells is 17.28 = 34.56 half cells -> 35: 17 whole, one half, 18 thin.
+        first = render(layout(), 80, color_system=None).splitlines()[0]
+        assert first == "it 12 " + "━" * 17 + "╸" + "─" * 18 + "  48%   4,800,000/10,000,000 env steps"
+
+    def test_steps_move_below_a_narrow_bar(self) -> None:
+        """Where the env steps do not fit beside a 10-column bar, they become the first figure, unpadded."""
+        # 40 - 6 - 5 = 29 cells; 48% of 29 = 13.92 = 27.84 half cells -> 28: 14 whole, 15 thin.
+        lines = render(layout(), 40, color_system=None).splitlines()
+        assert lines[0] == "it 12 " + "━" * 14 + "─" * 15 + "  48%"
+        assert lines[1] == "4,800,000/10,000,000 env steps"
+
+    def test_width_change_relays(self) -> None:
+        """The same layout object renders for whatever width the console has now (a resized terminal)."""
+        view = layout()
+        assert len(render(view, 200, color_system=None).splitlines()) == 1
+        assert len(render(view, 80, color_system=None).splitlines()) == 3
+
+    def test_readable_on_light_and_dark_themes(self) -> None:
+        """Only bold, dim and the terminal's own green: no fixed (256 / true) colour, no background,
+        no black or white text, which one of the two themes would hide."""
+        text = render(layout(), 120, color_system="truecolor", force_terminal=True)
+        codes = {code for group in re.findall(r"\x1b\[([0-9;]*)m", text) for code in group.split(";")}
+        assert codes <= {"", "0", "1", "2", "32"}, codes
+
+    def test_no_color(self) -> None:
+        """With NO_COLOR (rich's no_color) only bold and dim remain; done and left still differ by glyph."""
+        text = render(layout(), 80, color_system="truecolor", force_terminal=True, no_color=True)
+        codes = {code for group in re.findall(r"\x1b\[([0-9;]*)m", text) for code in group.split(";")}
+        assert codes <= {"", "0", "1", "2"}, codes
+        assert "━" * 17 + "╸" in text and "─" * 18 in text
+
+    def test_before_the_first_iteration(self) -> None:
+        """No figures yet: dashes, no ETA, nothing cut."""
+        view = ProgressLayout(1000, 0, clock=lambda: 5.0)
+        assert render(view, 80, color_system=None).splitlines() == [
+            "it 0 " + "─" * 40 + "   0%      0/1,000 env steps",
+            "- steps/s  elapsed 0:00:00  ETA -  train -  eval -",
+        ]
+
+
+def test_clock_time() -> None:
+    """h:mm:ss with unpadded hours; unknown is a dash."""
+    assert [clock_time(s) for s in (None, 0, 65.9, 3 * 3600 + 62)] == ["-", "0:00:00", "0:01:05", "3:01:02"]
+
+
+def test_pack_breaks_between_fields() -> None:
+    """A field that does not fit starts the next line; a lone field wider than the line is kept whole."""
+    from rich.text import Text
+
+    lines = pack([Text("aaaa"), Text("bb"), Text("ccc"), Text("dddddddddd")], 8)
+    assert [line.plain for line in lines] == ["aaaa  bb", "ccc", "dddddddddd"]
+
+
+def test_live_view_on_a_terminal() -> None:
+    """On a terminal the view drives the live layout; its last frame at 80 columns shows every figure whole."""
+    out = io.StringIO()
+    view = ProgressView(1000, 0, enabled=True, log_every=1,
+                        console=Console(file=out, width=80, force_terminal=True, color_system=None))
+    assert view.live_display is not None and not view.plain
+    view.update(row(3, -9.5), -9.5, SHARES)
+    view.close()
+    for field in ("it 3", "300/1,000 env steps", "30%", "1,234 steps/s", "train -12.35", "eval -9.50", SHARES):
+        assert field in out.getvalue()
+
+
+def test_narrowed_terminal_erases_the_rewrapped_frame() -> None:
+    """After a 200-column frame (one line of 192 cells), an 80-column terminal shows it on three
+    rows: the live region moves up two rows more than it printed, and erases all three."""
+    from harl.logging.progress_layout import ReflowingLiveRender
+
+    view, console = layout(), Console(file=io.StringIO(), width=200, color_system=None)
+    live = ReflowingLiveRender(view, console)
+    console.print(live)
+    assert view.last_widths == [192] and view.rows_at(80) == 3 and view.rows_at(200) == 1
+    console.width = 80
+    assert str(live.position_cursor()) == "\r\x1b[2K" + "\x1b[1A\x1b[2K" * 2
+    console.width = 200
+    assert str(live.position_cursor()) == "\r\x1b[2K"

@@ -34,7 +34,7 @@ created at the first reset for the same reason (its constructor already runs an 
 start).
 
 gfootball is optional (``pip install "harl[football]"``) and compiles its C++ engine when
-installed: see the README for the Debian packages it needs, or ``nox -s football``.
+installed: see docs/environments/football.md for the Debian packages it needs, or ``nox -s football``.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def import_gfootball() -> Any:
     except ImportError as exc:
         raise MissingExtraError(
             'env kind "football" (Google Research Football; gfootball compiles its engine when '
-            "installed: the README lists the Debian packages it needs, or run nox -s football)",
+            "installed: docs/environments/football.md lists the Debian packages it needs, or run nox -s football)",
             "football", "gfootball",
         ) from exc
 

@@ -16,7 +16,7 @@ MuJoCo env directly (``env.unwrapped.step``) instead of going through gymnasium'
 wrappers and the per-agent dicts, and cut per-agent observations out of the global
 observation with the package's own index map where that is exact (robots whose
 observation does not clip velocities); elsewhere each agent's observation is built by
-the package's ``build_obs``.  HalfCheetah 6x1 steps ~2x faster this way (see the README).
+the package's ``build_obs``.  HalfCheetah 6x1 steps ~2x faster this way (see docs/environments/mamujoco.md).
 ``tests/envs/test_mamujoco.py`` pins observations, state, rewards and episode ends to
 ``parallel_env`` for every partition listed in ``PARTITIONS``.
 
@@ -87,7 +87,7 @@ class MaMuJoCoConfig:
     scenario: str = setting("HalfCheetah", "MuJoCo robot", one_of(PARTITIONS))
     agent_conf: str = setting(
         "2x3", 'split into agents: "AxJ" is A agents of J joints; valid values depend on the '
-        "scenario (harl.envs.mamujoco.PARTITIONS, the README's table)",
+        "scenario (harl.envs.mamujoco.PARTITIONS, the table in docs/environments/mamujoco.md)",
     )
     agent_obsk: int = setting(
         1, "an agent observes joints up to this many hops from its own (0: only its own)",

@@ -10,7 +10,7 @@ step, compiled once: a vector step is one call into XLA that steps every env, re
 ended ones (computed for all envs, chosen with ``jnp.where``) and returns the observations,
 world states and action masks of both the ended and the new episodes; the arrays become
 numpy once per step.  On 3m that is ~50,000 env steps per CPU-second at 256 envs against
-~2,000 with one env per call (see the README).
+~2,000 with one env per call (see docs/environments/smax.md).
 
 - Observations: jaxmarl's ``unit_list`` observation of each ally.
 - State (EP): jaxmarl's ``get_world_state`` (every unit's health, position, weapon

@@ -6,15 +6,9 @@ import math
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.live import Live
+
+from harl.logging.progress_layout import ProgressLayout, ReflowingLiveRender
 
 
 def _fmt(x: float | None) -> str:
@@ -47,7 +41,8 @@ class ProgressView:
     """Shows env steps / total, env-steps/s, ETA, iteration, last train and eval returns,
     and where the time goes (collect / update / evaluate shares).
 
-    On a terminal: a live rich bar.  Otherwise (output redirected to a file, a batch job):
+    On a terminal: a live rich display, whole at any width from 40 columns up (see
+    ``harl.logging.progress_layout``).  Otherwise (output redirected to a file, a batch job):
     a plain line every ``log_every`` iterations and after each evaluation.  ``enabled=False``
     (``harl train --quiet`` or ``[logging] progress = false``) shows neither.
     """
@@ -58,37 +53,22 @@ class ProgressView:
         self.live = enabled and self.console.is_terminal
         self.plain = enabled and not self.live
         self.log_every = log_every
-        self.progress: Progress | None = None
+        self.layout = ProgressLayout(total_steps, done_steps)
+        self.live_display: Live | None = None
         if self.live:
-            self.progress = Progress(
-                TextColumn("[bold]it {task.fields[iteration]}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("env steps"),
-                TaskProgressColumn(),
-                TextColumn("{task.fields[sps]:>7} steps/s"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                TextColumn("train {task.fields[train]}  eval {task.fields[eval]}"),
-                TextColumn("[dim]{task.fields[shares]}"),
-                console=self.console,
-                refresh_per_second=4,
-            )
-            self.task = self.progress.add_task("train", total=total_steps, completed=done_steps,
-                                               iteration=0, sps="-", train="-", eval="-", shares="")
-            self.progress.start()
+            self.live_display = Live(self.layout, console=self.console, refresh_per_second=4)
+            self.live_display._live_render = ReflowingLiveRender(self.layout, self.console)  # see its docstring
+            self.live_display.start()
 
     def update(self, row: dict[str, Any], eval_return: float | None, shares: str = "") -> None:
         """Show one metrics row; ``shares`` is ``StageTimes.shares()``."""
-        fields = dict(iteration=row["iteration"], sps=f"{row['steps_per_s']:.0f}",
-                      train=_fmt(row.get("train_return")), eval=_fmt(eval_return), shares=shares)
-        if self.progress is not None:
-            self.progress.update(self.task, completed=row["env_steps"], **fields)
+        train, eval_ = _fmt(row.get("train_return")), _fmt(eval_return)
+        if self.live_display is not None:
+            self.layout.update(row["iteration"], row["env_steps"], row["steps_per_s"], train, eval_, shares)
         elif self.plain and (row["iteration"] % self.log_every == 0 or row.get("eval_return") is not None):
             self.console.print(
-                f"it {fields['iteration']}  env steps {row['env_steps']:,}  {fields['sps']} steps/s  "
-                f"train {fields['train']}  eval {fields['eval']}" + (f"  ({shares})" if shares else ""),
+                f"it {row['iteration']}  env steps {row['env_steps']:,}  {row['steps_per_s']:.0f} steps/s  "
+                f"train {train}  eval {eval_}" + (f"  ({shares})" if shares else ""),
                 highlight=False, markup=False,
             )
 
@@ -96,5 +76,5 @@ class ProgressView:
         self.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
     def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
+        if self.live_display is not None:
+            self.live_display.stop()

@@ -1,0 +1,43 @@
+"""harl.cli_help: a bare ``harl`` lists the commands, ``--version``, examples under ``train --help``."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import pytest
+
+from harl.cli import main
+
+
+def test_bare_harl_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """``harl`` alone prints each command with its one-line help and exits 0 (no usage error)."""
+    assert main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"harl {version('harl')}: Heterogeneous-agent RL as a pipeline of swappable stages."
+    assert "  train   train a pipeline, or resume a run" in out
+    assert "  check   validate a pipeline and build every stage, run nothing" in out
+    commands = [line.split()[0] for line in out[3:] if line.startswith("  ")]
+    assert commands[:6] == ["train", "check", "stages", "eval", "plot", "render"]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """``harl --version`` prints the installed version and exits 0."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"harl {version('harl')}\n"
+
+
+def test_train_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    """``harl train --help`` ends with three examples: train, swap a stage, resume."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    examples = out[out.index("examples:\n"):].splitlines()[1:]
+    assert [line.split()[:3] for line in examples] == [
+        ["harl", "train", "pipelines/happo_mpe_spread.toml"],
+        ["harl", "train", "pipelines/happo_mpe_spread.toml"],
+        ["harl", "train", "--resume"],
+    ]
+    assert "--set updater.kind=simultaneous" in examples[1]
