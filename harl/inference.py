@@ -14,6 +14,7 @@ This module imports nothing of harl's training stack and no env package.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,9 @@ def load_policy(path: str | Path, checkpoint: str | Path | None = None) -> TeamA
                 f"{folder}: an export of format {manifest['format']!r}; load_policy reads TorchScript "
                 f"exports (harl export RUN_DIR --format torchscript --out DIR); run .onnx files with "
                 "onnxruntime (see docs/export.md)")
-        modules = [torch.jit.load(str(folder / a["file"]), map_location="cpu") for a in manifest["agents"]]
+        with warnings.catch_warnings():  # torch.jit is deprecated, yet TorchScript is what libtorch loads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            modules = [torch.jit.load(str(folder / a["file"]), map_location="cpu") for a in manifest["agents"]]
         return TeamActor(modules, manifest["agents"])
     if (folder / "pipeline.toml").is_file():
         from harl.export import load_team

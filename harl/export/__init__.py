@@ -96,7 +96,13 @@ def write_torchscript(module: DeployActor, example: tuple[torch.Tensor, ...], pa
 def write_onnx(module: DeployActor, example: tuple[torch.Tensor, ...], path: Path) -> None:
     names_in, names_out = module.input_names(), module.output_names()
     axes = {name: {0: "batch"} for name in names_in + names_out}
-    with torch.no_grad():
+    # The TorchScript-based exporter (deprecated, still in torch 2.13): it needs no onnxscript
+    # and keeps the batch axis free through the GRU (whose h0 is an input, so the GRU
+    # batch-size warning does not apply).
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
         torch.onnx.export(module, example, str(path), input_names=names_in, output_names=names_out,
                           dynamic_axes=axes, opset_version=ONNX_OPSET, dynamo=False)
 

@@ -62,12 +62,13 @@ def counting_run(tmp: Path, text: str, iterations: int = 2) -> Path:
 RUNS = {
     "happo_mpe": lambda tmp: shipped_run(tmp, "happo_mpe_spread.toml", TINY_ON + ["run.total_env_steps=40"]),
     "hasac_mpe": lambda tmp: shipped_run(tmp, "hasac_mpe_spread.toml", TINY_OFF + ["run.total_env_steps=40"], 3),
+    "hatd3_mpe": lambda tmp: shipped_run(tmp, "hatd3_mpe_spread.toml", TINY_OFF + ["run.total_env_steps=40"], 3),
     "had3qn_mpe": lambda tmp: shipped_run(tmp, "had3qn_mpe_spread_discrete.toml", TINY_OFF + ["run.total_env_steps=40"], 3),
     "happo_counting": lambda tmp: counting_run(tmp, COUNTING_HAPPO.format(recurrent="none")),
     "happo_counting_gru": lambda tmp: counting_run(tmp, COUNTING_HAPPO.format(recurrent="naive")),
     "hasac_counting": lambda tmp: counting_run(tmp, COUNTING_HASAC, 3),
 }
-"""The teams: Box (clipped means, tanh-bounded SAC), Discrete with masks, MultiDiscrete, dueling Q, GRU."""
+"""The teams: Box (clipped Gaussian means, tanh-bounded SAC and TD3), Discrete with masks, MultiDiscrete, dueling Q, GRU."""
 
 
 @pytest.fixture(scope="module", params=sorted(RUNS))
@@ -99,7 +100,7 @@ def harl_actions(team: Any, per_agent: list[dict[str, np.ndarray]]) -> list[tupl
     """harl's own deterministic actions as the env receives them (and the next GRU state)."""
     out = []
     with torch.no_grad():
-        for i, (actor, space, inputs) in enumerate(zip(team_actors(team.policy), team.action_spaces, per_agent)):
+        for actor, space, inputs in zip(team_actors(team.policy), team.action_spaces, per_agent):
             obs = torch.as_tensor(inputs["obs"])
             avail = torch.as_tensor(inputs["avail"]) if "avail" in inputs else None
             hidden = None
