@@ -113,6 +113,7 @@ def test_wandb_offline_run_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     (offline,) = (run / "wandb").glob(f"offline-run-*-{run_id}")
     assert (offline / "files" / "pipeline.toml").read_text() == (run / "pipeline.toml").read_text()
     log = offline / f"run-{run_id}.wandb"
+    wandb_records.wait_for_exit(log)
     config = wandb_records.config(log)
     assert config["env"]["kind"] == "counting" and config["collector"]["rollout_length"] == 6
     rows = read_metrics(run / "metrics.csv")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,19 @@ def records(path: Path) -> list[Any]:
             record.ParseFromString(pending)
             out.append(record)
     return out
+
+
+def wait_for_exit(path: Path, timeout: float = 30.0) -> None:
+    """Wait until wandb's service has written the run's ``exit`` record (it writes after ``finish``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if any(r.WhichOneof("record_type") == "exit" for r in records(path)):
+                return
+        except Exception:  # noqa: BLE001 - a record still being written: read again
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{path}: no exit record after {timeout} s")
 
 
 def history(path: Path) -> list[dict[str, Any]]:
