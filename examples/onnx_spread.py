@@ -32,4 +32,4 @@ while len(returns) < wanted:
         if step.terminated or step.truncated:
             returns.append(running[k])
             running[k], obs[k] = 0.0, env.reset()[0]
-print(f"{wanted} episodes, mean return {np.mean(returns[:wanted]):.6f}; torch loaded: {'torch' in sys.modules}")
+print(f"{wanted} episodes, mean return {float(np.mean(returns[:wanted]))!r}; torch loaded: {'torch' in sys.modules}")
