@@ -26,6 +26,21 @@ def tracking_uri(config: Any, run_dir: Path) -> str:
     return uri or (run_dir.resolve().parent / "mlruns").as_uri()
 
 
+def experiment_id(client: Any, name: str) -> str:
+    """The experiment's id, created if new (a sweep's seeds may race to create it: one wins)."""
+    from mlflow.exceptions import MlflowException
+
+    found = client.get_experiment_by_name(name)
+    if found is None:
+        try:
+            return client.create_experiment(name)
+        except MlflowException:
+            found = client.get_experiment_by_name(name)
+            if found is None:
+                raise
+    return found.experiment_id
+
+
 class MLflowTracker:
     def __init__(self, config: Any, run_dir: Path, pipeline_text: str) -> None:
         from mlflow.entities import Metric, Param, RunStatus
@@ -40,9 +55,7 @@ class MLflowTracker:
         self.log_checkpoint = config.tracker_checkpoint
         run_id = saved_id(run_dir, "mlflow")
         if run_id is None:
-            found = self.client.get_experiment_by_name(config.mlflow_experiment)
-            experiment = (found.experiment_id if found is not None
-                          else self.client.create_experiment(config.mlflow_experiment))
+            experiment = experiment_id(self.client, config.mlflow_experiment)
             run_id = self.client.create_run(experiment, run_name=run_dir.name).info.run_id
             save_id(run_dir, "mlflow", run_id)
             params = [Param(k, v) for k, v in pipeline_params(pipeline_text).items()]

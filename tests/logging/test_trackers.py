@@ -120,3 +120,31 @@ def test_wandb_offline_run_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     logged = wandb_records.history(log)
     assert [(h["env_steps"], h["iteration"]) for h in logged] == [(int(r["env_steps"]), int(r["iteration"])) for r in rows]
     assert logged[-1]["value_loss"] == pytest.approx(float(rows[-1]["value_loss"]), rel=1e-5)  # csv keeps 6 digits
+
+
+def test_mlflow_experiment_created_by_another_process_is_reused(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """When a sweep's other seed creates the experiment first, this run joins it instead of failing."""
+    pytest.importorskip("mlflow", reason="pip install harl[mlflow]")
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from harl.logging.mlflow_log import experiment_id
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient((tmp_path / "mlruns").as_uri())
+    first = client.create_experiment("harl")
+
+    class Racing:
+        """Sees no experiment on the first look, as if another process had not yet created it."""
+
+        looks = 0
+
+        def get_experiment_by_name(self, name: str) -> object:
+            self.looks += 1
+            return None if self.looks == 1 else client.get_experiment_by_name(name)
+
+        def create_experiment(self, name: str) -> str:
+            raise MlflowException(f"Experiment '{name}' already exists.")
+
+    assert experiment_id(Racing(), "harl") == first
