@@ -18,6 +18,7 @@ actors are bounded by their tanh), Discrete as int64 ``(B,)``, MultiDiscrete as 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,35 +27,24 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.policy.actor import Actor
-from harl.policy.heads import MASKED_LOGIT, GaussianHead, avail_size
+from harl.policy.heads import GaussianHead, avail_size
 from harl.policy.off_policy import (
     CategoricalActor,
     DeterministicActor,
     DuelingQActor,
     SquashedGaussianActor,
+    masked_argmax,
 )
 
 PARAMS = {"gaussian": ["mean", "std"], "squashed_gaussian": ["mu", "log_std"],
           "categorical": ["logits"], "deterministic": [], "q": ["q_values"]}
-"""Distribution kind -> names of the parameter outputs (``with_params``)."""
+"""Distribution kind -> names of the parameter outputs (``with_params``).  ``logits`` are the
+masked logits (on-policy) or log-probabilities (HASAC) of the sub-actions, concatenated."""
 
 
-def _mask(logits: torch.Tensor, avail: torch.Tensor | None, fill: float) -> torch.Tensor:
-    if avail is None:
-        return logits
-    return torch.where(avail == 0, torch.full_like(logits, fill), logits)
-
-
-def _argmax_each(scores: torch.Tensor, sizes: list[int], log_softmax: bool) -> torch.Tensor:
-    """(B, k) int64: the argmax of each sub-action's slice of ``scores`` (B, sum sizes)."""
-    picks, begin = [], 0
-    for n in sizes:
-        part = scores[:, begin:begin + n]
-        if log_softmax:  # harl takes the argmax of the log-probabilities
-            part = torch.log_softmax(part, -1)
-        picks.append(part.argmax(-1))
-        begin += n
-    return torch.stack(picks, -1)
+def _argmax_each(log_probs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """(B, k) int64: the most likely action of each sub-action's (masked) log-probabilities."""
+    return torch.stack([part.argmax(-1) for part in log_probs], -1)
 
 
 class DeployActor(nn.Module):
@@ -73,9 +63,6 @@ class DeployActor(nn.Module):
         if isinstance(space, spaces.Box):
             self.register_buffer("low", torch.as_tensor(np.asarray(space.low, np.float32).ravel()))
             self.register_buffer("high", torch.as_tensor(np.asarray(space.high, np.float32).ravel()))
-            self.sizes: list[int] = []
-        else:
-            self.sizes = [int(space.n)] if self.scalar else [int(n) for n in np.asarray(space.nvec).ravel()]
 
     def input_names(self) -> list[str]:
         return ["obs"] + (["avail"] if self.masked else []) + (["hidden"] if self.recurrent else [])
@@ -104,22 +91,21 @@ class DeployActor(nn.Module):
             if hidden is not None:  # one GRU step from the given state (zeros at an episode start)
                 out, h = actor.rnn.gru(x.unsqueeze(0), hidden.unsqueeze(0))
                 x, hidden_out = actor.rnn.norm(out[0]), h[0]
-            if isinstance(actor.head, GaussianHead):
-                mean = actor.head.mean(x)
-                std = actor.head._std().expand_as(mean)
-                return torch.minimum(torch.maximum(mean, self.low), self.high), [mean, std], hidden_out
-            logits = _mask(actor.head.logits(x), avail, MASKED_LOGIT)
-            return _argmax_each(logits, self.sizes, True), [logits], hidden_out
+            params = list(actor.head.distribution(x, avail))
+            if isinstance(actor.head, GaussianHead):  # (mean, std); harl's env adapters clip into the Box
+                return torch.minimum(torch.maximum(params[0], self.low), self.high), params, hidden_out
+            log_probs = [torch.log_softmax(part, -1) for part in params]  # harl's argmax is of these
+            return _argmax_each(log_probs), [torch.cat(params, -1)], hidden_out
         if isinstance(actor, DeterministicActor):
             return actor(obs), [], None
         if isinstance(actor, SquashedGaussianActor):
             mu, log_std = actor.distribution(obs)
             return actor.centre + actor.half_range * torch.tanh(mu), [mu, log_std], None
         if isinstance(actor, CategoricalActor):
-            logits = _mask(actor.logits(actor.base(obs)).float(), avail, MASKED_LOGIT)
-            return _argmax_each(logits, self.sizes, True), [logits], None
+            log_probs = actor.log_probs(obs, avail)
+            return _argmax_each(log_probs), [torch.cat(log_probs, -1)], None
         q = actor(obs)  # DuelingQActor
-        return _argmax_each(_mask(q, avail, -float("inf")), self.sizes, False), [q], None
+        return masked_argmax(q, avail).unsqueeze(-1), [q], None
 
 
 def distribution_kind(actor: nn.Module) -> str:

@@ -24,6 +24,7 @@ from harl.policy.heads import avail_size
 from tests.fakes import counting
 from tests.train_briefly import train_briefly
 
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 ROOT = Path(__file__).parents[2]
 N = 1000
 TINY_ON = ["collector.n_envs=2", "collector.rollout_length=10", "collector.backend=inline",
