@@ -24,7 +24,8 @@ import torch
 
 from harl.errors import HarlError
 
-MANIFEST = "policy.json"  # the same name as harl.export.manifest.MANIFEST (that module imports gymnasium)
+MANIFEST = "policy.json"
+"""The manifest beside an export's files (written by ``harl.export.manifest``)."""
 
 
 class TeamActor:

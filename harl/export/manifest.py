@@ -17,9 +17,9 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.export.deploy import PARAMS, DeployActor
+from harl.inference import MANIFEST
 from harl.policy.heads import avail_size
 
-MANIFEST = "policy.json"
 FORMAT_VERSION = 1
 
 
@@ -83,6 +83,3 @@ def write_manifest(out: Path, fmt: str, agents: list[dict[str, Any]], pipeline: 
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return path
 
-
-def read_manifest(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
