@@ -12,7 +12,7 @@ nox.options.sessions = ["lint", "pipelines", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 TORCH = "torch==2.13.0"  # the CPU build; installed first so no CUDA build is pulled in
-EXTRAS = ".[test,mpe,mamujoco,vmas,smax,lag]"  # as CI: every env family that installs from wheels
+EXTRAS = ".[test,mpe,mamujoco,vmas,smax,lag,onnx,mlflow,wandb]"  # as CI: every env family that installs from wheels, export and trackers
 JAXMARL = "jaxmarl==0.2.0"  # without its dependencies (gymnax pins gymnasium < 1.4): see pyproject's smax extra
 
 

@@ -31,6 +31,7 @@ examples:
   harl train pipelines/happo_mpe_spread.toml --seeds 1,2,3 --jobs 2
   harl plot runs/happo-mpe-spread-sweep-20261130-101500
   harl render runs/happo-mpe-spread-s1-20261130-101500 --episodes 3 --out spread.gif
+  harl export runs/happo-mpe-spread-s1-20261130-101500 --format onnx --out spread-onnx
 
 --set takes a dotted key path and a TOML literal (a bare word is a string):
   --set run.total_env_steps=2_000_000  --set policy.hidden_sizes=[64,64]  --set env.scenario=simple_reference
@@ -94,6 +95,15 @@ def _parser() -> argparse.ArgumentParser:
                    "imageio-ffmpeg is installed, else RUN_DIR/render.gif)")
     r.add_argument("--checkpoint", metavar="FILE", help="film this checkpoint instead of the newest")
     r.add_argument("--fps", type=int, default=None, help="frames per second (default: the env's, else 10)")
+    x = sub.add_parser("export", help="a run's actors as ONNX or TorchScript files plus policy.json",
+                       description="Export every agent's actor (deterministic action in the env's action "
+                       "space; see docs/export.md) with a policy.json manifest.")
+    x.add_argument("run_dir")
+    x.add_argument("--format", required=True, choices=("onnx", "torchscript"))
+    x.add_argument("--out", required=True, metavar="DIR", help="folder for agent<i>.onnx|.pt and policy.json")
+    x.add_argument("--checkpoint", metavar="FILE", help="export this checkpoint instead of the newest")
+    x.add_argument("--with-distribution", action="store_true",
+                   help="also output the action distribution's parameters")
     return p
 
 
@@ -292,8 +302,17 @@ def cmd_render(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from harl.export import export_run
+
+    path = export_run(Path(args.run_dir), Path(args.checkpoint) if args.checkpoint else None,
+                      args.format, Path(args.out), args.with_distribution)
+    console.print(f"wrote {path} and the agents' {args.format} files beside it", highlight=False)
+    return 0
+
+
 COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval": cmd_eval,
-            "plot": cmd_plot, "render": cmd_render}
+            "plot": cmd_plot, "render": cmd_render, "export": cmd_export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

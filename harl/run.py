@@ -13,6 +13,7 @@ from harl.config.loading import load_pipeline, structure_pipeline
 from harl.config.spec import PipelineSpec
 from harl.errors import CheckpointError, ConfigError
 from harl.logging.tensorboard import require_tensorboard
+from harl.logging.tracker import require_trackers
 from harl.trainer import Counters, Trainer, set_rng_state
 
 try:
@@ -38,6 +39,7 @@ def start_run(pipeline: str | Path, overrides: list[str] = (), run_dir: Path | N
     spec, notes = load_pipeline(pipeline, overrides)
     if spec.logging.tensorboard:  # before the run directory exists
         require_tensorboard()
+    require_trackers(spec.logging)
     text = dump_pipeline(spec)
     stages = build_stages(spec, str(pipeline))
     run_dir = run_dir or new_run_dir(spec)
@@ -78,6 +80,7 @@ def resume_run(run_dir: Path, checkpoint: Path | None = None) -> Trainer:
     spec, text = spec_of_run(run_dir)
     if spec.logging.tensorboard:
         require_tensorboard()
+    require_trackers(spec.logging)
     path = checkpoint or latest_checkpoint(run_dir)
     state = load_checkpoint(path)
     stages = build_stages(spec, str(run_dir / "pipeline.toml"))

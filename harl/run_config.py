@@ -39,6 +39,14 @@ class LoggingConfig:
     progress: bool = setting(True, "rich progress display (a plain line per log_every iterations when not a terminal)")
     log_every: int = setting(10, "iterations between plain log lines when the output is not a terminal", positive())
     tensorboard: bool = setting(False, 'also write every metric as TensorBoard scalars into the run directory (pip install "harl[tensorboard]")')
+    mlflow: bool = setting(False, 'also log the run to MLflow: pipeline params, every metric per iteration, pipeline.toml (pip install "harl[mlflow]")')
+    mlflow_tracking_uri: str = setting("", "MLflow tracking URI (empty: MLFLOW_TRACKING_URI, else a file store mlruns/ beside the run directory)")
+    mlflow_experiment: str = setting("harl", "MLflow experiment name")
+    wandb: bool = setting(False, 'also log the run to Weights & Biases, the same content as MLflow (pip install "harl[wandb]")')
+    wandb_project: str = setting("harl", "wandb project")
+    wandb_entity: str = setting("", "wandb entity (empty: your default)")
+    wandb_mode: str = setting("", "wandb mode (empty: WANDB_MODE or wandb's default)", one_of(("", "online", "offline", "disabled")))
+    tracker_checkpoint: bool = setting(False, "also store the final checkpoint as an MLflow / wandb artifact")
 
 
 @attrs.frozen

@@ -33,11 +33,12 @@ import attrs
 import numpy as np
 import torch
 
-from harl.checkpoint import save_checkpoint
+from harl.checkpoint import list_checkpoints, save_checkpoint
 from harl.evaluate import EvalStats
 from harl.logging.csv_log import CSVLogger
 from harl.logging.progress import ProgressView, StageTimes
 from harl.logging.tensorboard import TensorBoardLogger
+from harl.logging.tracker import open_trackers
 
 
 @attrs.define
@@ -139,6 +140,10 @@ class Trainer:
         return save_checkpoint(self.run_dir, self.counters.iteration, self.checkpoint_state(),
                                self.spec.checkpoint.keep)
 
+    def newest_checkpoint(self) -> Path | None:
+        found = list_checkpoints(self.run_dir)
+        return found[-1] if found else None
+
     def _should_evaluate(self, iteration: int) -> bool:
         every = self.spec.evaluator.every_iterations
         last = iteration == self.total_iterations
@@ -156,6 +161,7 @@ class Trainer:
         interrupted = False
         last_saved = resume_from = c.iteration
         tensorboard: TensorBoardLogger | None = None
+        trackers = open_trackers(spec.logging, self.run_dir, self.pipeline_text)  # MLflow, wandb
         try:
             if spec.logging.tensorboard:
                 tensorboard = TensorBoardLogger(self.run_dir, purge_step=c.env_steps + 1 if c.iteration else None)
@@ -183,6 +189,7 @@ class Trainer:
                     csv.write(row)
                     if tensorboard is not None:
                         tensorboard.write(row)
+                    trackers.write(row)
                     view.update(row, self.last_eval.mean_return if self.last_eval else None,
                                 self.stage_times.shares())
                     if c.iteration % spec.checkpoint.every_iterations == 0:
@@ -209,6 +216,7 @@ class Trainer:
                 csv.close()
             if tensorboard is not None:
                 tensorboard.close()
+            trackers.close(self.newest_checkpoint())
         return TrainResult(c, self.last_eval, interrupted, self.run_dir)
 
     def _row(self, rollout: Any, update: Any, evaluation: EvalStats | None,

@@ -1,0 +1,132 @@
+"""``harl export RUN_DIR --format onnx|torchscript --out DIR``: a trained team for deployment.
+
+::
+
+    team = load_team(run_dir, checkpoint)           # the run's actors, its spaces, its pipeline
+    modules = deploy_team(team.policy, ...)         # one tensor function per agent (deploy.py)
+    agent<i>.onnx / agent<i>.pt + policy.json       # one file per agent, the manifest beside them
+
+Each file computes the deterministic action in the env's own action space, as harl's
+``evaluate`` would take it; ``with_params`` adds the distribution's parameters.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+from gymnasium import spaces
+
+from harl.errors import HarlError, MissingExtraError
+from harl.export.deploy import DeployActor, deploy_team
+from harl.export.manifest import agent_entry, write_manifest
+from harl.nets.heads import avail_size
+
+FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
+ONNX_OPSET = 17
+
+
+@attrs.frozen
+class LoadedTeam:
+    """A run's actors with their checkpoint's weights, and what export needs to describe them."""
+
+    policy: torch.nn.Module
+    observation_dims: list[int]
+    action_spaces: list[spaces.Space]
+    masked: bool
+    """The env returns available-action masks (the actors then take them as an input)."""
+    pipeline: str
+    checkpoint: Path
+
+
+def load_team(run_dir: Path, checkpoint: Path | None = None) -> LoadedTeam:
+    """The run's team on the CPU (its newest checkpoint unless ``checkpoint``); builds one env for its spaces."""
+    from harl.compose import build_stages
+    from harl.run import restore, spec_of_run
+    from harl.checkpoint import latest_checkpoint, load_checkpoint
+
+    spec, text = spec_of_run(run_dir)
+    path = checkpoint or latest_checkpoint(run_dir)
+    state = load_checkpoint(path)
+    one_env = {"n_envs": 1, "backend": "inline"}
+    spec = attrs.evolve(spec, run=attrs.evolve(spec.run, device="cpu"),
+                        collector=attrs.evolve(spec.collector, **one_env),
+                        evaluator=attrs.evolve(spec.evaluator, n_envs=1))
+    stages = build_stages(spec, str(run_dir / "pipeline.toml"))
+    try:
+        restore(stages, state, networks_only=True)
+        venv = stages.eval_venv
+        _, _, avail = venv.reset(seed=0)
+        dims = [int(torch.tensor(s.shape).prod()) for s in venv.observation_spaces]
+        return LoadedTeam(stages.policy, dims, list(venv.action_spaces), avail is not None, text, path)
+    finally:
+        stages.close()
+
+
+def example_inputs(module: DeployActor, obs_dim: int, space: spaces.Space, batch: int = 2) -> tuple[torch.Tensor, ...]:
+    """Inputs of the right shapes for tracing (all actions available, zero GRU state)."""
+    inputs = [torch.zeros(batch, obs_dim)]
+    if module.masked:
+        inputs.append(torch.ones(batch, avail_size(space)))
+    if module.recurrent:
+        inputs.append(torch.zeros(batch, module.actor.hidden_size))
+    return tuple(inputs)
+
+
+def require_onnx() -> None:
+    for name in ("onnx", "onnxruntime"):
+        try:
+            __import__(name)
+        except ImportError as exc:
+            raise MissingExtraError("harl export --format onnx", "onnx", name) from exc
+
+
+def write_torchscript(module: DeployActor, example: tuple[torch.Tensor, ...], path: Path) -> None:
+    # torch.jit is deprecated in favour of torch.export, but TorchScript is still what C++
+    # (libtorch) loads; the GRU's shape checks become trace-time constants (harmless here).
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        traced = torch.jit.trace(module, example, check_trace=False)
+    traced.save(str(path))
+
+
+def write_onnx(module: DeployActor, example: tuple[torch.Tensor, ...], path: Path) -> None:
+    names_in, names_out = module.input_names(), module.output_names()
+    axes = {name: {0: "batch"} for name in names_in + names_out}
+    # The TorchScript-based exporter (deprecated, still in torch 2.13): it needs no onnxscript
+    # and keeps the batch axis free through the GRU (whose h0 is an input, so the GRU
+    # batch-size warning does not apply).
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        torch.onnx.export(module, example, str(path), input_names=names_in, output_names=names_out,
+                          dynamic_axes=axes, opset_version=ONNX_OPSET, dynamo=False)
+
+
+def export_team(team: LoadedTeam, fmt: str, out: Path, with_params: bool = False) -> Path:
+    """Write one file per agent and ``policy.json`` into ``out``; the manifest's path."""
+    if fmt not in FORMATS:
+        raise HarlError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "onnx":
+        require_onnx()
+    out.mkdir(parents=True, exist_ok=True)
+    write = write_onnx if fmt == "onnx" else write_torchscript
+    entries: list[dict[str, Any]] = []
+    modules = deploy_team(team.policy, team.action_spaces, team.masked, with_params)
+    for i, (module, dim, space) in enumerate(zip(modules, team.observation_dims, team.action_spaces)):
+        file = f"agent{i}{FORMATS[fmt]}"
+        write(module, example_inputs(module, dim, space), out / file)
+        entries.append(agent_entry(i, file, module, dim, space))
+    return write_manifest(out, fmt, entries, team.pipeline, team.checkpoint)
+
+
+def export_run(run_dir: Path, checkpoint: Path | None, fmt: str, out: Path, with_params: bool = False) -> Path:
+    """``harl export``: load the run's team and export it; the manifest's path."""
+    if fmt == "onnx":
+        require_onnx()  # before building anything
+    return export_team(load_team(run_dir, checkpoint), fmt, out, with_params)

@@ -1,0 +1,134 @@
+"""One agent's actor as a plain tensor function: the part of a team that ships.
+
+``deploy_actor(actor, space)`` wraps any harl actor (on-policy ``Actor`` with a Gaussian or
+categorical head, with or without a GRU; off-policy ``DeterministicActor``,
+``SquashedGaussianActor``, ``CategoricalActor``, ``DuelingQActor``) in a module whose
+``forward`` takes only tensors and has no data-dependent Python control flow, so
+``torch.jit.trace`` and ``torch.onnx.export`` record it exactly::
+
+    inputs:  obs (B, obs_dim) float32 [, avail (B, n_mask) float32] [, hidden (B, H) float32]
+    outputs: action [, hidden_out (B, H)] [, distribution parameters...]
+
+``action`` is what the env takes: Box actions as float32 ``(B, *shape)`` inside the bounds
+(on-policy means are clipped to the Box, as every harl env adapter clips them; off-policy
+actors are bounded by their tanh), Discrete as int64 ``(B,)``, MultiDiscrete as int64
+``(B, k)``.  A GRU actor's state starts at zeros at each episode's first step; pass
+``hidden_out`` back as ``hidden`` on the next step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from harl.policy.actor import Actor
+from harl.nets.heads import GaussianHead, avail_size
+from harl.policy.off_policy import (
+    CategoricalActor,
+    DeterministicActor,
+    DuelingQActor,
+    SquashedGaussianActor,
+    masked_argmax,
+)
+
+PARAMS = {"gaussian": ["mean", "std"], "squashed_gaussian": ["mu", "log_std"],
+          "categorical": ["logits"], "deterministic": [], "q": ["q_values"]}
+"""Distribution kind -> names of the parameter outputs (``with_params``).  ``logits`` are the
+masked logits (on-policy) or log-probabilities (HASAC) of the sub-actions, concatenated."""
+
+
+def _argmax_each(log_probs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """(B, k) int64: the most likely action of each sub-action's (masked) log-probabilities."""
+    return torch.stack([part.argmax(-1) for part in log_probs], -1)
+
+
+class DeployActor(nn.Module):
+    """``forward(obs [, avail] [, hidden])`` -> ``(action [, hidden_out] [, params...])``."""
+
+    def __init__(self, actor: nn.Module, space: spaces.Space, masked: bool, with_params: bool) -> None:
+        super().__init__()
+        self.actor = actor
+        self.kind = distribution_kind(actor)
+        self.masked = masked and avail_size(space) > 0
+        self.recurrent = isinstance(actor, Actor) and actor.rnn is not None
+        self.with_params = with_params
+        self.discrete = not isinstance(space, spaces.Box)
+        self.scalar = isinstance(space, spaces.Discrete)
+        self.shape = tuple(space.shape) if isinstance(space, spaces.Box) else ()
+        if isinstance(space, spaces.Box):
+            self.register_buffer("low", torch.as_tensor(np.asarray(space.low, np.float32).ravel()))
+            self.register_buffer("high", torch.as_tensor(np.asarray(space.high, np.float32).ravel()))
+
+    def input_names(self) -> list[str]:
+        return ["obs"] + (["avail"] if self.masked else []) + (["hidden"] if self.recurrent else [])
+
+    def output_names(self) -> list[str]:
+        names = ["action"] + (["hidden_out"] if self.recurrent else [])
+        return names + (PARAMS[self.kind] if self.with_params else [])
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        obs = inputs[0]
+        avail = inputs[1] if self.masked else None
+        hidden = inputs[-1] if self.recurrent else None
+        action, params, hidden_out = self._act(obs, avail, hidden)
+        if self.scalar:
+            action = action[:, 0]
+        elif self.shape:
+            action = action.reshape((-1, *self.shape))
+        out = [action] + ([hidden_out] if hidden_out is not None else [])
+        return tuple(out + (params if self.with_params else []))
+
+    def _act(self, obs: torch.Tensor, avail: torch.Tensor | None, hidden: torch.Tensor | None
+             ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
+        actor: Any = self.actor
+        if isinstance(actor, Actor):
+            x, hidden_out = actor.base(obs), None
+            if hidden is not None:  # one GRU step from the given state (zeros at an episode start)
+                out, h = actor.rnn.gru(x.unsqueeze(0), hidden.unsqueeze(0))
+                x, hidden_out = actor.rnn.norm(out[0]), h[0]
+            params = list(actor.head.distribution(x, avail))
+            if isinstance(actor.head, GaussianHead):  # (mean, std); harl's env adapters clip into the Box
+                return torch.minimum(torch.maximum(params[0], self.low), self.high), params, hidden_out
+            log_probs = [torch.log_softmax(part, -1) for part in params]  # harl's argmax is of these
+            return _argmax_each(log_probs), [torch.cat(params, -1)], hidden_out
+        if isinstance(actor, DeterministicActor):
+            return actor(obs), [], None
+        if isinstance(actor, SquashedGaussianActor):
+            mu, log_std = actor.distribution(obs)
+            return actor.centre + actor.half_range * torch.tanh(mu), [mu, log_std], None
+        if isinstance(actor, CategoricalActor):
+            log_probs = actor.log_probs(obs, avail)
+            return _argmax_each(log_probs), [torch.cat(log_probs, -1)], None
+        q = actor(obs)  # DuelingQActor
+        return masked_argmax(q, avail).unsqueeze(-1), [q], None
+
+
+def distribution_kind(actor: nn.Module) -> str:
+    """The name of an actor's action distribution (a key of ``PARAMS``)."""
+    if isinstance(actor, Actor):
+        return "gaussian" if isinstance(actor.head, GaussianHead) else "categorical"
+    kinds = {DeterministicActor: "deterministic", SquashedGaussianActor: "squashed_gaussian",
+             CategoricalActor: "categorical", DuelingQActor: "q"}
+    for cls, kind in kinds.items():
+        if isinstance(actor, cls):
+            return kind
+    raise TypeError(f"cannot export an actor of type {type(actor).__name__}")
+
+
+def team_actors(policy: nn.Module) -> list[nn.Module]:
+    """Each agent's actor, in agent order (a shared actor repeats)."""
+    if hasattr(policy, "actor"):  # TeamPolicy: shared parameters map several agents to one actor
+        return [policy.actor(i) for i in range(policy.n_agents)]
+    return list(policy.actors)
+
+
+def deploy_team(policy: nn.Module, action_spaces: list[spaces.Space], masked: bool,
+                with_params: bool) -> list[DeployActor]:
+    """A ``DeployActor`` per agent, in eval mode, on the CPU, sharing the team's parameters."""
+    return [DeployActor(actor, space, masked, with_params).cpu().eval()
+            for actor, space in zip(team_actors(policy), action_spaces)]

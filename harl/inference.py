@@ -1,0 +1,133 @@
+"""``harl.load_policy``: a trained team acting in your own loop, with nothing but torch.
+
+::
+
+    team = harl.load_policy("exported/")           # a `harl export --format torchscript` folder
+    state = None                                   # GRU teams: None at each episode's start
+    actions, state = team.act(obs, avail, state)   # obs: one array per agent, (obs_dim,) or (B, obs_dim)
+
+An export folder needs only torch (its files are TorchScript); a run directory is loaded
+through harl's own stages, so it needs the run's env package too (to learn the spaces).
+This module imports nothing of harl's training stack and no env package.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harl.errors import HarlError
+
+MANIFEST = "policy.json"
+"""The manifest beside an export's files (written by ``harl.export.manifest``)."""
+
+
+class TeamActor:
+    """The team's per-agent action functions (one tensor module each) and their manifest entries."""
+
+    def __init__(self, modules: Sequence[Any], agents: Sequence[dict[str, Any]]) -> None:
+        self.modules = list(modules)
+        self.agents = list(agents)
+        self.n_agents = len(self.modules)
+        self.hidden_size = int(self.agents[0]["hidden_size"])
+
+    def _inputs(self, i: int, obs: Any, avail: Any, state: Any, batch: int) -> list[torch.Tensor]:
+        spec = self.agents[i]
+        names = [t["name"] for t in spec["inputs"]]
+        inputs = [torch.as_tensor(np.asarray(obs, np.float32)).reshape(batch, -1)]
+        if "avail" in names:
+            width = spec["inputs"][names.index("avail")]["shape"][1]
+            mask = np.ones((batch, width), np.float32) if avail is None else np.asarray(avail, np.float32)
+            inputs.append(torch.as_tensor(mask).reshape(batch, width))
+        if "hidden" in names:
+            inputs.append(torch.zeros(batch, self.hidden_size) if state is None else state)
+        return inputs
+
+    @torch.no_grad()
+    def act(self, obs: Sequence[Any], avail: Sequence[Any] | None = None, state: list[Any] | None = None,
+            deterministic: bool = True) -> tuple[list[np.ndarray], list[torch.Tensor] | None]:
+        """(one action per agent, the GRU states to pass back next step or None).
+
+        ``obs[i]`` is agent ``i``'s observation, ``(obs_dim,)`` or a batch ``(B, obs_dim)``;
+        ``avail[i]`` its action mask (None: every action allowed).  Actions come back in
+        the same form (no batch axis for a single observation), ready for the env.
+        """
+        actions, states = [], []
+        for i, module in enumerate(self.modules):
+            single = np.ndim(obs[i]) == 1
+            batch = 1 if single else int(np.shape(obs[i])[0])
+            outputs = module(*self._inputs(i, obs[i], None if avail is None else avail[i],
+                                           None if state is None else state[i], batch))
+            names = [t["name"] for t in self.agents[i]["outputs"]]
+            if "hidden_out" in names:
+                states.append(outputs[names.index("hidden_out")])
+            action = outputs[0] if deterministic else self._sample(i, dict(zip(names, outputs)))
+            action = action.numpy()
+            actions.append(action[0] if single else action)
+        return actions, (states or None)
+
+    def _sample(self, i: int, out: dict[str, torch.Tensor]) -> torch.Tensor:
+        """A draw from agent ``i``'s action distribution, as harl's ``deterministic=False`` draws it."""
+        spec = self.agents[i]
+        kind, space = spec["distribution"], spec["action_space"]
+        if not all(name in out for name in _PARAM_NAMES[kind]) or kind in ("deterministic", "q"):
+            raise HarlError(
+                f"agent {i}: deterministic=False needs the distribution's parameters, and this "
+                f"{kind!r} policy has none in its export (a deterministic or Q actor has none; "
+                "otherwise export again with --with-distribution)")
+        if kind == "categorical":
+            sizes = [space["n"]] if space["type"] == "Discrete" else list(space["nvec"])
+            picks = []
+            for part in out["logits"].split(sizes, -1):
+                gumbel = -torch.empty_like(part).exponential_().log()
+                picks.append((torch.log_softmax(part, -1) + gumbel).argmax(-1))
+            action = torch.stack(picks, -1)
+            return action[:, 0] if space["type"] == "Discrete" else action
+        low = torch.tensor(space["low"], dtype=torch.float32)
+        high = torch.tensor(space["high"], dtype=torch.float32)
+        if kind == "gaussian":
+            mean = out["mean"]
+            draw = (mean + out["std"] * torch.randn_like(mean)).clamp(low, high)
+        else:  # squashed_gaussian
+            mu = out["mu"]
+            draw = (high + low) / 2 + (high - low) / 2 * torch.tanh(mu + out["log_std"].exp() * torch.randn_like(mu))
+        return draw.reshape(-1, *space["shape"])
+
+
+_PARAM_NAMES = {"gaussian": ("mean", "std"), "squashed_gaussian": ("mu", "log_std"),
+                "categorical": ("logits",), "deterministic": (), "q": ("q_values",)}
+
+
+def load_policy(path: str | Path, checkpoint: str | Path | None = None) -> TeamActor:
+    """The team in ``path``: a ``harl export --format torchscript`` folder, or a run directory."""
+    folder = Path(path)
+    if (folder / MANIFEST).is_file():
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        if manifest["format"] != "torchscript":
+            raise HarlError(
+                f"{folder}: an export of format {manifest['format']!r}; load_policy reads TorchScript "
+                f"exports (harl export RUN_DIR --format torchscript --out DIR); run .onnx files with "
+                "onnxruntime (see docs/export.md)")
+        with warnings.catch_warnings():  # torch.jit is deprecated, yet TorchScript is what libtorch loads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            modules = [torch.jit.load(str(folder / a["file"]), map_location="cpu") for a in manifest["agents"]]
+        return TeamActor(modules, manifest["agents"])
+    if (folder / "pipeline.toml").is_file():
+        from harl.export import load_team
+        from harl.export.deploy import deploy_team
+        from harl.export.manifest import agent_entry
+
+        team = load_team(folder, Path(checkpoint) if checkpoint else None)
+        modules = deploy_team(team.policy, team.action_spaces, team.masked, with_params=True)
+        entries = [agent_entry(i, "", m, d, s) for i, (m, d, s)
+                   in enumerate(zip(modules, team.observation_dims, team.action_spaces))]
+        return TeamActor(modules, entries)
+    raise HarlError(f"{folder}: neither a harl export folder (no {MANIFEST}) nor a run directory "
+                    "(no pipeline.toml); pass what harl export --out or harl train wrote")
+
