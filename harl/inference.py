@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from harl.errors import HarlError
+from harl.exported import MANIFEST
 
-MANIFEST = "policy.json"
 """The manifest beside an export's files (written by ``harl.export.manifest``)."""
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 HARL = Path(__file__).parent.parent / "harl"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("harl.errors", "harl.settings", "harl.user_import", "harl.registry", "harl.run_config"),
+    ("harl.errors", "harl.exported", "harl.settings", "harl.user_import", "harl.registry", "harl.run_config"),
     ("harl.nets", "harl.policy"),
     ("harl.envs", "harl.buffers", "harl.returns"),
     ("harl.collect", "harl.update", "harl.evaluate", "harl.checkpoint", "harl.logging"),
     ("harl.config",),
     ("harl.compose", "harl.trainer"),
-    ("harl.run", "harl.render", "harl.sweep", "harl.plot"),
-    ("harl.cli", "harl.__main__"),
+    ("harl.run", "harl.render", "harl.sweep", "harl.plot", "harl.export", "harl.inference"),
+    ("harl.cli", "harl.cli_help", "harl.__main__"),
 ]
 
 
@@ -39,7 +39,9 @@ def imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every harl import in the file, top-level or inside functions."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        if isinstance(node, ast.ImportFrom) and node.module == "harl" and node.level == 0:
+            found.extend((node.lineno, f"harl.{alias.name}") for alias in node.names)  # from harl import registry
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append((node.lineno, node.module))
         elif isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)

@@ -26,8 +26,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from harl.policy.actor import Actor
 from harl.nets.heads import GaussianHead, avail_size
+from harl.policy.actor import Actor
 from harl.policy.off_policy import (
     CategoricalActor,
     DeterministicActor,

@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.export.deploy import PARAMS, DeployActor
-from harl.inference import MANIFEST
+from harl.exported import MANIFEST
 from harl.nets.heads import avail_size
 
 FORMAT_VERSION = 1

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harl.logging.tracker import numeric, pipeline_params, save_id, saved_id
+from harl.logging.tracker_data import numeric, pipeline_params, save_id, saved_id
 
 BATCH = 100
 """MLflow's limit on params per ``log_batch`` call."""

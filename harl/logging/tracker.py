@@ -16,9 +16,6 @@ metrics.csv and checkpoints carry on without it.
 
 from __future__ import annotations
 
-import json
-import math
-import numbers
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -26,53 +23,11 @@ from typing import Any, Protocol
 
 from harl.errors import MissingExtraError
 
-IDS = "trackers.json"
-"""Run directory file: tracker name -> its run id, for resume."""
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 
 class Tracker(Protocol):
     def write(self, row: dict[str, Any]) -> None: ...
 
     def close(self, checkpoint: Path | None) -> None: ...
-
-
-def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    """A nested table as ``{"updater.objective.clip": "0.2", ...}`` (values as text)."""
-    flat: dict[str, str] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, name + "."))
-        else:
-            flat[name] = str(value)
-    return flat
-
-
-def pipeline_params(pipeline_text: str) -> dict[str, str]:
-    return flatten(tomllib.loads(pipeline_text))
-
-
-def numeric(row: dict[str, Any]) -> dict[str, float]:
-    """The row's finite numbers (text columns, empty cells and booleans left out)."""
-    return {k: float(v) for k, v in row.items()
-            if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)}
-
-
-def saved_id(run_dir: Path, name: str) -> str | None:
-    path = run_dir / IDS
-    return json.loads(path.read_text(encoding="utf-8")).get(name) if path.is_file() else None
-
-
-def save_id(run_dir: Path, name: str, run_id: str) -> None:
-    path = run_dir / IDS
-    ids = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    ids[name] = run_id
-    path.write_text(json.dumps(ids, indent=1) + "\n", encoding="utf-8")
 
 
 class Guarded:

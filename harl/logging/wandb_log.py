@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harl.logging.tracker import numeric, save_id, saved_id
+from harl.logging.tracker_data import numeric, save_id, saved_id
 
 try:
     import tomllib

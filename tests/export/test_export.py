@@ -19,8 +19,8 @@ from gymnasium import spaces
 from harl.cli import main
 from harl.export import load_team
 from harl.export.deploy import team_actors
-from harl.policy.actor import Actor
 from harl.nets.heads import avail_size
+from harl.policy.actor import Actor
 from tests.fakes import counting
 from tests.train_briefly import train_briefly
 
