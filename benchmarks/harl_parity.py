@@ -32,15 +32,16 @@ PIPELINES = {"happo": "pipelines/happo_mpe_spread.toml", "mappo": "pipelines/map
              "hatrpo": "pipelines/hatrpo_mpe_spread.toml"}
 COLUMNS = ("iteration", "env_steps", "train_return", "eval_return")
 _STEPS = re.compile(r"total num timesteps (\d+)/")
-_TRAIN = re.compile(r"average episode reward is (-?[\d.]+(?:e-?\d+)?)")
-_EVAL = re.compile(r"Evaluation average episode reward is (-?[\d.]+(?:e-?\d+)?)")
+_NUMBER = r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)"
+_TRAIN = re.compile(r"average episode reward is " + _NUMBER)
+_EVAL = re.compile(r"Evaluation average episode reward is " + _NUMBER)
 
 
 def _harl_missing(harl_dir: Path, python: str) -> str | None:
     if not (harl_dir / "examples" / "train.py").is_file():
         return f"{harl_dir}/examples/train.py not found (clone PKU-MARL/HARL there, or pass --harl-dir)"
     probe = subprocess.run([python, "-c", "import harl, pettingzoo, supersuit; print(pettingzoo.__version__)"],
-                           cwd=harl_dir, capture_output=True, text=True)
+                           cwd=harl_dir / "examples", capture_output=True, text=True)
     if probe.returncode != 0 or not probe.stdout.startswith("1.22"):
         return (f"{python} cannot run HARL's MPE (needs HARL installed and pettingzoo 1.22.x): "
                 f"{(probe.stderr.strip().splitlines() or [probe.stdout.strip()])[-1]}")
