@@ -103,7 +103,7 @@ class TestUnknownNames:
             f"{path}: collector.n_envs: expected a value in (0, inf], got 0; "
             "for example n_envs = 20 (the default)",
             f'{path}: returns.lamb: unknown key (did you mean "lam"?); valid keys: gamma, kind, lam, '
-            "proper_time_limits",
+            "proper_time_limits, zero_truncated_advantage",
         ]
 
 

@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 from gymnasium import spaces
 
+from harl.envs import mpe_legacy
 from harl.envs.protocol import EnvStep
 from harl.errors import MissingExtraError
 from harl.settings import in_range, kind_field, one_of, positive, setting
@@ -55,6 +56,11 @@ class MPEConfig:
     team_reward: bool = setting(
         True, "every agent gets the sum of all agents' rewards (HARL's MPE convention; "
         "returns then compare with HARL's), else each agent its own mpe2 reward",
+    )
+    variant: str = setting(
+        "mpe2", "mpe2: mpe2's scenarios; pettingzoo_1.22: the MPE HARL's published results "
+        "were measured on (an action moves its agent in the same step, simple_spread's "
+        "self-collision term; see harl/envs/mpe_legacy.py)", one_of(mpe_legacy.VARIANTS),
     )
 
 
@@ -96,6 +102,13 @@ class MPEEnv:
         self._steps = 0
         # BaseScenario.is_terminal exists since mpe2 1.0; older scenarios never terminate.
         self._is_terminal = getattr(raw.scenario, "is_terminal", None)
+        legacy = config.variant == "pettingzoo_1.22"
+        if legacy:
+            mpe_legacy.use_semi_implicit_integration(raw.world)
+        self._flip_signs = [legacy and agent.movable for agent in self._agents]
+        self._reward_offset = (
+            mpe_legacy.self_collision_penalty(config.scenario, config.local_ratio) if legacy else 0.0
+        )
 
         self.n_agents = len(self._agents)
         self.observation_spaces: list[spaces.Box] = [
@@ -138,7 +151,8 @@ class MPEEnv:
             # Same as mpe2's ClipOutOfBoundsWrapper (which clips only out-of-bounds
             # actions, to the same values).
             for i in range(self.n_agents):
-                current[i] = np.clip(actions[i], self._low[i], self._high[i])
+                action = np.clip(actions[i], self._low[i], self._high[i])
+                current[i] = mpe_legacy.to_mpe2_signs(action) if self._flip_signs[i] else action
             return
         for i in range(self.n_agents):
             action = actions[i]
@@ -157,6 +171,7 @@ class MPEEnv:
         self._steps += 1
         rewards_by_name = self._raw.rewards
         rewards = np.array([rewards_by_name[name] for name in self._names], dtype=np.float32)
+        rewards += self._reward_offset
         if self.config.team_reward:
             rewards[:] = rewards.sum()
         obs, state = self._observe()

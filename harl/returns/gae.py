@@ -25,26 +25,32 @@ class GAEConfig:
     gamma: float = setting(0.99, "discount factor", in_range(0, 1))
     lam: float = setting(0.95, "GAE lambda: 0 is one-step TD, 1 is Monte-Carlo", in_range(0, 1))
     proper_time_limits: bool = setting(True, "bootstrap on truncation; false treats a time limit as termination")
+    zero_truncated_advantage: bool = setting(
+        False, "HARL's use_proper_time_limits: the truncated step's advantage is 0 and its "
+        "value target its own prediction (docs/learning-parity.md compares the two)")
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
-        terminated: torch.Tensor, truncated: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
+        terminated: torch.Tensor, truncated: torch.Tensor, gamma: float, lam: float,
+        zero_truncated: bool = False) -> torch.Tensor:
     """Advantages for a rollout of T steps.
 
     ``rewards``, ``values`` (V(s_t)), ``next_values`` (V of the state reached after step t,
     the final pre-reset state where the episode ended) have shape ``(T, ...)``;
     ``terminated`` and ``truncated`` are boolean ``(T, n_envs)`` and broadcast over any
-    trailing agent axis.
+    trailing agent axis.  ``zero_truncated``: HARL's estimator, the truncated step's
+    advantage is 0 (and so adds nothing to the steps before it).
     """
     extra = rewards.dim() - terminated.dim()
     shape = terminated.shape + (1,) * extra
     alive = (~terminated).reshape(shape).to(rewards.dtype)
     cont = (~(terminated | truncated)).reshape(shape).to(rewards.dtype)
+    keep = (~truncated).reshape(shape).to(rewards.dtype) if zero_truncated else torch.ones_like(cont)
     deltas = rewards + gamma * next_values * alive - values
     advantages = torch.empty_like(rewards)
     running = torch.zeros_like(rewards[0])
     for t in range(rewards.shape[0] - 1, -1, -1):
-        running = deltas[t] + gamma * lam * cont[t] * running
+        running = (deltas[t] + gamma * lam * cont[t] * running) * keep[t]
         advantages[t] = running
     return advantages
 
@@ -78,7 +84,7 @@ class GAE:
             terminated = terminated | truncated
         values = buffer.values[:-1]
         adv = gae(buffer.critic_rewards(), values, buffer.next_values, terminated, truncated,
-                  cfg.gamma, cfg.lam)
+                  cfg.gamma, cfg.lam, cfg.zero_truncated_advantage)
         buffer.advantages = adv
         buffer.returns = adv + values
         return ReturnStats(float(adv.mean()), float(buffer.returns.mean()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harl.returns.gae import gae
+from harl.returns.gae import GAE, GAEConfig, gae
 
 
 def naive_gae(rewards, values, next_values, terminated, truncated, gamma, lam):  # noqa: ANN001, ANN201
@@ -72,3 +72,33 @@ def test_agent_axis_broadcasts_for_fp_state() -> None:
     got = gae(r, v, nv, term, trunc, 0.99, 0.95)
     for a in range(A):
         torch.testing.assert_close(got[..., a], gae(r[..., a], v[..., a], nv[..., a], term, trunc, 0.99, 0.95))
+
+
+class _Rollout:
+    """The fields GAE.compute reads: one env, three steps, truncated after step 1."""
+
+    def __init__(self) -> None:
+        self.terminated = torch.tensor([[False], [False], [False]])
+        self.truncated = torch.tensor([[False], [True], [False]])
+        self.values = torch.tensor([[0.5], [1.0], [2.0], [4.0]])
+        self.next_values = torch.tensor([[1.0], [10.0], [4.0]])  # 10: the truncated episode's final state
+
+    def critic_rewards(self) -> torch.Tensor:
+        return torch.tensor([[1.0], [2.0], [3.0]])
+
+
+def test_zero_truncated_advantage_is_harls_proper_time_limits() -> None:
+    """HARL's critic buffer with bad_masks, gamma = lam = 0.5, by hand.
+
+    t=2: delta = 3 + 0.5 * 4 - 2 = 3, gae = 3.
+    t=1 (truncated: masks = 0, bad_masks = 0): delta = 2 - 1 = 1, gae = 1 * bad_mask = 0,
+         return = V = 1.0.
+    t=0: delta = 1 + 0.5 * 1.0 - 0.5 = 1, gae = 1 + 0.25 * 0 = 1, return = 1.5.
+    Bootstrapping instead (harl's default): A_1 = 2 + 0.5 * 10 - 1 = 6, A_0 = 1 + 0.25 * 6 = 2.5.
+    """
+    harl_style, bootstrap = _Rollout(), _Rollout()
+    GAE(GAEConfig(gamma=0.5, lam=0.5, zero_truncated_advantage=True)).compute(harl_style)
+    GAE(GAEConfig(gamma=0.5, lam=0.5)).compute(bootstrap)
+    assert harl_style.advantages.view(-1).tolist() == [1.0, 0.0, 3.0]
+    assert harl_style.returns.view(-1).tolist() == [1.5, 1.0, 5.0]
+    assert bootstrap.advantages.view(-1).tolist() == [2.5, 6.0, 3.0]

@@ -1,0 +1,157 @@
+"""Learning parity with HARL on MPE: run PKU-MARL/HARL and harl alike, then tabulate.
+
+HARL steps pettingzoo 1.22's MPE; harl plays the same dynamics and rewards with
+``env.variant = "pettingzoo_1.22"``, so both report returns on one scale.  Each run lands in
+``--out`` as a harl-style run directory (``pipeline.toml`` + ``metrics.csv``), so
+``harl plot OUT`` draws HARL's seeds and harl's side by side.
+
+    # HARL (its own venv: torch, pettingzoo==1.22.3, supersuit, pyyaml, tensorboardX, absl-py)
+    python benchmarks/harl_parity.py harl --harl-dir ~/HARL --harl-python ~/harl-venv/bin/python \\
+        --algo happo --seed 1 --steps 1_000_000 --out runs/parity
+    python benchmarks/harl_parity.py ours --algo happo --seed 1 --steps 1_000_000 --out runs/parity
+    python benchmarks/harl_parity.py table runs/parity          # train/eval return per 100k
+    harl plot runs/parity --metric eval_return --out parity.png
+
+Without a HARL checkout (``--harl-dir`` missing ``examples/train.py``, or its python unable
+to import pettingzoo 1.22) the ``harl`` command prints why and exits 0: it is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+PIPELINES = {"happo": "pipelines/happo_mpe_spread.toml", "mappo": "pipelines/mappo_mpe_spread.toml",
+             "hatrpo": "pipelines/hatrpo_mpe_spread.toml"}
+COLUMNS = ("iteration", "env_steps", "train_return", "eval_return")
+_STEPS = re.compile(r"total num timesteps (\d+)/")
+_NUMBER = r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)"
+_TRAIN = re.compile(r"average episode reward is " + _NUMBER)
+_EVAL = re.compile(r"Evaluation average episode reward is " + _NUMBER)
+
+
+def _harl_missing(harl_dir: Path, python: str) -> str | None:
+    if not (harl_dir / "examples" / "train.py").is_file():
+        return f"{harl_dir}/examples/train.py not found (clone PKU-MARL/HARL there, or pass --harl-dir)"
+    probe = subprocess.run([python, "-c", "import harl, pettingzoo, supersuit; print(pettingzoo.__version__)"],
+                           cwd=harl_dir / "examples", capture_output=True, text=True)
+    if probe.returncode != 0 or not probe.stdout.startswith("1.22"):
+        return (f"{python} cannot run HARL's MPE (needs HARL installed and pettingzoo 1.22.x): "
+                f"{(probe.stderr.strip().splitlines() or [probe.stdout.strip()])[-1]}")
+    return None
+
+
+def parse_harl_log(lines: list[str]) -> list[dict[str, float | str]]:
+    """One row per HARL log block: env steps, mean train episode return, evaluation return."""
+    rows: list[dict[str, float | str]] = []
+    for line in lines:
+        if m := _STEPS.search(line):
+            rows.append({"iteration": len(rows) + 1, "env_steps": int(m.group(1)),
+                         "train_return": "", "eval_return": ""})
+        elif rows and (m := _TRAIN.search(line)) and "Evaluation" not in line:
+            rows[-1]["train_return"] = float(m.group(1))
+        elif rows and (m := _EVAL.search(line)):
+            rows[-1]["eval_return"] = float(m.group(1))
+    return rows
+
+
+def _write_run(run_dir: Path, name: str, seed: int, extra: str, rows: list[dict[str, float | str]]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "pipeline.toml").write_text(f'[run]\nname = "{name}"\nseed = {seed}\n\n{extra}')
+    with (run_dir / "metrics.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def run_harl(args: argparse.Namespace) -> int:
+    harl_dir = Path(args.harl_dir).expanduser()
+    if why := _harl_missing(harl_dir, args.harl_python):
+        print(f"skipped: HARL is not installed: {why}")
+        return 0
+    run_dir = Path(args.out) / f"HARL-{args.algo}-s{args.seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [args.harl_python, "examples/train.py", "--algo", args.algo, "--env", "pettingzoo_mpe",
+           "--exp_name", "parity", "--seed", str(args.seed), "--num_env_steps", str(args.steps),
+           "--cuda", "False", "--torch_threads", "1", "--log_dir", str((run_dir / "results").resolve())]
+    print(" ".join(cmd))
+    with (run_dir / "stdout.log").open("w") as log:
+        done = subprocess.run(cmd, cwd=harl_dir, stdout=log, stderr=subprocess.STDOUT)
+    rows = parse_harl_log((run_dir / "stdout.log").read_text().splitlines())
+    _write_run(run_dir, f"HARL-{args.algo}", args.seed,
+               f'[reference]\nimplementation = "PKU-MARL/HARL"\nalgo = "{args.algo}"\n', rows)
+    return done.returncode
+
+
+def run_ours(args: argparse.Namespace) -> int:
+    run_dir = Path(args.out) / f"harl-{args.algo}-s{args.seed}"
+    sets = [f"run.seed={args.seed}", f"run.total_env_steps={args.steps}", "run.torch_threads=1",
+            "env.variant=pettingzoo_1.22", "collector.backend=inline", *args.set]
+    cmd = [sys.executable, "-m", "harl", "train", PIPELINES[args.algo], "--quiet", "--run-dir", str(run_dir)]
+    for s in sets:
+        cmd += ["--set", s]
+    print(" ".join(cmd))
+    return subprocess.run(cmd).returncode
+
+
+def windows(rows: list[dict[str, str]], every: int) -> dict[int, tuple[float, float]]:
+    """``{k: (mean train return over rows in (k - every, k], eval return at k)}``."""
+    train, evals = defaultdict(list), {}
+    for r in rows:
+        step = int(float(r["env_steps"]))
+        k = -(-step // every) * every
+        if r.get("train_return"):
+            train[k].append(float(r["train_return"]))
+        if r.get("eval_return") and step % every == 0:
+            evals[k] = float(r["eval_return"])
+    return {k: (float(np.mean(train[k])), evals.get(k, float("nan"))) for k in sorted(train)}
+
+
+def table(args: argparse.Namespace) -> int:
+    groups: dict[str, dict[int, dict[int, tuple[float, float]]]] = defaultdict(dict)
+    for metrics in sorted(Path(args.out).glob("*/metrics.csv")):
+        name, _, seed = metrics.parent.name.rpartition("-s")
+        with metrics.open(newline="") as f:
+            groups[name][int(seed)] = windows(list(csv.DictReader(f)), args.every)
+    steps = sorted({k for runs in groups.values() for w in runs.values() for k in w})
+    names = sorted(groups)
+    head = " | ".join(f"{n} train | {n} eval" for n in names)
+    print(f"| env steps | {head} |\n|---|" + "---|" * (2 * len(names)))
+    for k in steps:
+        cells = []
+        for n in names:
+            for j in (0, 1):
+                vals = [w[k][j] for w in groups[n].values() if k in w and not np.isnan(w[k][j])]
+                cells.append(f"{np.mean(vals):.1f} ± {np.std(vals):.1f} ({len(vals)})" if vals else "")
+        print(f"| {k:,} | " + " | ".join(cells) + " |")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("harl", "ours"):
+        s = sub.add_parser(name)
+        s.add_argument("--algo", choices=sorted(PIPELINES), default="happo")
+        s.add_argument("--seed", type=int, default=1)
+        s.add_argument("--steps", type=lambda v: int(v.replace("_", "")), default=1_000_000)
+        s.add_argument("--out", default="runs/parity")
+    sub.choices["harl"].add_argument("--harl-dir", default="HARL")
+    sub.choices["harl"].add_argument("--harl-python", default="python")
+    sub.choices["ours"].add_argument("--set", action="append", default=[], help="extra pipeline override")
+    t = sub.add_parser("table")
+    t.add_argument("out")
+    t.add_argument("--every", type=int, default=100_000)
+    args = p.parse_args()
+    return {"harl": run_harl, "ours": run_ours, "table": table}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
