@@ -26,20 +26,19 @@ class Reference:
         self.local_ratio = local_ratio
         self.obs_sizes = [21, 21]
         self._colors = torch.tensor(LANDMARK_COLORS, device=device, dtype=dtype)
-        self._other = torch.tensor([1, 0], device=device)
 
     def observe(self, world: World) -> torch.Tensor:
         """Both agents' observations side by side, ``(n, 42)``."""
         pos = world.agent_pos
-        obs = torch.cat([
-            world.agent_vel, relative(world.landmark_pos, pos), self._colors[world.goals],
-            world.comm[:, self._other],
-        ], dim=2)
+        n = pos.shape[0]
+        colors = self._colors.index_select(0, world.goals.flatten()).view(n, 2, 3)
+        # flip(1): each agent hears the other one.
+        obs = torch.cat([world.agent_vel, relative(world.landmark_pos, pos), colors,
+                         world.comm.flip(1)], dim=2)
         return obs.flatten(1)
 
     def rewards(self, world: World) -> torch.Tensor:
-        goal_pos = world.landmark_pos[torch.arange(world.goals.shape[0], device=world.goals.device)[:, None],
-                                      world.goals]
-        local = -(world.agent_pos[:, self._other] - goal_pos).square().sum(-1).sqrt()
+        goal_pos = world.landmark_pos.gather(1, world.goals[:, :, None].expand(-1, -1, 2))
+        local = -torch.linalg.vector_norm(world.agent_pos.flip(1) - goal_pos, dim=-1)
         global_reward = local.sum(1, keepdim=True) / 2
         return global_reward * (1 - self.local_ratio) + local * self.local_ratio

@@ -29,14 +29,13 @@ class SpeakerListener:
     def observe(self, world: World) -> torch.Tensor:
         """The speaker's then the listener's observation, ``(n, 3 + 11)``."""
         listener = world.agent_pos[:, 1:2]
-        speaker_obs = self._colors[world.goals[:, 0]]
+        speaker_obs = self._colors.index_select(0, world.goals[:, 0])
         listener_obs = torch.cat([
             world.agent_vel[:, 1], relative(world.landmark_pos, listener)[:, 0], world.comm[:, 0],
         ], dim=1)
         return torch.cat([speaker_obs, listener_obs], dim=1)
 
     def rewards(self, world: World) -> torch.Tensor:
-        goal = world.landmark_pos[torch.arange(world.goals.shape[0], device=world.goals.device),
-                                  world.goals[:, 0]]
+        goal = world.landmark_pos.gather(1, world.goals[:, :, None].expand(-1, -1, 2))[:, 0]
         reward = -(world.agent_pos[:, 1] - goal).square().sum(-1)
         return reward[:, None].expand(-1, 2)

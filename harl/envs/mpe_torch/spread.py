@@ -16,6 +16,16 @@ from harl.envs.mpe_torch.world import Layout, World, pairwise_dist, relative
 AGENT_SIZE = 0.15
 
 
+def off_diagonal(pairs: torch.Tensor) -> torch.Tensor:
+    """``(n, A, 2A)`` rows of per-agent views of all agents -> ``(n, A, 2(A-1))`` without each
+    agent's view of itself, the others in index order (as mpe2 lists them).  Index arithmetic
+    instead of a gather: drop the first entry of the flattened ``A x A`` grid and every diagonal
+    entry then starts a row of ``A + 1``."""
+    n, a, _ = pairs.shape
+    grid = pairs.reshape(n, a * a, 2)[:, 1:].reshape(n, a - 1, a + 1, 2)[:, :, :a]
+    return grid.reshape(n, a, 2 * (a - 1))
+
+
 class Spread:
     """Observations and rewards of simple_spread over a batch of worlds."""
 
@@ -26,20 +36,17 @@ class Spread:
         )
         self.local_ratio = local_ratio
         self.obs_sizes = [4 + 2 * n_agents + 4 * (n_agents - 1)] * n_agents
-        # others[i]: the other agents in index order, as mpe2 lists them.
-        self._others = torch.tensor(
-            [[o for o in range(n_agents) if o != i] for i in range(n_agents)], device=device
-        ).reshape(n_agents, n_agents - 1)
-        self._rows = torch.arange(n_agents, device=device)[:, None]
         self._not_self = ~torch.eye(n_agents, dtype=torch.bool, device=device)
 
     def observe(self, world: World) -> torch.Tensor:
         """The agents' observations side by side, ``(n, n_agents * obs_size)``."""
         pos = world.agent_pos
-        others = (pos[:, None, :, :] - pos[:, :, None, :])[:, self._rows, self._others]
+        n, n_agents, _ = pos.shape
+        # Agents are silent: the other agents' utterances are zeros, as in mpe2.
+        silence = pos.new_zeros(n, n_agents, (n_agents - 1) * world.comm.shape[2])
         obs = torch.cat([
-            world.agent_vel, pos, relative(world.landmark_pos, pos),
-            others.flatten(2), world.comm[:, self._others].flatten(2),
+            world.agent_vel, pos, relative(world.landmark_pos, pos), off_diagonal(relative(pos, pos)),
+            silence,
         ], dim=2)
         return obs.flatten(1)
 

@@ -85,76 +85,106 @@ class World:
 
 
 class Physics:
-    """mpe2's action decoding and world step for one layout (see the module docstring)."""
+    """mpe2's action decoding and world step for one layout (see the module docstring).
+
+    Decoding works on all agents at once (one concatenation, a few gathers) rather than
+    agent by agent: with small batches a step costs per tensor operation, not per env.
+    """
 
     def __init__(self, layout: Layout, continuous: bool, device: torch.device,
                  dtype: torch.dtype) -> None:
+        if len(set(layout.collide)) > 1:
+            raise ValueError("either every agent collides (simple_spread) or none does")
         self.layout = layout
         self.continuous = continuous
         self.dtype = dtype
+        n_agents = layout.n_agents
+        sizes = [int(s.shape[0] if continuous else 1) for s in
+                 (layout.action_space(i, continuous) for i in range(n_agents))]
+        offsets = [sum(sizes[:i]) for i in range(n_agents)]
+        moving = [i for i in range(n_agents) if layout.movable[i]]
+        speaking = [i for i in range(n_agents) if not layout.silent[i]]
+
+        def index(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.long, device=device)
+
+        self._moving = index(moving) if len(moving) < n_agents else None
+        self._speaking = index(speaking) if 0 < len(speaking) < n_agents else None
+        self._n_speaking = len(speaking)
+        # Continuous: columns of the concatenated actions; u = a[plus] - a[minus] per axis.
+        self._plus = index([offsets[i] + k for i in moving for k in (2, 4)])
+        self._minus = index([offsets[i] + k for i in moving for k in (1, 3)])
+        self._channels = index([offsets[i] + (MOVE_ACTIONS if layout.movable[i] else 0) + k
+                                for i in speaking for k in range(layout.dim_c)])
+        # Discrete: action = move + MOVE_ACTIONS * channel for agents that move and speak.
         self._moves = torch.tensor(_MOVES, device=device, dtype=dtype) * SENSITIVITY
-        self._n_actions = [
-            None if continuous else int(layout.action_space(i, False).n)  # type: ignore[attr-defined]
-            for i in range(layout.n_agents)
-        ]
-        colliders = [i for i in range(layout.n_agents) if layout.collide[i]]
-        self._colliders = colliders if len(colliders) > 1 else []
-        sizes = torch.tensor([layout.size[i] for i in colliders], device=device, dtype=dtype)
-        self._dist_min = sizes[:, None] + sizes[None, :]
-        self._eye = torch.eye(len(colliders), device=device, dtype=dtype)
+        self._n_actions = index([int(layout.action_space(i, False).n) for i in range(n_agents)])  # type: ignore[attr-defined]
+        self._movable = index([int(m) for m in layout.movable])
+        self._divisor = index([MOVE_ACTIONS if m else 1 for m in layout.movable])
+        self._not_silent = torch.tensor([not s for s in layout.silent], device=device, dtype=dtype)
+        self._collide = all(layout.collide) and n_agents > 1
+        size = torch.tensor(layout.size, device=device, dtype=dtype)
+        self._dist_min = size[:, None] + size[None, :]
+        self._eye = torch.eye(n_agents, device=device, dtype=dtype)
 
     def decode(self, actions: Sequence[Any], n_envs: int, device: torch.device
                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-agent actions -> controls ``u`` ``(n, A, 2)`` and utterances ``(n, A, dim_c)``."""
+        if self.continuous:
+            return self._decode_continuous(actions, n_envs, device)
         layout = self.layout
-        u = torch.zeros(n_envs, layout.n_agents, DIM_P, device=device, dtype=self.dtype)
-        comm = torch.zeros(n_envs, layout.n_agents, layout.dim_c, device=device, dtype=self.dtype)
-        for i, action in enumerate(actions):
-            if self.continuous:
-                # Clipped like mpe2's ClipOutOfBoundsWrapper (a new tensor: the input is kept).
-                a = torch.as_tensor(action, device=device, dtype=torch.float32).clamp(0.0, 1.0)
-                if layout.movable[i]:
-                    # The differences in float32, the scaling in the world's dtype: as mpe2 does.
-                    u[:, i, 0] = (a[:, 2] - a[:, 1]).to(self.dtype) * SENSITIVITY
-                    u[:, i, 1] = (a[:, 4] - a[:, 3]).to(self.dtype) * SENSITIVITY
-                    a = a[:, MOVE_ACTIONS:]
-                if not layout.silent[i]:
-                    comm[:, i] = a[:, : layout.dim_c]
-                continue
-            index = torch.as_tensor(action, device=device).reshape(n_envs).long()
-            n = self._n_actions[i]
-            if bool(((index < 0) | (index >= n)).any()):
-                raise ValueError(f"agent {i}: an action is outside Discrete({n})")
-            if layout.movable[i]:
-                u[:, i] = self._moves[index % MOVE_ACTIONS]
-                index = index // MOVE_ACTIONS
-            if not layout.silent[i]:
-                comm[:, i] = torch.nn.functional.one_hot(index, layout.dim_c).to(self.dtype)
-        return u, comm
+        index = torch.cat([torch.as_tensor(a, device=device).reshape(n_envs, 1) for a in actions], 1).long()
+        bad = (index < 0) | (index >= self._n_actions)
+        if bool(bad.any()):
+            agent = int(bad.any(0).nonzero()[0])
+            raise ValueError(f"agent {agent}: an action is outside Discrete({int(self._n_actions[agent])})")
+        # An immovable agent's move is 0 (no-op); a silent agent's channel is masked out.
+        move = (index % MOVE_ACTIONS) * self._movable
+        u = self._moves.index_select(0, move.flatten()).view(n_envs, layout.n_agents, DIM_P)
+        channel = torch.nn.functional.one_hot(index // self._divisor, layout.dim_c)
+        return u, channel.to(self.dtype) * self._not_silent[:, None]
+
+    def _decode_continuous(self, actions: Sequence[Any], n: int, device: torch.device
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+        layout = self.layout
+        # Clipped like mpe2's ClipOutOfBoundsWrapper (a new tensor: the inputs are kept).
+        a = torch.cat([torch.as_tensor(x, device=device, dtype=torch.float32) for x in actions], 1)
+        a = a.clamp(0.0, 1.0)
+        # The differences in float32, the scaling in the world's dtype: as mpe2 does.
+        moved = (a.index_select(1, self._plus) - a.index_select(1, self._minus)).to(self.dtype)
+        moved = (moved * SENSITIVITY).view(n, -1, DIM_P)
+        u = moved
+        if self._moving is not None:
+            u = torch.zeros(n, layout.n_agents, DIM_P, device=device, dtype=self.dtype)
+            u.index_copy_(1, self._moving, moved)
+        if self._n_speaking == 0:
+            return u, torch.zeros(n, layout.n_agents, layout.dim_c, device=device, dtype=self.dtype)
+        said = a.index_select(1, self._channels).to(self.dtype).view(n, self._n_speaking, layout.dim_c)
+        if self._speaking is None:
+            return u, said
+        comm = torch.zeros(n, layout.n_agents, layout.dim_c, device=device, dtype=self.dtype)
+        return u, comm.index_copy_(1, self._speaking, said)
 
     def step(self, world: World, u: torch.Tensor, comm: torch.Tensor) -> None:
         """Advance every world by one ``dt`` in place (mpe2's ``World.step``)."""
-        force = u
-        if self._colliders:
-            force = force.clone()
-            force[:, self._colliders] += self._contact_forces(world.agent_pos[:, self._colliders])
+        force = u + self._contact_forces(world.agent_pos) if self._collide else u
         world.agent_pos += world.agent_vel * DT
         world.agent_vel.mul_(1.0 - DAMPING).add_(force * DT)
         world.comm = comm
 
     def _contact_forces(self, pos: torch.Tensor) -> torch.Tensor:
-        """Sum over the other colliders of mpe2's soft contact force, ``(n, C, 2)``."""
+        """Sum over the other agents of mpe2's soft contact force, ``(n, A, 2)``."""
         delta = pos[:, :, None, :] - pos[:, None, :, :]
-        dist = delta.square().sum(-1).sqrt()
-        penetration = torch.nn.functional.softplus(-(dist - self._dist_min) / CONTACT_MARGIN)
-        # The diagonal (an entity with itself) has delta 0: dividing by 1 there keeps it 0.
-        scale = CONTACT_FORCE * CONTACT_MARGIN * penetration / (dist + self._eye)
+        dist = torch.linalg.vector_norm(delta, dim=-1)
+        penetration = torch.nn.functional.softplus((self._dist_min - dist) / CONTACT_MARGIN)
+        # The diagonal (an agent with itself) has delta 0: dividing by 1 there keeps it 0.
+        scale = (CONTACT_FORCE * CONTACT_MARGIN) * penetration / (dist + self._eye)
         return (delta * scale[..., None]).sum(2)
 
 
 def pairwise_dist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``||a_i - b_j||`` for point sets ``(n, I, 2)`` and ``(n, J, 2)``: ``(n, I, J)``."""
-    return (a[:, :, None, :] - b[:, None, :, :]).square().sum(-1).sqrt()
+    return torch.linalg.vector_norm(a[:, :, None, :] - b[:, None, :, :], dim=-1)
 
 
 def relative(points: torch.Tensor, origin: torch.Tensor) -> torch.Tensor:
