@@ -51,3 +51,18 @@ def test_off_policy_and_recurrent_pipelines_train(name: str, tmp_path: Path) -> 
     result, rows = train_briefly(ROOT / "pipelines" / f"{name}.toml", overrides, tmp_path / "run")
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert rows[-1]["train_return"] and rows[-1]["eval_return"]
+
+
+def test_same_seed_and_exact_resume(tmp_path: Path) -> None:
+    """Same seed, same metrics.csv and final state; resuming from iteration 3 repeats rows 4 and 5
+    (episodes end on rollout boundaries, as in tests/test_determinism.py)."""
+    from tests.test_determinism import HAPPO, resume_from_3, rows, same_final_state, train
+
+    extra = ("--set", "env.kind=mpe_torch")
+    whole = train(HAPPO, tmp_path / "whole", *extra)
+    again = train(HAPPO, tmp_path / "again", *extra)
+    assert rows(whole) == rows(again) and len(rows(whole)) == 5
+    assert same_final_state(whole, again)
+    resume_from_3(whole, tmp_path / "resumed")
+    assert rows(tmp_path / "resumed") == rows(whole)
+    assert same_final_state(tmp_path / "resumed", whole)

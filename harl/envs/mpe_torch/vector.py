@@ -9,8 +9,8 @@ time limit ``max_cycles`` ends an episode as truncated (these scenarios never te
 
 Randomness: one ``torch.Generator`` on the device draws every reset (MPE is deterministic
 between resets).  For exact resume, ``episode_starts`` records each env's initial world
-itself, so ``restart`` replays any env's episode alone; ``get_rng_state`` covers the resets
-to come.
+itself and the generator's state, so ``restart`` replays any env's episode alone and the
+resets after it are those the checkpointed run would have drawn.
 """
 
 from __future__ import annotations
@@ -141,18 +141,24 @@ class MPETorchVectorEnv:
         return self._observe()
 
     def episode_starts(self) -> list[dict[str, Any]]:
-        """Each env's initial world (numpy, picklable) and how far its episode has run."""
+        """Each env's initial world (numpy, picklable) and how far its episode has run; entry 0
+        also holds the generator now (``generator``), so the resets after a restart are the
+        ones that would have followed the checkpoint."""
         start = {name: value.cpu().numpy() for name, value in self._start.items()}
-        return [
+        starts = [
             {"seed": None, "rng": None, "steps": int(steps), **{name: start[name][k] for name in start}}
             for k, steps in enumerate(self._lengths.tolist())
         ]
+        starts[0]["generator"] = self._generator.get_state()
+        return starts
 
     def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
-        """Begin each env's episode again from the initial world ``episode_starts`` recorded."""
+        """Begin each env's episode again from the initial world ``episode_starts`` recorded
+        (an episode that had run some steps starts over), the generator as it was then."""
         if len(starts) != self.n_envs:
             raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
         self._reset_before = True
+        self._generator.set_state(starts[0]["generator"])
         stacked = {name: np.stack([start[name] for start in starts]) for name in _INITIAL}
         return self.set_initial_worlds(torch.arange(self.n_envs), **stacked)
 
