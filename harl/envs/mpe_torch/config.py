@@ -9,11 +9,20 @@ exactly the options it implements.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
-from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.settings import InvalidSetting, in_range, kind_field, one_of, positive, setting
 
 SCENARIOS = ("simple_spread", "simple_reference", "simple_speaker_listener")
+
+
+def _device(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    """Checked by name here (torch is not imported with the env registry); whether CUDA is
+    there is checked when the env is built."""
+    if not (value in ("cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit())):
+        raise InvalidSetting(attribute.name, f'expected one of: cpu, cuda, cuda:N; got "{value}"')
 
 
 @attrs.frozen
@@ -35,7 +44,7 @@ class MPETorchConfig:
         True, "every agent gets the sum of all agents' rewards (HARL's MPE convention), "
         "else each agent its own mpe2 reward",
     )
-    device: str = setting("cpu", "torch device the worlds are simulated on (cpu, cuda, cuda:N)")
+    device: str = setting("cpu", "torch device the worlds are simulated on (cpu, cuda, cuda:N)", _device)
     precision: str = setting(
         "float64", "dtype of the simulated world; observations and rewards are float32 either way. "
         "float64 agrees with mpe2 (float64 numpy) to 1e-6; float32 drifts to ~1e-4 within an "
