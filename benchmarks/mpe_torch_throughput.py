@@ -10,7 +10,7 @@ device, as collectors hand them) and mpe2 through harl's adapter (inline backend
 process; its rate per env does not depend on the number of envs, so fewer steps are timed
 at large sizes, and none above 1,024 envs: see ``MPE2_MAX_ENVS``).  ``train``: HAPPO iterations (collect + returns + update, evaluation off)
 of the shipped ``happo_mpe_spread.toml`` on mpe2 (as shipped: subprocess env workers), the
-same file switched to ``kind = "mpe_torch"``, and ``happo_mpe_spread_torch.toml`` (tuned
+same file switched to ``kind = "mpe_torch"``, and ``happo_mpe_torch_spread.toml`` (tuned
 for many envs).  Every line carries the machine's load average: on a shared machine the
 rates are lower bounds of a quiet machine's.
 """
@@ -43,7 +43,7 @@ MPE2_MAX_ENVS = 1024
 TRAIN_CASES = [
     ("mpe2, HARL's settings (shipped)", "pipelines/happo_mpe_spread.toml", []),
     ("mpe_torch, HARL's settings", "pipelines/happo_mpe_spread.toml", ["env.kind=mpe_torch"]),
-    ("mpe_torch, tuned for many envs", "pipelines/happo_mpe_spread_torch.toml", []),
+    ("mpe_torch, tuned for many envs", "pipelines/happo_mpe_torch_spread.toml", []),
 ]
 
 
