@@ -1,0 +1,205 @@
+"""``MPETorchVectorEnv``: ``n_envs`` MPE worlds stepped as one batch of torch tensors.
+
+Tensor-native (like the VMAS adapter): observations, states, rewards and episode ends are
+tensors on ``device`` and actions go in as tensors (numpy arrays work too).  Conventions
+follow harl's mpe2 adapter (``harl.envs.mpe``): the state concatenates the agents'
+observations, continuous actions are clipped to ``[0, 1]``, discrete envs report all-ones
+action masks, ``team_reward`` gives every agent the sum of the agents' rewards, and the
+time limit ``max_cycles`` ends an episode as truncated (these scenarios never terminate).
+
+Randomness: one ``torch.Generator`` on the device draws every reset (MPE is deterministic
+between resets).  For exact resume, ``episode_starts`` records each env's initial world
+itself and the generator's state, so ``restart`` replays any env's episode alone and the
+resets after it are those the checkpointed run would have drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from harl.envs.mpe_torch.config import MPETorchConfig
+from harl.envs.mpe_torch.reference import Reference
+from harl.envs.mpe_torch.speaker_listener import SpeakerListener
+from harl.envs.mpe_torch.spread import Spread
+from harl.envs.mpe_torch.world import Physics, World, sample_worlds
+from harl.envs.protocol import VectorStep
+from harl.errors import ConfigError
+
+Reset = tuple[list[torch.Tensor], torch.Tensor, list[torch.Tensor] | None]
+
+_INITIAL = ("agent_pos", "landmark_pos", "goals")
+"""The parts of a world that a reset draws (velocities and utterances start at zero)."""
+
+
+def _device(name: str) -> torch.device:
+    device = torch.device(name)  # a valid name: MPETorchConfig checks it
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f'env.device: "{name}" was asked for, but this torch build ({torch.__version__}) '
+            'sees no CUDA device; use device = "cpu"'
+        )
+    return device
+
+
+def _scenario(config: MPETorchConfig, device: torch.device, dtype: torch.dtype
+              ) -> Spread | Reference | SpeakerListener:
+    if config.scenario == "simple_spread":
+        return Spread(config.n_agents, config.local_ratio, device, dtype)
+    if config.scenario == "simple_reference":
+        return Reference(config.local_ratio, device, dtype)
+    return SpeakerListener(device, dtype)
+
+
+class MPETorchVectorEnv:
+    """``n_envs`` MPE environments of one scenario, in torch (see the module docstring)."""
+
+    tensor_native = True
+    """Batches are torch tensors on ``device`` (see ``harl.envs.protocol.VectorEnv``)."""
+
+    def __init__(self, config: MPETorchConfig, n_envs: int, seed: int = 0) -> None:
+        self.config = config
+        self.device = _device(config.device)
+        self.n_envs = n_envs
+        self._dtype = getattr(torch, config.precision)
+        self._scenario = _scenario(config, self.device, self._dtype)
+        layout = self._scenario.layout
+        self._layout = layout
+        self._physics = Physics(layout, config.continuous_actions, self.device, self._dtype)
+        self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(seed)
+        self._seed = seed
+        self._reset_before = False
+        self.n_agents = layout.n_agents
+        self.action_spaces: list[spaces.Space] = [
+            layout.action_space(i, config.continuous_actions) for i in range(self.n_agents)
+        ]
+        self._world = sample_worlds(layout, n_envs, self._generator, self.device, self._dtype)
+        self._start = self._initial(self._world)
+        self._obs_sizes = self._scenario.obs_sizes
+        self.observation_spaces = [
+            spaces.Box(-np.inf, np.inf, (size,), np.float32) for size in self._obs_sizes
+        ]
+        self.state_space = spaces.Box(-np.inf, np.inf, (sum(self._obs_sizes),), np.float32)
+        self._avail: list[torch.Tensor] | None = None
+        if not config.continuous_actions:
+            self._avail = [torch.ones(n_envs, int(s.n), device=self.device)  # type: ignore[attr-defined]
+                           for s in self.action_spaces]
+        self._active = torch.ones(n_envs, self.n_agents, dtype=torch.bool, device=self.device)
+        self._not_terminated = torch.zeros(n_envs, dtype=torch.bool, device=self.device)
+        self._returns = torch.zeros(n_envs, dtype=torch.float64, device=self.device)
+        self._lengths = torch.zeros(n_envs, dtype=torch.int64, device=self.device)
+
+    # ----------------------------------------------------------------- episode starts
+
+    @staticmethod
+    def _initial(world: World) -> dict[str, torch.Tensor]:
+        return {name: getattr(world, name).clone() for name in _INITIAL}
+
+    def _observe(self) -> Reset:
+        """The state (the agents' observations side by side, float32) and views of it per agent."""
+        state = self._scenario.observe(self._world).float()
+        return list(state.split(self._obs_sizes, dim=1)), state, self._avail
+
+    def set_initial_worlds(self, envs: torch.Tensor, agent_pos: Any, landmark_pos: Any,
+                           goals: Any) -> Reset:
+        """Begin a new episode in each of ``envs`` from the given initial world (positions
+        ``(k, n_agents, 2)`` and ``(k, n_landmarks, 2)``, goal landmark indices ``(k, n_goals)``),
+        at rest and silent; returns the whole batch's observations, state and masks."""
+        envs = torch.as_tensor(envs, device=self.device).long()
+        given = {"agent_pos": agent_pos, "landmark_pos": landmark_pos, "goals": goals}
+        for name, value in given.items():
+            target = getattr(self._world, name)
+            value = torch.as_tensor(value, device=self.device).to(target.dtype)
+            target[envs] = value
+            self._start[name][envs] = value
+        self._world.agent_vel[envs] = 0.0
+        self._world.comm[envs] = 0.0
+        self._returns[envs] = 0.0
+        self._lengths[envs] = 0
+        return self._observe()
+
+    def _reset_envs(self, envs: torch.Tensor) -> None:
+        fresh = sample_worlds(self._layout, len(envs), self._generator, self.device, self._dtype)
+        self.set_initial_worlds(envs, fresh.agent_pos, fresh.landmark_pos, fresh.goals)
+
+    def reset(self, seed: int | None = None) -> Reset:
+        """Reset every env; a seed re-seeds the generator (the constructor's on the first call)."""
+        if seed is None and not self._reset_before:
+            seed = self._seed
+        if seed is not None:
+            self._generator.manual_seed(seed)
+        self._reset_before = True
+        self._reset_envs(torch.arange(self.n_envs, device=self.device))
+        return self._observe()
+
+    def episode_starts(self) -> list[dict[str, Any]]:
+        """Each env's initial world (numpy, picklable) and how far its episode has run; entry 0
+        also holds the generator now (``generator``), so the resets after a restart are the
+        ones that would have followed the checkpoint."""
+        start = {name: value.cpu().numpy() for name, value in self._start.items()}
+        starts = [
+            {"seed": None, "rng": None, "steps": int(steps), **{name: start[name][k] for name in start}}
+            for k, steps in enumerate(self._lengths.tolist())
+        ]
+        starts[0]["generator"] = self._generator.get_state()
+        return starts
+
+    def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
+        """Begin each env's episode again from the initial world ``episode_starts`` recorded
+        (an episode that had run some steps starts over), the generator as it was then."""
+        if len(starts) != self.n_envs:
+            raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
+        self._reset_before = True
+        self._generator.set_state(starts[0]["generator"])
+        stacked = {name: np.stack([start[name] for start in starts]) for name in _INITIAL}
+        return self.set_initial_worlds(torch.arange(self.n_envs), **stacked)
+
+    def get_rng_state(self) -> list[Any]:
+        """One generator draws every env's resets: its state is entry 0."""
+        return [self._generator.get_state()] + [None] * (self.n_envs - 1)
+
+    def set_rng_state(self, states: Sequence[Any]) -> None:
+        if len(states) != self.n_envs:
+            raise ValueError(f"set_rng_state needs {self.n_envs} states, got {len(states)}")
+        if states[0] is not None:
+            self._generator.set_state(states[0])
+        self._reset_before = True
+
+    # ----------------------------------------------------------------- stepping
+
+    def step(self, actions: Sequence[Any]) -> VectorStep:
+        """Step every world with its row of ``actions``; ended episodes are reset."""
+        if len(actions) != self.n_agents:
+            raise ValueError(f"step needs {self.n_agents} action batches, got {len(actions)}")
+        u, comm = self._physics.decode(actions, self.n_envs, self.device)
+        self._physics.step(self._world, u, comm)
+        rewards = self._scenario.rewards(self._world)
+        if self.config.team_reward:
+            rewards = rewards.sum(1, keepdim=True).expand(-1, self.n_agents)
+        rewards = rewards.float().contiguous()
+        self._returns += rewards.mean(1, dtype=torch.float64)
+        self._lengths += 1
+        obs, state, avail = self._observe()
+        final_obs, final_state = obs, state
+        truncated = self._lengths >= self.config.max_cycles
+        episode_infos: list[dict[str, Any]] = []
+        ended = truncated.nonzero().flatten()
+        if len(ended):
+            returns, lengths = self._returns[ended].tolist(), self._lengths[ended].tolist()
+            episode_infos = [{"return": r, "length": int(n)} for r, n in zip(returns, lengths)]
+            self._reset_envs(ended)
+            obs, state, avail = self._observe()
+        return VectorStep(
+            obs=obs, state=state, avail=avail, rewards=rewards, terminated=self._not_terminated.clone(),
+            truncated=truncated, active=self._active, final_state=final_state,
+            episode_infos=episode_infos, final_obs=final_obs, final_avail=avail,
+        )
+
+    def close(self) -> None:
+        """Nothing to release (tensors only)."""
+
