@@ -32,10 +32,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from env_throughput import vector_rate  # noqa: E402
 
-from harl.build import build_stages  # noqa: E402
+from harl.compose import build_stages  # noqa: E402
+from harl.config.loading import load_pipeline  # noqa: E402
 from harl.envs.mpe import MPEConfig  # noqa: E402
 from harl.envs.mpe_torch import MPETorchConfig  # noqa: E402
-from harl.pipeline import load_pipeline  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 MPE2_MAX_ENVS = 1024

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harl.build import build_stages
+from harl.compose import build_stages
+from harl.config.loading import load_pipeline, read_toml
 from harl.envs.mpe import MPEConfig, make_mpe_env
 from harl.envs.mpe_torch.vector import MPETorchVectorEnv
-from harl.pipeline import load_pipeline, read_toml
 from tests.train_briefly import train_briefly
 
 pytest.importorskip("mpe2")
