@@ -8,6 +8,7 @@ paragraph and exit with status 2; ``--debug`` shows the traceback too.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harl.errors import HarlError
+from harl.signals import exit_status, shielded
 
 EPILOG = """\
 examples:
@@ -136,14 +138,15 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     try:
         result = trainer.train(quiet=args.quiet)
     finally:
-        trainer.stages.close()
+        with shielded(lambda text: console.print(text, highlight=False)):
+            trainer.stages.close()
     c = result.counters
     line = (f"{'stopped' if result.interrupted else 'finished'}: {c.iteration} iterations, "
             f"{c.env_steps:,} env steps in {c.wall_time:.0f} s")
     if result.last_eval is not None:
         line += f"; last evaluation return {result.last_eval.mean_return:.2f}"
     console.print(line + f"\nresume with: harl train --resume {result.run_dir}", highlight=False)
-    return 130 if result.interrupted else 0
+    return exit_status(result.signum or signal.SIGINT) if result.interrupted else 0
 
 
 def _train_seeds(args: argparse.Namespace, console: Console) -> int:

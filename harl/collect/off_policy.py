@@ -90,6 +90,7 @@ class OffPolicyCollector:
         self._active: Any = (torch.ones(config.n_envs, venv.n_agents, device=venv.device)
                              if self.native else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
         self._restart: list[dict[str, Any]] | None = None
+        self._saved = self._state_now(started=False)
 
     @property
     def steps_per_iteration(self) -> int:
@@ -144,18 +145,23 @@ class OffPolicyCollector:
             self._obs, self._state, self._avail = step.obs, step.state, step.avail
             episodes.extend(step.episode_infos)
             self.env_steps += n
+        self._saved = self._state_now(started=True)
         return CollectStats(self.config.train_interval * n, episodes)
 
-    def state_dict(self) -> dict[str, Any]:
-        """Steps taken (warm-up, epsilon) and how the envs' current episodes began."""
-        started = self._obs is not None
+    def _state_now(self, started: bool) -> dict[str, Any]:
         return {"env_steps": self.env_steps, "generator": self.generator.get_state(),
                 "episode_starts": self.venv.episode_starts() if started else None}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Steps taken (warm-up, epsilon) and how the envs' episodes began, as of the end of
+        the last ``collect`` (see ``OnPolicyCollector.state_dict``)."""
+        return self._saved
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = state["env_steps"]
         self.generator.set_state(state["generator"])
         self._restart = state["episode_starts"]
+        self._saved = state
 
     def close(self) -> None:
         self.venv.close()

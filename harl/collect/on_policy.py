@@ -58,6 +58,7 @@ class OnPolicyCollector:
         """The env takes and returns torch tensors: no numpy round trip."""
         self.started = False
         self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
+        self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
 
     @property
     def steps_per_iteration(self) -> int:
@@ -65,8 +66,13 @@ class OnPolicyCollector:
         return self.config.rollout_length * self.config.n_envs
 
     def state_dict(self) -> dict[str, Any]:
-        """How the envs' current episodes began, so a resumed run can begin them again."""
-        return {"started": self.started, "episode_starts": self.venv.episode_starts() if self.started else None}
+        """How the envs' episodes began, as of the end of the last ``collect``.
+
+        Read then, not now: a checkpoint written after a crashed env or a second Ctrl-C
+        must not talk to the envs, and the counters it is saved with are those of the
+        last whole iteration too.
+        """
+        return self._saved
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The first ``collect`` after this restarts the saved episodes instead of seeding anew.
@@ -75,6 +81,7 @@ class OnPolicyCollector:
         rollout length is a multiple of the episode length); otherwise those episodes start over.
         """
         self._restart = state["episode_starts"] if state["started"] else None
+        self._saved = state
 
     def _start(self, buffer: RolloutBuffer) -> None:
         if self._restart is not None:
@@ -145,6 +152,7 @@ class OnPolicyCollector:
             buffer.values[-1] = self.critic.value(buffer.state[-1])
         else:
             buffer.values[-1] = self.critic.value(buffer.state[-1], buffer.critic_hidden[-1], buffer.starts[-1])
+        self._saved = {"started": True, "episode_starts": self.venv.episode_starts()}
         return CollectStats(buffer.length * buffer.n_envs, episodes)
 
     def close(self) -> None:
