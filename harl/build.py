@@ -19,13 +19,17 @@ from harl.buffers.rollout import RolloutBuffer
 from harl.build_off_policy import build_off_policy_stages
 from harl.checkpoint import latest_checkpoint, load_checkpoint
 from harl.collect.on_policy import OnPolicyCollector
+from harl.envs.registry import make_env, vector_factory
 from harl.envs.vector import make_vector_env
 from harl.errors import CheckpointError, ConfigError
 from harl.evaluate import Evaluator
+from harl.fs import writing
 from harl.logging.tensorboard import require_tensorboard
 from harl.pipeline import PipelineSpec, dump_pipeline, load_pipeline, structure_pipeline
 from harl.policy.actor import TeamPolicy
+from harl.resume_check import check_resumable
 from harl.returns.gae import GAE
+from harl.sizes import allocating, check_env_count, check_rollout, rollout_bytes_per_step
 from harl.trainer import Counters, Trainer, set_rng_state
 from harl.update.objectives.a2c import A2CConfig, a2c_learner
 from harl.update.objectives.ppo import PPOConfig, ppo_learner
@@ -110,8 +114,16 @@ class Stages:
 def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
     """Build every stage of ``spec`` (envs included).  Close the result when done.
 
-    ``source`` names the pipeline file in errors found while building.
+    ``source`` names the pipeline file in errors found while building.  Sizes are checked
+    against the memory available before the envs and buffers are allocated (``harl.sizes``).
     """
+    check_env_count(lambda: make_env(spec.env), spec.collector.n_envs, spec.evaluator.n_envs,
+                    vector_factory(spec.env) is not None, source)
+    with allocating("the environments and buffers", source):
+        return _build_stages(spec, source)
+
+
+def _build_stages(spec: PipelineSpec, source: str) -> Stages:
     run = spec.run
     device = resolve_device(run.device, source)
     if run.torch_threads > 0:
@@ -142,6 +154,9 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
         updater = OnPolicyUpdater(spec.updater, learners,
                                   VCriticLearner(critic, spec.critic, generator), n_agents, generator)
         recurrent = spec.policy.recurrent
+        check_rollout(rollout_bytes_per_step(obs_spaces, act_spaces, state_dim, spec.critic.state_type == "FP",
+                                             policy.hidden_size, critic.hidden_size),
+                      col.rollout_length, col.n_envs, source, device)
         buffer = RolloutBuffer(obs_spaces, act_spaces, state_dim, col.n_envs, col.rollout_length,
                                fp_state=spec.critic.state_type == "FP", device=device,
                                hidden_size=policy.hidden_size, critic_hidden_size=critic.hidden_size,
@@ -175,9 +190,15 @@ def start_run(pipeline: str | Path, overrides: list[str] = (), run_dir: Path | N
         require_tensorboard()
     text = dump_pipeline(spec)
     stages = build_stages(spec, str(pipeline))
-    run_dir = run_dir or new_run_dir(spec)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
+    try:
+        with writing(run_dir or Path(spec.logging.dir), "the run directory",
+                     fix="set logging.dir (or --run-dir) to a writable directory"):
+            run_dir = run_dir or new_run_dir(spec)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
+    except BaseException:
+        stages.close()
+        raise
     return Trainer(stages, spec, run_dir, text), notes
 
 
@@ -190,7 +211,13 @@ def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
             f"{run_dir}: not a harl run directory (no pipeline.toml); pass the directory that "
             "harl train printed when the run started"
         )
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a pipeline file (it is not UTF-8 text); harl train writes it as "
+                          "UTF-8: restore it from a copy, or start the run again") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read the run's pipeline ({exc.strerror})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -215,6 +242,7 @@ def resume_run(run_dir: Path, checkpoint: Path | None = None) -> Trainer:
         require_tensorboard()
     path = checkpoint or latest_checkpoint(run_dir)
     state = load_checkpoint(path)
+    check_resumable(state, spec, run_dir / "pipeline.toml", path)
     stages = build_stages(spec, str(run_dir / "pipeline.toml"))
     try:
         restore(stages, state)

@@ -23,6 +23,7 @@ from harl.errors import ConfigError
 from harl.evaluate import Evaluator
 from harl.policy.off_policy import OffPolicyTeam
 from harl.returns.n_step import NStepReturns
+from harl.sizes import check_replay, replay_bytes_per_transition
 from harl.update.objectives import d3qn, ddpg, sac, td3
 from harl.update.off_policy_updater import OffPolicyUpdater
 from harl.update.q_critic import MAX_JOINT_ACTIONS, JointQCritic, QCritic, QCriticLearner
@@ -113,6 +114,8 @@ def build_off_policy_stages(spec: Any, device: torch.device, source: str = "pipe
         updater = OffPolicyUpdater(spec.updater, agents, QCriticLearner(critic, spec.critic), returns,
                                    spec.buffer.batch_size, col.updates_per_round, col.warmup_steps,
                                    getattr(objective, "policy_freq", 1), generator, run.precision)
+        check_replay(replay_bytes_per_transition(obs_spaces, act_spaces, state_dim), spec.buffer.capacity,
+                     source, device)
         buffer = ReplayBuffer(obs_spaces, act_spaces, state_dim, col.n_envs, spec.buffer.capacity, device)
         collector = OffPolicyCollector(col, venv, team, device, seed=run.seed * 1000)
         evaluator = Evaluator(spec.evaluator, eval_venv, team, device, seed=run.seed * 1000 + 500)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 import torch
 
 from harl.errors import CheckpointError
+from harl.fs import writing
 
 PATTERN = re.compile(r"^iter_(\d+)\.pt$")
 FORMAT_VERSION = 1
@@ -71,13 +72,14 @@ def save_checkpoint(run_dir: Path, iteration: int, state: dict[str, Any], keep: 
         raise ValueError(f"keep must be at least 1, got {keep}")
     folder = checkpoint_dir(run_dir)
     path = folder / f"iter_{iteration:07d}.pt"
-    # Temp files left by a process killed mid-write (one writer per run directory).
-    if folder.is_dir():
-        for stale in folder.glob(f".iter_*{TEMP_SUFFIX}"):
-            stale.unlink(missing_ok=True)
-    atomic_write_bytes(path, lambda f: torch.save({"format": FORMAT_VERSION, **state}, f))
-    for old in list_checkpoints(run_dir)[:-keep]:
-        old.unlink(missing_ok=True)
+    with writing(path, "the checkpoint", run_dir):
+        # Temp files left by a process killed mid-write (one writer per run directory).
+        if folder.is_dir():
+            for stale in folder.glob(f".iter_*{TEMP_SUFFIX}"):
+                stale.unlink(missing_ok=True)
+        atomic_write_bytes(path, lambda f: torch.save({"format": FORMAT_VERSION, **state}, f))
+        for old in list_checkpoints(run_dir)[:-keep]:
+            old.unlink(missing_ok=True)
     return path
 
 

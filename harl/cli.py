@@ -13,6 +13,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from rich.console import Console
 from rich.markup import escape
@@ -127,6 +130,9 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
                             "pipelines/happo_mpe_spread.toml) or --resume RUN_DIR")
         if args.checkpoint:
             raise HarlError("--checkpoint only goes with --resume RUN_DIR")
+        if args.run_dir and Path(args.run_dir).exists() and not Path(args.run_dir).is_dir():
+            raise HarlError(f"--run-dir {args.run_dir}: is a file, not a directory; pass a new directory "
+                            "(or an empty one) for the run")
         if args.run_dir and (Path(args.run_dir) / "pipeline.toml").exists():
             raise HarlError(f"--run-dir {args.run_dir}: already holds a run (it has a pipeline.toml); "
                             f"continue it with harl train --resume {args.run_dir}, or pick a new directory")
@@ -185,7 +191,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         table.add_row("env", spec.env.kind, f"{venv.n_agents} agents, {venv.n_envs} envs, state {tuple(venv.state_space.shape)}")
         off = spec.collector.kind == "off_policy"
         table.add_row("collector", spec.collector.kind, f"{stages.collector.steps_per_iteration:,} env steps per iteration, backend {spec.collector.backend}")
-        table.add_row("buffer", spec.buffer.kind, f"capacity {spec.buffer.capacity:,}, batch {spec.buffer.batch_size}" if off
+        table.add_row("buffer", spec.buffer.kind, _replay_memory(spec, venv) if off
                       else f"{stages.buffer.n_samples} samples per iteration")
         table.add_row("returns", spec.returns.kind, f"gamma={spec.returns.gamma}, " + (f"n={spec.returns.n_step}" if off else f"lambda={spec.returns.lam}"))
         table.add_row("critic", spec.critic.kind, f"{getattr(spec.critic, 'state_type', 'EP')} state, {sum(p.numel() for p in stages.critic.parameters()):,} parameters")
@@ -197,6 +203,17 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     finally:
         stages.close()
     return 0
+
+
+def _replay_memory(spec: Any, venv: Any) -> str:
+    """The replay buffer's row of ``harl check``: capacity, batch and memory once full."""
+    from harl.sizes import human, replay_bytes_per_transition
+
+    per = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces,
+                                      int(np.prod(venv.state_space.shape)))
+    capacity = spec.buffer.capacity
+    return (f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes per "
+            f"transition x {capacity:,} = {human(per * capacity)}")
 
 
 def cmd_stages(args: argparse.Namespace, console: Console) -> int:
