@@ -54,7 +54,10 @@ def _kind(value: Any) -> str:
     if value is None:
         return "None"
     text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+    shown = f" {text}" if len(text) <= 40 else ""
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} values{shown}"
+    return f"{type(value).__name__}{shown}"
 
 
 class EnvOutputCheck:
@@ -86,9 +89,8 @@ class EnvOutputCheck:
 
     def reset(self, k: int, result: Any) -> tuple[list[np.ndarray], np.ndarray, Any]:
         if not isinstance(result, (tuple, list)) or len(result) != 3:
-            count = f" of {len(result)} values" if isinstance(result, (tuple, list)) else ""
-            raise self._fail(k, f"reset() returned {_kind(result) if not count else type(result).__name__ + count}, "
-                                "expected a tuple (obs, state, avail) with avail None where the env has no masks")
+            raise self._fail(k, f"reset() returned {_kind(result)}, expected a tuple (obs, state, avail) "
+                                "with avail None where the env has no masks")
         obs, state, avail = result
         self._observations(k, "reset", obs)
         self._array(k, "reset", "state", state, self.state_shape)
