@@ -18,6 +18,7 @@ from harl.envs.vector import make_vector_env
 from harl.errors import EnvCrashedError, EnvProtocolError, NonFiniteError
 from harl.policy.actor import PolicyConfig, TeamPolicy
 from harl.update.v_critic import VCritic, VCriticConfig
+from tests.fakes.bad_env import write_pipeline
 
 FACTORY = "tests.fakes.bad_env:make"
 NAME = f'python env "{FACTORY}"'
@@ -86,7 +87,7 @@ class TestProtocolViolations:
 
     def test_constructor_exception_cli(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """harl train with such an env exits 2 with that one paragraph."""
-        pipeline = write_pipeline(tmp_path, "ctor_raises")
+        pipeline = write_pipeline(tmp_path / "bad.toml", "ctor_raises")
         assert main(["train", str(pipeline), "--run-dir", str(tmp_path / "run")]) == 2
         err = capsys.readouterr().err
         assert "raised ValueError: unknown map 'x' while building the environment" in err
@@ -166,17 +167,3 @@ class TestNonFinite:
         rewards[2, 1] = -np.inf
         with pytest.raises(NonFiniteError, match="^e, environment 2, agent 1: rewards holds -inf"):
             check_finite("e", "rewards", rewards)
-
-
-def write_pipeline(tmp_path: Path, mode: str, **collector: Any) -> Path:
-    """A tiny HAPPO pipeline on the bad env (``mode``)."""
-    settings = {"rollout_length": 10, "n_envs": 2, **collector}
-    lines = [f"{k} = {v!r}".replace("'", '"') for k, v in settings.items()]
-    path = tmp_path / "bad.toml"
-    path.write_text("\n".join([
-        "[run]", "total_env_steps = 40", "", "[env]", 'kind = "python"', f'factory = "{FACTORY}"',
-        f'kwargs = {{ mode = "{mode}" }}', "", "[collector]", *lines, "",
-        "[evaluator]", "episodes = 2", "n_envs = 1", "", "[logging]", "progress = false", "",
-        "[policy]", "hidden_sizes = [8]", "", "[critic]", "hidden_sizes = [8]", "",
-    ]) + "\n")
-    return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -90,3 +91,22 @@ class BadEnv:
 
 def make(mode: str = "ok", at: int = 1, sleep: float = 0.0) -> BadEnv:
     return BadEnv(mode, at, sleep)
+
+
+def write_pipeline(path: Path, mode: str = "ok", total_env_steps: int = 40, every: int = 1,
+                   env: dict[str, Any] | None = None, **collector: Any) -> Path:
+    """A tiny HAPPO pipeline on this env (``mode`` and ``env`` kwargs), 2 envs x 10 steps per iteration."""
+    def table(values: dict[str, Any]) -> list[str]:
+        return [f"{k} = {v!r}".replace("'", '"').replace("True", "true").replace("False", "false")
+                for k, v in values.items()]
+
+    kwargs = ", ".join(table({"mode": mode, **(env or {})}))
+    path.write_text("\n".join([
+        "[run]", f"total_env_steps = {total_env_steps}", "", "[env]", 'kind = "python"',
+        'factory = "tests.fakes.bad_env:make"', f"kwargs = {{ {kwargs} }}", "",
+        "[collector]", *table({"rollout_length": 10, "n_envs": 2, **collector}), "",
+        "[evaluator]", "episodes = 2", "n_envs = 1", "every_iterations = 0", "",
+        "[logging]", "progress = false", "", "[checkpoint]", f"every_iterations = {every}", "",
+        "[policy]", "hidden_sizes = [8]", "", "[critic]", "hidden_sizes = [8]", "",
+    ]) + "\n")
+    return path
