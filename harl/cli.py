@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table

@@ -17,6 +17,7 @@ from harl.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from harl.logging.csv_log import read_metrics
 from harl.signals import exit_status
 from tests.fakes.bad_env import write_pipeline
+from tests.procs import group, workers
 
 ROOT = Path(__file__).parents[1]
 TIMEOUT = 120
@@ -47,39 +48,11 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def group_members(pgid: int) -> list[int]:
-    """Processes still alive in process group ``pgid`` (zombies aside)."""
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            alive.append(int(entry.name))
-    return alive
-
-
-def workers_of(pid: int) -> list[int]:
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                children.append(int(entry.name))
-    return children
-
-
 def no_leftovers(pgid: int) -> None:
     deadline = time.monotonic() + 10
-    while group_members(pgid) and time.monotonic() < deadline:
+    while group(pgid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert group_members(pgid) == []
+    assert group(pgid) == []
 
 
 @pytest.fixture
@@ -152,7 +125,7 @@ class TestRealRun:
         run_dir = tmp_path / "run"
         proc = start(["train", str(slow_pipeline), "--run-dir", str(run_dir)])
         wait_for_rows(proc, run_dir, 3)
-        os.kill(workers_of(proc.pid)[-1], signal.SIGKILL)
+        os.kill(workers(proc.pid)[-1], signal.SIGKILL)
         code, _, err = finish(proc)
         assert code == 2, err
         assert "Traceback" not in err and "vector env is closed" not in err

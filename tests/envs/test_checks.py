@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from harl.buffers.rollout import RolloutBuffer
 from harl.cli import main
 from harl.collect.on_policy import OnPolicyCollector, OnPolicyCollectorConfig
-from harl.buffers.rollout import RolloutBuffer
 from harl.envs.checks import FULL_CHECK_STEPS, check_finite, stack_avail
 from harl.envs.python_env import PythonEnvConfig
 from harl.envs.vector import make_vector_env
