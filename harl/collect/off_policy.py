@@ -91,6 +91,7 @@ class OffPolicyCollector:
                              if self.native else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
         self._restart: list[dict[str, Any]] | None = None
         self._saved = self._state_now(started=False)
+        self._collecting = False  # inside collect(); still True after one that raised
 
     @property
     def steps_per_iteration(self) -> int:
@@ -120,6 +121,7 @@ class OffPolicyCollector:
 
     @torch.no_grad()
     def collect(self, buffer: ReplayBuffer) -> CollectStats:
+        self._collecting = True
         if self._obs is None:
             self._start()
         episodes: list[dict[str, Any]] = []
@@ -146,6 +148,7 @@ class OffPolicyCollector:
             episodes.extend(step.episode_infos)
             self.env_steps += n
         self._saved = self._state_now(started=True)
+        self._collecting = False
         return CollectStats(self.config.train_interval * n, episodes)
 
     def _state_now(self, started: bool) -> dict[str, Any]:
@@ -153,9 +156,9 @@ class OffPolicyCollector:
                 "episode_starts": self.venv.episode_starts() if started else None}
 
     def state_dict(self) -> dict[str, Any]:
-        """Steps taken (warm-up, epsilon) and how the envs' episodes began, as of the end of
-        the last ``collect`` (see ``OnPolicyCollector.state_dict``)."""
-        return self._saved
+        """Steps taken (warm-up, epsilon) and how the envs' current episodes began; inside a
+        ``collect`` cut short, as of the end of the last whole one (see ``OnPolicyCollector``)."""
+        return self._saved if self._collecting else self._state_now(started=self._obs is not None)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = state["env_steps"]

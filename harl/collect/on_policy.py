@@ -59,6 +59,7 @@ class OnPolicyCollector:
         self.started = False
         self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
         self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
+        self._collecting = False  # inside collect(); still True after one that raised
 
     @property
     def steps_per_iteration(self) -> int:
@@ -66,13 +67,15 @@ class OnPolicyCollector:
         return self.config.rollout_length * self.config.n_envs
 
     def state_dict(self) -> dict[str, Any]:
-        """How the envs' episodes began, as of the end of the last ``collect``.
+        """How the envs' current episodes began, so a resumed run can begin them again.
 
-        Read then, not now: a checkpoint written after a crashed env or a second Ctrl-C
-        must not talk to the envs, and the counters it is saved with are those of the
-        last whole iteration too.
+        Asked while a ``collect`` was cut short (an env crashed, a second Ctrl-C), it does
+        not talk to the envs (closed, or with a step in flight): it returns the state as of
+        the end of the last whole ``collect``, which matches the counters saved with it.
         """
-        return self._saved
+        if self._collecting:
+            return self._saved
+        return {"started": self.started, "episode_starts": self.venv.episode_starts() if self.started else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The first ``collect`` after this restarts the saved episodes instead of seeding anew.
@@ -104,6 +107,7 @@ class OnPolicyCollector:
 
     @torch.no_grad()
     def collect(self, buffer: RolloutBuffer) -> CollectStats:
+        self._collecting = True
         if not self.started:
             self._start(buffer)
         else:
@@ -153,6 +157,7 @@ class OnPolicyCollector:
         else:
             buffer.values[-1] = self.critic.value(buffer.state[-1], buffer.critic_hidden[-1], buffer.starts[-1])
         self._saved = {"started": True, "episode_starts": self.venv.episode_starts()}
+        self._collecting = False
         return CollectStats(buffer.length * buffer.n_envs, episodes)
 
     def close(self) -> None:
