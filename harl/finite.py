@@ -4,7 +4,7 @@ One NaN in a loss (too high a learning rate, an exploding value target) spreads 
 parameter within a step or two, and a checkpoint written after that is worthless: worse,
 it would rotate out the last good one.  ``check_update`` runs after every update, on the
 update's reported numbers and on the networks' parameters (one pass, one device sync),
-and raises ``NonFiniteError`` naming the iteration, the stage and the agent; the Trainer
+and raises ``NonFiniteUpdateError`` naming the iteration, the stage and the agent; the Trainer
 then writes no checkpoint, so the newest one on disk is the last finite state.
 """
 
@@ -21,6 +21,10 @@ from harl.checkpoint import list_checkpoints
 from harl.errors import NonFiniteError
 
 _AGENT_KEY = re.compile(r"^agent(\d+)_(.+)$")
+
+
+class NonFiniteUpdateError(NonFiniteError):
+    """The networks are poisoned: unlike a NaN from an env, nothing may be saved after it."""
 
 
 def _bad_number(row: dict[str, Any]) -> tuple[str, Any] | None:
@@ -51,7 +55,7 @@ def _kept(run_dir: Path) -> str:
 
 
 def check_update(row: dict[str, Any], iteration: int, stages: Any, run_dir: Path) -> None:
-    """Raise ``NonFiniteError`` if ``row`` or the networks of ``stages`` hold NaN or infinity."""
+    """Raise ``NonFiniteUpdateError`` if ``row`` or the networks of ``stages`` hold NaN or infinity."""
     bad = _bad_number(row)
     if bad is not None:
         where = f"{_where(bad[0])} gave {bad[1]}"
@@ -63,7 +67,7 @@ def check_update(row: dict[str, Any], iteration: int, stages: Any, run_dir: Path
         if not broken:
             return
         where = f"the update left non-finite parameters in the {', '.join(broken)}"
-    raise NonFiniteError(
+    raise NonFiniteUpdateError(
         f"iteration {iteration}: {where}; the run stopped without saving: {_kept(run_dir)}. "
         "Lower the learning rates (updater.objective.lr, critic.lr), or check the rewards' scale"
     )

@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from harl.checkpoint import save_checkpoint
-from harl.errors import NonFiniteError, ResourceError
+from harl.errors import ResourceError
 from harl.evaluate import EvalStats
-from harl.finite import check_update
+from harl.finite import NonFiniteUpdateError, check_update
 from harl.logging.csv_log import CSVLogger
 from harl.logging.progress import ProgressView, StageTimes
 from harl.logging.tensorboard import TensorBoardLogger
@@ -163,7 +163,7 @@ class Trainer:
                     if stop.requested and c.iteration < self.total_iterations:
                         interrupted = True
                         break
-        except (NonFiniteError, ResourceError):
+        except (NonFiniteUpdateError, ResourceError):
             poisoned = True
             raise
         except KeyboardInterrupt:

@@ -79,3 +79,14 @@ def test_non_finite_update_stops_unsaved(tmp_path: Path, how: str, where: str) -
     assert list_checkpoints(run_dir)[-1] == newest
     state = load_checkpoint(newest)
     assert all(torch.isfinite(v).all() for v in state["critic"].values())
+
+
+def test_nan_from_the_env_saves_the_work_done(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A NaN reward in iteration 3 names env, agent and field (exit 2); unlike a poisoned update, the
+    networks are fine, so the two whole iterations are saved although no checkpoint was scheduled."""
+    pipeline = write_pipeline(tmp_path / "p.toml", "nan_reward", total_env_steps=200, every=1000, env={"at": 25})
+    run_dir = tmp_path / "run"
+    assert main(["train", str(pipeline), "--run-dir", str(run_dir)]) == 2
+    assert capsys.readouterr().err.startswith(
+        'harl: python env "tests.fakes.bad_env:make", environment 0, agent 1: rewards holds nan (NaN or infinity)')
+    assert [p.name for p in list_checkpoints(run_dir)] == ["iter_0000002.pt"]
