@@ -145,3 +145,33 @@ class TestRealRun:
         assert "raised RuntimeError: the simulator lost its licence while stepping" in err
         assert "Traceback" not in err
         assert load_checkpoint(latest_checkpoint(run_dir))["counters"]["iteration"] == rows(run_dir) == 4
+
+
+def test_worker_dies_during_the_update_before_a_scheduled_save(tmp_path: Path) -> None:
+    """A worker that dies while the networks update: the scheduled checkpoint's query of the envs fails,
+    and the exit-save takes the state of the last whole collect instead of asking the closed env."""
+    from harl.build import start_run
+    from harl.errors import EnvCrashedError
+
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=200, every=2, backend="subprocess", workers=2)
+    trainer, _ = start_run(pipeline, [], tmp_path / "run")
+    update = trainer.stages.updater.update
+    calls = []
+
+    def update_then_kill(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:
+            pid = trainer.stages.venv._workers[1].process.pid
+            os.kill(pid, signal.SIGKILL)
+            trainer.stages.venv._workers[1].process.join(5)
+        return update(*args, **kwargs)
+
+    trainer.stages.updater.update = update_then_kill
+    try:
+        with pytest.raises(EnvCrashedError, match=r"worker 1 \(hosting env 1\) was killed by SIGKILL"):
+            trainer.train(quiet=True)
+    finally:
+        trainer.stages.close()
+    saved = load_checkpoint(latest_checkpoint(tmp_path / "run"))
+    assert saved["counters"]["iteration"] == 2
+    assert [s["seed"] for s in saved["collector"]["episode_starts"]] == [None, None]

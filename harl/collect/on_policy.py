@@ -22,6 +22,7 @@ import torch
 
 from harl.buffers.rollout import RolloutBuffer
 from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.errors import EnvCrashedError
 from harl.policy.actor import TeamPolicy
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.v_critic import VCritic
@@ -59,7 +60,7 @@ class OnPolicyCollector:
         self.started = False
         self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
         self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
-        self._collecting = False  # inside collect(); still True after one that raised
+        self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
 
     @property
     def steps_per_iteration(self) -> int:
@@ -69,13 +70,18 @@ class OnPolicyCollector:
     def state_dict(self) -> dict[str, Any]:
         """How the envs' current episodes began, so a resumed run can begin them again.
 
-        Asked while a ``collect`` was cut short (an env crashed, a second Ctrl-C), it does
-        not talk to the envs (closed, or with a step in flight): it returns the state as of
-        the end of the last whole ``collect``, which matches the counters saved with it.
+        Asked while a ``collect`` was cut short (an env crashed, a second Ctrl-C), or after the
+        envs failed to answer it, it does not talk to them (closed, or with a step in flight):
+        it returns the state as of the end of the last whole ``collect``, which matches the
+        counters saved with it.
         """
-        if self._collecting:
+        if self._use_saved:
             return self._saved
-        return {"started": self.started, "episode_starts": self.venv.episode_starts() if self.started else None}
+        try:
+            return {"started": self.started, "episode_starts": self.venv.episode_starts() if self.started else None}
+        except EnvCrashedError:  # a worker died since the collect: the exit-save takes the saved state
+            self._use_saved = True
+            raise
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The first ``collect`` after this restarts the saved episodes instead of seeding anew.
@@ -107,7 +113,7 @@ class OnPolicyCollector:
 
     @torch.no_grad()
     def collect(self, buffer: RolloutBuffer) -> CollectStats:
-        self._collecting = True
+        self._use_saved = True
         if not self.started:
             self._start(buffer)
         else:
@@ -157,7 +163,7 @@ class OnPolicyCollector:
         else:
             buffer.values[-1] = self.critic.value(buffer.state[-1], buffer.critic_hidden[-1], buffer.starts[-1])
         self._saved = {"started": True, "episode_starts": self.venv.episode_starts()}
-        self._collecting = False
+        self._use_saved = False
         return CollectStats(buffer.length * buffer.n_envs, episodes)
 
     def close(self) -> None:
