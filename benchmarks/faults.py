@@ -60,7 +60,10 @@ def trial(fault: str, pipeline: Path, run_dir: Path, rng: random.Random) -> dict
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "harl", "train", str(pipeline), "--run-dir", str(run_dir),
                              "--quiet"], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            # a battery started in the background inherits SIGINT ignored, which
+                            # harl keeps ignored: give the trainer Python's default back
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
     deadline = time.monotonic() + 120
     while not rows(run_dir) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
