@@ -18,13 +18,10 @@ from typing import Any, BinaryIO
 import torch
 
 from harl.errors import CheckpointError
+from harl.fs import writing
+from harl.run_files import PATTERN, checkpoint_dir, list_checkpoints
 
-PATTERN = re.compile(r"^iter_(\d+)\.pt$")
 FORMAT_VERSION = 1
-
-
-def checkpoint_dir(run_dir: Path) -> Path:
-    return run_dir / "checkpoints"
 
 
 TEMP_SUFFIX = ".tmp"
@@ -71,23 +68,15 @@ def save_checkpoint(run_dir: Path, iteration: int, state: dict[str, Any], keep: 
         raise ValueError(f"keep must be at least 1, got {keep}")
     folder = checkpoint_dir(run_dir)
     path = folder / f"iter_{iteration:07d}.pt"
-    # Temp files left by a process killed mid-write (one writer per run directory).
-    if folder.is_dir():
-        for stale in folder.glob(f".iter_*{TEMP_SUFFIX}"):
-            stale.unlink(missing_ok=True)
-    atomic_write_bytes(path, lambda f: torch.save({"format": FORMAT_VERSION, **state}, f))
-    for old in list_checkpoints(run_dir)[:-keep]:
-        old.unlink(missing_ok=True)
+    with writing(path, "the checkpoint", run_dir):
+        # Temp files left by a process killed mid-write (one writer per run directory).
+        if folder.is_dir():
+            for stale in folder.glob(f".iter_*{TEMP_SUFFIX}"):
+                stale.unlink(missing_ok=True)
+        atomic_write_bytes(path, lambda f: torch.save({"format": FORMAT_VERSION, **state}, f))
+        for old in list_checkpoints(run_dir)[:-keep]:
+            old.unlink(missing_ok=True)
     return path
-
-
-def list_checkpoints(run_dir: Path) -> list[Path]:
-    """Complete checkpoints, oldest first."""
-    folder = checkpoint_dir(run_dir)
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := PATTERN.match(p.name))]
-    return [p for _, p in sorted(found)]
 
 
 def latest_checkpoint(run_dir: Path) -> Path:

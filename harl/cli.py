@@ -8,17 +8,21 @@ paragraph and exit with status 2; ``--debug`` shows the traceback too.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from harl.cli_help import TRAIN_EXAMPLES, command_list, harl_version
 from harl.errors import HarlError
+from harl.signals import exit_status, shielded
 
 EPILOG = """\
 examples:
@@ -138,6 +142,9 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
                             "pipelines/happo_mpe_spread.toml) or --resume RUN_DIR")
         if args.checkpoint:
             raise HarlError("--checkpoint only goes with --resume RUN_DIR")
+        if args.run_dir and Path(args.run_dir).exists() and not Path(args.run_dir).is_dir():
+            raise HarlError(f"--run-dir {args.run_dir}: is a file, not a directory; pass a new directory "
+                            "(or an empty one) for the run")
         if args.run_dir and (Path(args.run_dir) / "pipeline.toml").exists():
             raise HarlError(f"--run-dir {args.run_dir}: already holds a run (it has a pipeline.toml); "
                             f"continue it with harl train --resume {args.run_dir}, or pick a new directory")
@@ -149,14 +156,15 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     try:
         result = trainer.train(quiet=args.quiet)
     finally:
-        trainer.stages.close()
+        with shielded(lambda text: console.print(text, highlight=False)):
+            trainer.stages.close()
     c = result.counters
     line = (f"{'stopped' if result.interrupted else 'finished'}: {c.iteration} iterations, "
             f"{c.env_steps:,} env steps in {c.wall_time:.0f} s")
     if result.last_eval is not None:
         line += f"; last evaluation return {result.last_eval.mean_return:.2f}"
     console.print(line + f"\nresume with: harl train --resume {result.run_dir}", highlight=False)
-    return 130 if result.interrupted else 0
+    return exit_status(result.signum or signal.SIGINT) if result.interrupted else 0
 
 
 def _train_seeds(args: argparse.Namespace, console: Console) -> int:
@@ -182,6 +190,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     import attrs
 
     from harl import registry
+    from harl.buffers.replay import ReplayBuffer
     from harl.compose import build_stages
     from harl.config.loading import load_pipeline
 
@@ -201,7 +210,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
                     for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
         table.add_row("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, state {tuple(venv.state_space.shape)}")
         table.add_row("collector", kind(spec.collector), f"{stages.collector.steps_per_iteration:,} env steps per iteration")
-        table.add_row("buffer", kind(spec.buffer), settings["buffer"] or type(stages.buffer).__name__)
+        memory = _replay_memory(spec, venv) if isinstance(stages.buffer, ReplayBuffer) else ""
+        table.add_row("buffer", kind(spec.buffer), memory or settings["buffer"] or type(stages.buffer).__name__)
         table.add_row("returns", kind(spec.returns), settings["returns"])
         table.add_row("critic", kind(spec.critic), f"{sum(p.numel() for p in stages.critic.parameters()):,} parameters")
         table.add_row("updater", kind(spec.updater), f"objective {kind(spec.updater.objective)}")
@@ -212,6 +222,17 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     finally:
         stages.close()
     return 0
+
+
+def _replay_memory(spec: Any, venv: Any) -> str:
+    """The replay buffer's row of ``harl check``: capacity, batch and memory once full."""
+    from harl.sizes import human, replay_bytes_per_transition
+
+    per = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces,
+                                      int(np.prod(venv.state_space.shape)))
+    capacity = spec.buffer.capacity
+    return (f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes per "
+            f"transition x {capacity:,} = {human(per * capacity)}")
 
 
 def cmd_stages(args: argparse.Namespace, console: Console) -> int:

@@ -18,10 +18,12 @@ import torch
 from harl import registry
 from harl.config.checks import Wiring, wiring
 from harl.config.spec import PipelineSpec
+from harl.envs.registry import make_env, vector_factory
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError
 from harl.evaluate import Evaluator
 from harl.policy.actor import stochastic_team
+from harl.sizes import allocating, check_env_count
 from harl.update.off_policy_updater import OffPolicyUpdater
 from harl.update.updater import OnPolicyUpdater
 
@@ -131,13 +133,17 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
             torch.set_num_threads(run.torch_threads)
         seed_everything(run.seed)
         w = wiring(spec)
+        if venv is None:  # sizes checked against the memory available before anything is allocated
+            check_env_count(lambda: make_env(spec.env), w.n_envs, spec.evaluator.n_envs,
+                            vector_factory(spec.env) is not None, source)
         if venv is None:
             venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000)
         opened.append(venv)
         if eval_venv is None:
             eval_venv = make_vector_env(spec.env, spec.evaluator.n_envs, "inline", seed=run.seed * 1000 + 500)
         opened.append(eval_venv)
-        return _compose(spec, source, venv, eval_venv, device, w)
+        with allocating("the environments and buffers", source):
+            return _compose(spec, source, venv, eval_venv, device, w)
     except BaseException:
         for env in opened:
             env.close()

@@ -31,3 +31,15 @@ class EnvCrashedError(HarlError):
 
 class CheckpointError(HarlError):
     """A checkpoint or run directory that cannot be read."""
+
+
+class EnvProtocolError(HarlError):
+    """An environment returned something the ``MultiAgentEnv`` protocol does not allow."""
+
+
+class NonFiniteError(HarlError):
+    """A NaN or infinity where training needs finite numbers (env outputs, losses)."""
+
+
+class ResourceError(HarlError):
+    """A size that cannot fit in memory, or a file that cannot be written (disk full, read-only)."""

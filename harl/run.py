@@ -12,8 +12,10 @@ from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline, structure_pipeline
 from harl.config.spec import PipelineSpec
 from harl.errors import CheckpointError, ConfigError
+from harl.fs import writing
 from harl.logging.tensorboard import require_tensorboard
 from harl.logging.tracker import require_trackers
+from harl.resume_check import check_resumable
 from harl.trainer import Counters, Trainer, set_rng_state
 
 try:
@@ -42,9 +44,15 @@ def start_run(pipeline: str | Path, overrides: list[str] = (), run_dir: Path | N
     require_trackers(spec.logging)
     text = dump_pipeline(spec)
     stages = build_stages(spec, str(pipeline))
-    run_dir = run_dir or new_run_dir(spec)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
+    try:
+        with writing(run_dir or Path(spec.logging.dir), "the run directory",
+                     fix="set logging.dir (or --run-dir) to a writable directory"):
+            run_dir = run_dir or new_run_dir(spec)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
+    except BaseException:
+        stages.close()
+        raise
     return Trainer(stages, spec, run_dir, text), notes
 
 
@@ -57,7 +65,13 @@ def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
             f"{run_dir}: not a harl run directory (no pipeline.toml); pass the directory that "
             "harl train printed when the run started"
         )
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a pipeline file (it is not UTF-8 text); harl train writes it as "
+                          "UTF-8: restore it from a copy, or start the run again") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read the run's pipeline ({exc.strerror})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -83,6 +97,7 @@ def resume_run(run_dir: Path, checkpoint: Path | None = None) -> Trainer:
     require_trackers(spec.logging)
     path = checkpoint or latest_checkpoint(run_dir)
     state = load_checkpoint(path)
+    check_resumable(state, spec, run_dir / "pipeline.toml", path)
     stages = build_stages(spec, str(run_dir / "pipeline.toml"))
     try:
         restore(stages, state)

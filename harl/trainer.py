@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import math
 import random
-import signal
-import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import attrs
@@ -34,11 +31,14 @@ import numpy as np
 import torch
 
 from harl.checkpoint import list_checkpoints, save_checkpoint
+from harl.errors import ResourceError
 from harl.evaluate import EvalStats
+from harl.finite import NonFiniteUpdateError, check_update
 from harl.logging.csv_log import CSVLogger
 from harl.logging.progress import ProgressView, StageTimes
 from harl.logging.tensorboard import TensorBoardLogger
 from harl.logging.tracker import open_trackers
+from harl.signals import GracefulStop
 
 
 @attrs.define
@@ -55,6 +55,8 @@ class TrainResult:
     last_eval: EvalStats | None
     interrupted: bool
     run_dir: Path
+    signum: int = 0
+    """The signal that stopped the run (0: none; see ``harl.signals``)."""
 
 
 BASE_COLUMNS = ["iteration", "env_steps", "episodes", "wall_time", "steps_per_s",
@@ -71,39 +73,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
-
-
-class GracefulStop:
-    """Ctrl-C once: finish the iteration, checkpoint, stop.  Ctrl-C again: stop at once.
-
-    Stopping between iterations makes the checkpoint exact (``--resume`` then continues as
-    if never stopped); a second Ctrl-C raises ``KeyboardInterrupt`` where the run is, and
-    the checkpoint written then is of a half-done iteration.  Only the main thread can
-    catch signals; elsewhere Ctrl-C keeps Python's default behaviour.  An ignored SIGINT
-    stays ignored.
-    """
-
-    def __init__(self, view: ProgressView) -> None:
-        self.view = view
-        self.requested = False
-        self._previous: Any = None
-
-    def __enter__(self) -> GracefulStop:
-        # Where SIGINT is ignored (a background job of a script), keep ignoring it.
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        self.view.message("Ctrl-C: stopping after this iteration, with a checkpoint (Ctrl-C again to stop now)")
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
 
 
 class Trainer:
@@ -150,7 +119,7 @@ class Trainer:
         return last or iteration == 1 or (every > 0 and iteration % every == 0)
 
     def train(self, progress: ProgressView | None = None, quiet: bool = False) -> TrainResult:
-        """Run iterations until the budget is spent or Ctrl-C (see ``GracefulStop``).
+        """Run iterations until the budget is spent, Ctrl-C or SIGTERM (see ``harl.signals``).
 
         ``quiet``: no progress display and no log lines (batch jobs).
         """
@@ -162,16 +131,19 @@ class Trainer:
         last_saved = resume_from = c.iteration
         tensorboard: TensorBoardLogger | None = None
         trackers = open_trackers(spec.logging, self.run_dir, self.pipeline_text)  # MLflow, wandb
+        stop = GracefulStop(view.message)
+        poisoned = False  # a non-finite update or a failed write: the exit-save must not run
         try:
             if spec.logging.tensorboard:
                 tensorboard = TensorBoardLogger(self.run_dir, purge_step=c.env_steps + 1 if c.iteration else None)
-            with GracefulStop(view) as stop:
+            with stop:
                 while c.iteration < self.total_iterations:
                     start = time.perf_counter()
                     rollout = s.collector.collect(s.buffer)
                     collected = time.perf_counter()
                     s.returns.compute(s.buffer)
                     update = s.updater.update(s.buffer, progress=c.iteration / self.total_iterations)
+                    check_update(update.row(), c.iteration + 1, s, self.run_dir)
                     c.iteration += 1
                     c.env_steps += rollout.env_steps
                     c.episodes += len(rollout.episodes)
@@ -198,6 +170,9 @@ class Trainer:
                     if stop.requested and c.iteration < self.total_iterations:
                         interrupted = True
                         break
+        except (NonFiniteUpdateError, ResourceError):
+            poisoned = True
+            raise
         except KeyboardInterrupt:
             interrupted = True
             if c.iteration > last_saved:
@@ -208,16 +183,19 @@ class Trainer:
                 view.message("interrupted before the first iteration ended: no checkpoint")
         finally:
             # Not again when the newest checkpoint is of this iteration: a Ctrl-C inside the
-            # next iteration would overwrite its exact state with a half-done one.
-            if c.iteration > last_saved:
-                self.save()
+            # next iteration would overwrite its exact state with a half-done one.  Not at all
+            # after a non-finite update (it would save the poisoned networks) or a failed write.
+            stop.shutting_down()
+            with stop:
+                if c.iteration > last_saved and not poisoned:
+                    self.save()
             view.close()
             if csv is not None:
                 csv.close()
             if tensorboard is not None:
                 tensorboard.close()
             trackers.close(self.newest_checkpoint())
-        return TrainResult(c, self.last_eval, interrupted, self.run_dir)
+        return TrainResult(c, self.last_eval, interrupted, self.run_dir, stop.signum)
 
     def _row(self, rollout: Any, update: Any, evaluation: EvalStats | None,
              steps_per_s: float) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from gymnasium import spaces
 
 from harl.nets.heads import action_width, avail_size
 from harl.registry import register
+from harl.sizes import check_replay, replay_bytes_per_transition
 from harl.settings import kind_field, positive, setting
 
 
@@ -229,6 +230,11 @@ class ReplayBuffer:
         )
 
 
-register("buffer", ReplayConfig, family="off_policy",
-         factory=lambda config, parts: ReplayBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim,
-                                                    parts.wiring.n_envs, config.capacity, parts.device))
+def _replay_buffer(config: ReplayConfig, parts: Any) -> ReplayBuffer:
+    check_replay(replay_bytes_per_transition(parts.obs_spaces, parts.act_spaces, parts.state_dim),
+                 config.capacity, parts.source, parts.device)
+    return ReplayBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, parts.wiring.n_envs,
+                        config.capacity, parts.device)
+
+
+register("buffer", ReplayConfig, _replay_buffer, family="off_policy")

@@ -33,6 +33,7 @@ from gymnasium import spaces
 
 from harl.nets.heads import action_width, avail_size
 from harl.registry import register
+from harl.sizes import check_rollout, rollout_bytes_per_step
 from harl.settings import kind_field
 
 
@@ -229,6 +230,9 @@ class RolloutBuffer:
 
 def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
     w = parts.wiring
+    check_rollout(rollout_bytes_per_step(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.fp_state,
+                                         parts.team.hidden_size, parts.critic.hidden_size),
+                  w.rollout_length, w.n_envs, parts.source, parts.device)
     return RolloutBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.n_envs, w.rollout_length,
                          fp_state=w.fp_state, device=parts.device, hidden_size=parts.team.hidden_size,
                          critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length)

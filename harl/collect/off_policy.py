@@ -30,6 +30,7 @@ from gymnasium import spaces
 from harl.buffers.replay import ReplayBuffer
 from harl.collect.on_policy import CollectStats
 from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.errors import EnvCrashedError
 from harl.nets.heads import avail_size
 from harl.policy.off_policy import OffPolicyTeam, masked_uniform
 from harl.registry import register
@@ -91,6 +92,8 @@ class OffPolicyCollector:
         self._active: Any = (torch.ones(config.n_envs, venv.n_agents, device=venv.device)
                              if self.native else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
         self._restart: list[dict[str, Any]] | None = None
+        self._saved = self._state_now(started=False)
+        self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
 
     @property
     def steps_per_iteration(self) -> int:
@@ -120,6 +123,7 @@ class OffPolicyCollector:
 
     @torch.no_grad()
     def collect(self, buffer: ReplayBuffer) -> CollectStats:
+        self._use_saved = True
         if self._obs is None:
             self._start()
         episodes: list[dict[str, Any]] = []
@@ -145,18 +149,30 @@ class OffPolicyCollector:
             self._obs, self._state, self._avail = step.obs, step.state, step.avail
             episodes.extend(step.episode_infos)
             self.env_steps += n
+        self._saved = self._state_now(started=True)
+        self._use_saved = False
         return CollectStats(self.config.train_interval * n, episodes)
 
-    def state_dict(self) -> dict[str, Any]:
-        """Steps taken (warm-up, epsilon) and how the envs' current episodes began."""
-        started = self._obs is not None
+    def _state_now(self, started: bool) -> dict[str, Any]:
         return {"env_steps": self.env_steps, "generator": self.generator.get_state(),
                 "episode_starts": self.venv.episode_starts() if started else None}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Steps taken (warm-up, epsilon) and how the envs' current episodes began; inside a
+        ``collect`` cut short, as of the end of the last whole one (see ``OnPolicyCollector``)."""
+        if self._use_saved:
+            return self._saved
+        try:
+            return self._state_now(started=self._obs is not None)
+        except EnvCrashedError:  # a worker died since the collect: the exit-save takes the saved state
+            self._use_saved = True
+            raise
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = state["env_steps"]
         self.generator.set_state(state["generator"])
         self._restart = state["episode_starts"]
+        self._saved = state
 
     def close(self) -> None:
         self.venv.close()

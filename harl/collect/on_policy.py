@@ -22,6 +22,7 @@ import torch
 
 from harl.buffers.rollout import RolloutBuffer
 from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.errors import EnvCrashedError
 from harl.policy.actor import TeamPolicy
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
@@ -66,6 +67,8 @@ class OnPolicyCollector:
         """The env takes and returns torch tensors: no numpy round trip."""
         self.started = False
         self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
+        self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
+        self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
 
     @property
     def steps_per_iteration(self) -> int:
@@ -73,8 +76,20 @@ class OnPolicyCollector:
         return self.config.rollout_length * self.config.n_envs
 
     def state_dict(self) -> dict[str, Any]:
-        """How the envs' current episodes began, so a resumed run can begin them again."""
-        return {"started": self.started, "episode_starts": self.venv.episode_starts() if self.started else None}
+        """How the envs' current episodes began, so a resumed run can begin them again.
+
+        Asked while a ``collect`` was cut short (an env crashed, a second Ctrl-C), or after the
+        envs failed to answer it, it does not talk to them (closed, or with a step in flight):
+        it returns the state as of the end of the last whole ``collect``, which matches the
+        counters saved with it.
+        """
+        if self._use_saved:
+            return self._saved
+        try:
+            return {"started": self.started, "episode_starts": self.venv.episode_starts() if self.started else None}
+        except EnvCrashedError:  # a worker died since the collect: the exit-save takes the saved state
+            self._use_saved = True
+            raise
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The first ``collect`` after this restarts the saved episodes instead of seeding anew.
@@ -83,6 +98,7 @@ class OnPolicyCollector:
         rollout length is a multiple of the episode length); otherwise those episodes start over.
         """
         self._restart = state["episode_starts"] if state["started"] else None
+        self._saved = state
 
     def _start(self, buffer: RolloutBuffer) -> None:
         if self._restart is not None:
@@ -105,6 +121,7 @@ class OnPolicyCollector:
 
     @torch.no_grad()
     def collect(self, buffer: RolloutBuffer) -> CollectStats:
+        self._use_saved = True
         if not self.started:
             self._start(buffer)
         else:
@@ -153,6 +170,8 @@ class OnPolicyCollector:
             buffer.values[-1] = self.critic.value(buffer.state[-1])
         else:
             buffer.values[-1] = self.critic.value(buffer.state[-1], buffer.critic_hidden[-1], buffer.starts[-1])
+        self._saved = {"started": True, "episode_starts": self.venv.episode_starts()}
+        self._use_saved = False
         return CollectStats(buffer.length * buffer.n_envs, episodes)
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ one line per problem (wording: ``harl.config.messages``).
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -48,9 +49,15 @@ def _strict_int(value: Any, _: type) -> int:
     return value
 
 
+def _is_finite(value: Any) -> bool:
+    return _is_number(value) and math.isfinite(value)
+
+
 def _strict_float(value: Any, _: type) -> float:
     if not _is_number(value):
         raise SettingTypeError("a number", value, "write a number", _is_number)
+    if not math.isfinite(value):  # TOML has inf and nan; no setting means them
+        raise SettingTypeError("a finite number", value, "write a finite number", _is_finite)
     return float(value)
 
 

@@ -10,7 +10,12 @@ One environment, used by a vector backend::
             obs, state, avail = env.reset()
 
 ``obs`` and ``avail`` are lists with one entry per agent, because agents may differ
-(observation sizes, action spaces).  ``state`` is the global state of the whole team
+(observation sizes, action spaces); ``avail`` may be None (no masks at all) or hold None
+for an agent without a mask (``[None, mask, None]`` for a team with one discrete agent).
+Observations and states may be float64 (they are cast to float32); every number must be
+finite.  The vector backends check what ``reset`` and ``step`` return against the
+declared spaces on the first steps and name the env, agent and field that is wrong
+(``harl.envs.checks``).  ``state`` is the global state of the whole team
 (EP state); the critic derives per-agent (FP) states from it.  ``terminated`` (a
 terminal state: no bootstrap) and ``truncated`` (a time limit: bootstrap) are kept
 apart all the way to the return computer.
@@ -39,10 +44,15 @@ class EnvStep:
     """One float32 array per agent, shape ``observation_spaces[i].shape``."""
     state: np.ndarray
     """Global state, float32, shape ``state_space.shape``."""
-    avail: list[np.ndarray] | None
-    """Per-agent available-action masks (1 = allowed), or None when the env has none."""
+    avail: list[np.ndarray | None] | None
+    """Per-agent available-action masks (1 = allowed), or None when the env has none.
+
+    Agent ``i``'s mask has one entry per action of ``action_spaces[i]`` (a MultiDiscrete
+    agent: its sub-actions' masks concatenated).  A ``None`` entry means "no mask for this
+    agent" (all actions allowed); a Box agent takes None (or an empty array), never a mask.
+    """
     rewards: np.ndarray
-    """Float32, shape ``(n_agents,)``."""
+    """Float32, shape ``(n_agents,)``: one number per agent."""
     terminated: bool
     """The episode reached a terminal state: its value is zero, do not bootstrap."""
     truncated: bool

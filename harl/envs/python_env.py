@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from harl.errors import ConfigError
+from harl.errors import ConfigError, EnvCrashedError
 from harl.settings import InvalidSetting, kind_field, setting
 from harl.user_import import import_module as _import_module
 
@@ -127,4 +127,11 @@ def _short(value: Any) -> str:
 
 def make_python_env(config: PythonEnvConfig) -> Any:
     """Call the factory with ``kwargs`` and check that the result is a ``MultiAgentEnv``."""
-    return check_env(resolve_factory(config.factory)(**config.kwargs), config.factory)
+    factory = resolve_factory(config.factory)
+    try:
+        env = factory(**config.kwargs)
+    except Exception as exc:  # noqa: BLE001 - any failure in the user's constructor
+        raise EnvCrashedError(
+            f'env.factory: "{config.factory}" raised {type(exc).__name__}: {exc} while building the environment'
+        ) from exc
+    return check_env(env, config.factory)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harl.checkpoint import atomic_write_bytes
+from harl.fs import writing
 
 
 class CSVLogger:
@@ -20,15 +22,16 @@ class CSVLogger:
 
     def __init__(self, path: Path, columns: Sequence[str], resume_after: int | None = None) -> None:
         self.path = path
-        if resume_after is not None:
-            self._truncate_after(resume_after)
-        existing = self._header()
-        self.columns = existing or list(columns)
-        self.file = path.open("a", newline="", encoding="utf-8")
-        self.writer = csv.DictWriter(self.file, fieldnames=self.columns, extrasaction="ignore")
-        if not existing:
-            self.writer.writeheader()
-            self.file.flush()
+        with writing(path, "the metrics", path.parent):
+            if resume_after is not None:
+                self._truncate_after(resume_after)
+            existing = self._header()
+            self.columns = existing or list(columns)
+            self.file = path.open("a", newline="", encoding="utf-8")
+            self.writer = csv.DictWriter(self.file, fieldnames=self.columns, extrasaction="ignore")
+            if not existing:
+                self.writer.writeheader()
+                self.file.flush()
 
     def _header(self) -> list[str] | None:
         if not self.path.is_file() or self.path.stat().st_size == 0:
@@ -56,11 +59,13 @@ class CSVLogger:
         atomic_write_bytes(self.path, write)
 
     def write(self, row: dict[str, Any]) -> None:
-        self.writer.writerow({k: _cell(v) for k, v in row.items()})
-        self.file.flush()
+        with writing(self.path, "the metrics", self.path.parent):
+            self.writer.writerow({k: _cell(v) for k, v in row.items()})
+            self.file.flush()
 
     def close(self) -> None:
-        self.file.close()
+        with contextlib.suppress(OSError):  # a full disk was reported when the write failed
+            self.file.close()
 
 
 def _cell(value: Any) -> Any:

@@ -8,17 +8,12 @@ from typing import Any, NoReturn
 import numpy as np
 from gymnasium import spaces
 
+from harl.envs.checks import EnvOutputCheck, as_float32, check_finite, describe_env, stack_avail
 from harl.envs.protocol import EnvStep, VectorStep
 from harl.envs.registry import make_env
 from harl.errors import EnvCrashedError, HarlError
 
 Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
-
-def _stack_avail(avails: Sequence[list[np.ndarray] | None], n_agents: int) -> list[np.ndarray] | None:
-    if avails[0] is None:
-        return None
-    return [np.stack([avail[i] for avail in avails]) for i in range(n_agents)]  # type: ignore[index]
-
 
 def _rng_state(env: Any) -> Any:
     """The env's RNG state (its optional ``get_rng_state``), or None."""
@@ -49,6 +44,8 @@ class InlineVectorEnv:
         self.observation_spaces: Sequence[spaces.Box] = first.observation_spaces
         self.action_spaces: Sequence[spaces.Space] = first.action_spaces
         self.state_space: spaces.Box = first.state_space
+        self._check = EnvOutputCheck(describe_env(env_config), self.n_agents, self.observation_spaces,
+                                     self.action_spaces, self.state_space)
         self._seed = seed
         self._reset_before = False
         # Running episode return (sum over steps of the mean agent reward) and length.
@@ -108,18 +105,28 @@ class InlineVectorEnv:
         env = self.envs[k]
         try:
             self._starts[k] = {"seed": seed, "rng": None if seed is not None else _rng_state(env)}
-            return env.reset(seed)
+            result = env.reset(seed)
         except Exception as exc:
             self._raise_crashed(k, "resetting", exc)
+        return self._check.reset(k, result) if self._check.active else result
 
     def _reset_all(self, seeds: Sequence[int | None]) -> Reset:
         self._reset_before = True
         results = [self._reset_one(k, seed) for k, seed in enumerate(seeds)]
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        obs = [np.stack([result[0][i] for result in results]) for i in range(self.n_agents)]
-        state = np.stack([result[1] for result in results])
-        return obs, state, _stack_avail([result[2] for result in results], self.n_agents)
+        obs = [as_float32(np.stack([result[0][i] for result in results])) for i in range(self.n_agents)]
+        state = as_float32(np.stack([result[1] for result in results]))
+        self._check_finite(obs, state, None)
+        return obs, state, stack_avail([result[2] for result in results], self._check.widths)
+
+    def _check_finite(self, obs: list[np.ndarray], state: np.ndarray, rewards: np.ndarray | None) -> None:
+        name = self._check.name
+        for i, o in enumerate(obs):
+            check_finite(name, "obs", o, i)
+        check_finite(name, "state", state)
+        if rewards is not None:
+            check_finite(name, "rewards", rewards)
 
     def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
         """Step every env with its row of ``actions``; ended episodes are reset (unseeded)."""
@@ -134,18 +141,22 @@ class InlineVectorEnv:
                 step = env.step([agent_actions[k] for agent_actions in actions])
             except Exception as exc:
                 self._raise_crashed(k, "stepping", exc)
+            if self._check.active:
+                step = self._check.step(k, step)
             steps.append(step)
             rewards[k] = step.rewards
             if step.active is not None:
                 active[k] = step.active
             terminated[k] = step.terminated
             truncated[k] = step.truncated
+        if self._check.active:
+            self._check.counted_step()
+        final_state = as_float32(np.stack([step.state for step in steps]))
+        obs = [as_float32(np.stack([step.obs[i] for step in steps])) for i in range(n_agents)]
+        self._check_finite(obs, final_state, rewards)
         self._returns += rewards.mean(axis=1, dtype=np.float64)
         self._lengths += 1
-
-        final_state = np.stack([step.state for step in steps])
-        obs = [np.stack([step.obs[i] for step in steps]) for i in range(n_agents)]
-        avail = _stack_avail([step.avail for step in steps], n_agents)
+        avail = stack_avail([step.avail for step in steps], self._check.widths)
         state = final_state.copy()
         ended = np.flatnonzero(terminated | truncated).tolist()
         # The ended episodes' last observations, before the resets below overwrite them.
@@ -160,10 +171,13 @@ class InlineVectorEnv:
             self._lengths[k] = 0
             obs_k, state_k, avail_k = self._reset_one(k, None)
             state[k] = state_k
+            fresh = None if avail is None else stack_avail([avail_k or [None] * n_agents], self._check.widths)
             for i in range(n_agents):
                 obs[i][k] = obs_k[i]
-                if avail is not None:
-                    avail[i][k] = avail_k[i]  # type: ignore[index]
+                if fresh is not None:
+                    avail[i][k] = fresh[i][0]  # type: ignore[index]
+        if ended:  # the new episodes' first observations
+            self._check_finite(obs, state, None)
         return VectorStep(
             obs=obs, state=state, avail=avail, rewards=rewards, terminated=terminated,
             truncated=truncated, active=active, final_state=final_state,

@@ -29,6 +29,7 @@ from gymnasium import spaces
 from harl.envs.protocol import VectorStep
 from harl.envs.vector.inline import InlineVectorEnv, Reset
 from harl.errors import EnvCrashedError
+from harl.signals import ignore_in_worker
 
 _POLL_S = 0.2
 """How often a waiting parent checks that the worker it waits on is still alive."""
@@ -76,8 +77,9 @@ def _parent_main_hidden() -> Iterator[None]:
 
 def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) -> None:
     """A worker: build an ``InlineVectorEnv`` over the chunk and serve commands until closed."""
-    # Ctrl-C reaches the whole process group; the parent decides when workers stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C (and a scheduler's SIGTERM) reach the whole process group; the parent decides
+    # when workers stop.
+    ignore_in_worker()
     venv: InlineVectorEnv | None = None
     try:
         venv = InlineVectorEnv(pickle.loads(config_bytes), n_envs, seed, wrap_errors=False)

@@ -1,0 +1,162 @@
+"""Memory estimates made before anything big is allocated, and refusals with the numbers.
+
+``collector.n_envs = 10**9`` would otherwise build environments one by one until the
+machine runs out of memory (taking other processes with it), and ``rollout_length =
+10**9`` or ``buffer.capacity = 10**12`` would end in an allocator traceback.  The builder
+asks here first: environments cost a measured amount each (one env built under
+``tracemalloc``, only when many are asked for, so small pipelines pay nothing), buffers
+their exact tensor sizes; what exceeds the memory available now is a ``ResourceError``
+naming the keys, the estimate and the limit.  ``allocating`` turns an allocator failure
+that slips past the estimate into the same kind of message.
+"""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from harl.errors import ResourceError
+from harl.nets.heads import action_width, avail_size
+
+PROBE_ABOVE = 64
+"""Environment counts up to this are built without measuring one first."""
+MIN_ENV_BYTES = 64 * 1024
+"""The least an environment is assumed to cost (its Python objects, arrays, simulator)."""
+UPDATE_FACTOR = 2
+"""An on-policy update holds per-agent batches about as large as the rollout buffer again."""
+
+
+def human(n: float) -> str:
+    """``1.2 GB``-style sizes (powers of 1000, as ``df -H`` and ``free --si`` print them)."""
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def available_bytes(device: torch.device | str = "cpu") -> int | None:
+    """Memory free for new allocations on ``device`` now (None where it cannot be told)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def refuse_if_too_big(need: int, what: str, fix: str, source: str, device: torch.device | str = "cpu") -> None:
+    """``ResourceError`` when ``need`` bytes exceed what ``device`` has available now."""
+    free = available_bytes(device)
+    if free is not None and need > free:
+        raise ResourceError(f"{source}: {what} need about {human(need)}, but {human(free)} of memory is "
+                            f"available ({torch.device(device).type}); {fix}")
+
+
+def measure_env_bytes(make: Any) -> int:
+    """Bytes one environment holds after ``make()`` builds it (Python-visible allocations).
+
+    A first env is built untraced, so that the modules it imports are not counted.
+    """
+    make().close()
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        env = make()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        if started:
+            tracemalloc.stop()
+    env.close()
+    return max(MIN_ENV_BYTES, after - before)
+
+
+def check_env_count(make: Any, n_train: int, n_eval: int, native: bool, source: str) -> None:
+    """Refuse ``n_train + n_eval`` environments that cannot fit in memory.
+
+    ``make`` builds one environment (measured only when more than ``PROBE_ABOVE`` are
+    asked for); a natively vectorised kind (``native``) allocates its batch as tensors and
+    is covered by ``allocating`` instead.
+    """
+    total = n_train + n_eval
+    if native or total <= PROBE_ABOVE:
+        return
+    per_env = measure_env_bytes(make)
+    refuse_if_too_big(
+        total * per_env, f"collector.n_envs = {n_train:,} and evaluator.n_envs = {n_eval:,}: {total:,} "
+        f"environments of about {human(per_env)} each (one was built and measured)",
+        "lower collector.n_envs (and evaluator.n_envs)", source)
+
+
+def rollout_bytes_per_step(observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
+                           state_dim: int, fp_state: bool, hidden_size: int, critic_hidden_size: int) -> int:
+    """Bytes the rollout buffer holds per env step (all agents; see ``RolloutBuffer``)."""
+    agents = len(action_spaces)
+    values = agents if fp_state else 1
+    floats = (sum(int(np.prod(s.shape)) for s in observation_spaces)
+              + sum(avail_size(s) + 2 * action_width(s) for s in action_spaces)
+              + state_dim + 2 * agents + 4 * values + 1
+              + agents * hidden_size + values * critic_hidden_size)
+    return 4 * floats + 2
+
+
+def check_rollout(per_step: int, rollout_length: int, n_envs: int, source: str, device: torch.device) -> None:
+    """Refuse a rollout buffer (and the update's copies of it) that cannot fit."""
+    steps = (rollout_length + 1) * n_envs
+    refuse_if_too_big(
+        UPDATE_FACTOR * per_step * steps,
+        f"collector.rollout_length = {rollout_length:,} x collector.n_envs = {n_envs:,}: the rollout buffer "
+        f"({per_step:,} bytes per env step, {human(per_step * steps)}) and the update's batches",
+        "lower collector.rollout_length or collector.n_envs", source, device)
+
+
+def replay_bytes_per_transition(observation_spaces: Sequence[spaces.Space],
+                                action_spaces: Sequence[spaces.Space], state_dim: int) -> int:
+    """Bytes the replay buffer holds per transition (see ``ReplayBuffer``'s layout)."""
+    agents = len(action_spaces)
+    floats = (2 * sum(int(np.prod(s.shape)) for s in observation_spaces)
+              + sum(2 * avail_size(s) + action_width(s) for s in action_spaces)
+              + 2 * state_dim + 2 * agents)
+    return 4 * floats + 2
+
+
+def check_replay(per_transition: int, capacity: int, source: str, device: torch.device) -> None:
+    """Refuse a replay buffer that cannot fit once full (its storage is touched as it fills)."""
+    refuse_if_too_big(
+        per_transition * capacity,
+        f"buffer.capacity = {capacity:,}: the replay buffer ({per_transition:,} bytes per transition x "
+        f"{capacity:,} transitions) would",
+        "lower buffer.capacity", source, device)
+
+
+@contextmanager
+def allocating(what: str, source: str) -> Iterator[None]:
+    """An allocator failure inside the block becomes a ``ResourceError`` naming ``what``."""
+    try:
+        yield
+    except MemoryError:
+        raise ResourceError(f"{source}: out of memory while building {what}; lower the sizes "
+                            "(collector.n_envs, collector.rollout_length, buffer.capacity)") from None
+    except RuntimeError as exc:
+        if "memory" not in str(exc).lower():
+            raise
+        detail = str(exc).strip().splitlines()[0]
+        raise ResourceError(f"{source}: out of memory while building {what} ({detail}); lower the sizes "
+                            "(collector.n_envs, collector.rollout_length, buffer.capacity)") from None
