@@ -9,7 +9,6 @@ name: the newest complete checkpoint is always the latest one listed.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path

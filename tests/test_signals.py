@@ -150,8 +150,8 @@ class TestRealRun:
 def test_worker_dies_during_the_update_before_a_scheduled_save(tmp_path: Path) -> None:
     """A worker that dies while the networks update: the scheduled checkpoint's query of the envs fails,
     and the exit-save takes the state of the last whole collect instead of asking the closed env."""
-    from harl.run import start_run
     from harl.errors import EnvCrashedError
+    from harl.run import start_run
 
     pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=200, every=2, backend="subprocess", workers=2)
     trainer, _ = start_run(pipeline, [], tmp_path / "run")

@@ -31,8 +31,8 @@ from gymnasium import spaces
 
 from harl.nets.heads import action_width, avail_size
 from harl.registry import register
-from harl.sizes import check_replay, replay_bytes_per_transition
 from harl.settings import kind_field, positive, setting
+from harl.sizes import check_replay, replay_bytes_per_transition
 
 
 @attrs.frozen

@@ -33,8 +33,8 @@ from gymnasium import spaces
 
 from harl.nets.heads import action_width, avail_size
 from harl.registry import register
-from harl.sizes import check_rollout, rollout_bytes_per_step
 from harl.settings import kind_field
+from harl.sizes import check_rollout, rollout_bytes_per_step
 
 
 @attrs.frozen
