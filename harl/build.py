@@ -144,6 +144,7 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline") -> Stages:
         recurrent = spec.policy.recurrent
         buffer = RolloutBuffer(obs_spaces, act_spaces, state_dim, col.n_envs, col.rollout_length,
                                fp_state=spec.critic.state_type == "FP", device=device,
+                               fp_advantage_norm=spec.buffer.fp_advantage_norm,
                                hidden_size=policy.hidden_size, critic_hidden_size=critic.hidden_size,
                                sequence_length={"none": 0, "naive": col.rollout_length,
                                                 "chunked": spec.policy.chunk_length}[recurrent])

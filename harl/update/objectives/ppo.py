@@ -15,6 +15,7 @@ import attrs
 import torch
 
 from harl.policy.actor import Actor
+from harl.policy.heads import CategoricalHead
 
 if TYPE_CHECKING:  # surrogate.py imports this module's helpers
     from harl.update.objectives.surrogate import SurrogateLearner
@@ -33,7 +34,9 @@ class PPOConfig:
     lr: float = setting(5e-4, "actor Adam learning rate", positive())
     adam_eps: float = setting(1e-5, "Adam epsilon", positive())
     max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
-    action_aggregation: str = setting("prod", "how per-dimension ratios combine: prod or mean", one_of(("prod", "mean")))
+    action_aggregation: str = setting(
+        "prod", "how per-dimension ratios combine: prod or mean (a MultiDiscrete's sub-actions always as one joint ratio, as HARL)",
+        one_of(("prod", "mean")))
 
 
 def aggregate_ratio(log_ratio: torch.Tensor, how: str) -> torch.Tensor:
@@ -41,6 +44,16 @@ def aggregate_ratio(log_ratio: torch.Tensor, how: str) -> torch.Tensor:
     if how == "prod":
         return log_ratio.sum(-1, keepdim=True).exp()
     return log_ratio.exp().mean(-1, keepdim=True)
+
+
+def ratio_aggregation(actor: Actor, how: str) -> str:
+    """The aggregation that makes ``how`` mean what HARL's does for this actor.
+
+    HARL sums a MultiDiscrete's sub-action log-probs into one joint column before it
+    aggregates, so its ``mean`` there is the joint ratio, i.e. ``prod``; a Box keeps one
+    column per dimension and ``mean`` averages their ratios.
+    """
+    return "prod" if isinstance(actor.head, CategoricalHead) else how
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
