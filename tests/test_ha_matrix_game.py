@@ -16,10 +16,12 @@ SEEDS = range(20)
 ITERATIONS = 10
 OBJECTIVES = {
     "ppo": {"kind": "ppo", "lr": 0.01, "epochs": 5},
-    "trpo": {"kind": "trpo", "kl_threshold": 0.2},
+    "trpo": {"kind": "trpo", "kl_threshold": 0.2, "categorical_kl": "exact"},
     "a2c": {"kind": "a2c", "lr": 0.01, "epochs": 5},
 }
-"""Per objective, settings that move the policy far enough in ten iterations."""
+"""Per objective, settings that move the policy far enough in ten iterations.  TRPO bounds the exact
+KL here: under HARL's approximate categorical KL (the default) the steps are so much smaller that
+the simultaneous update also coordinates (measured, 20 seeds: 100 % at kl_threshold 0.2, 95 % at 1.0)."""
 
 
 def train_on_matrix_game(updater: str, seed: int, objective: str = "ppo") -> float:

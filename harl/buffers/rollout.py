@@ -33,7 +33,7 @@ from gymnasium import spaces
 
 from harl.nets.heads import action_width, avail_size
 from harl.registry import register
-from harl.settings import kind_field
+from harl.settings import kind_field, one_of, setting
 from harl.sizes import check_rollout, rollout_bytes_per_step
 
 
@@ -42,6 +42,9 @@ class RolloutConfig:
     """``[buffer] kind = "rollout"``: on-policy storage, sized by the collector's rollout."""
 
     kind: str = kind_field("rollout")
+    fp_advantage_norm: str = setting(
+        "joint", "FP state: standardise advantages over all agents' active samples together (joint, HARL) "
+        "or over each agent's own (per_agent)", one_of(("joint", "per_agent")))
 
 
 @attrs.frozen
@@ -105,9 +108,10 @@ class RolloutBuffer:
     def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
                  state_dim: int, n_envs: int, length: int, fp_state: bool,
                  device: torch.device | str = "cpu", hidden_size: int = 0,
-                 sequence_length: int = 0, critic_hidden_size: int = 0) -> None:
+                 sequence_length: int = 0, critic_hidden_size: int = 0, fp_advantage_norm: str = "joint") -> None:
         """``hidden_size`` > 0 stores the actors' GRU states, ``critic_hidden_size`` > 0 the
         critic's; ``sequence_length`` (a divisor of ``length``) cuts them."""
+        self.fp_advantage_norm = fp_advantage_norm
         T, E, A = length, n_envs, len(action_spaces)
         if (hidden_size or critic_hidden_size) and (sequence_length <= 0 or T % sequence_length):
             raise ValueError(f"sequence_length must divide the rollout length {T}, got {sequence_length}")
@@ -160,7 +164,14 @@ class RolloutBuffer:
             x[0].copy_(x[-1])
 
     def normalized_advantages(self, agent: int) -> torch.Tensor:
-        """(T, E) advantages for one agent, standardised over its active samples."""
+        """(T, E) advantages for one agent, standardised over its active samples (EP, FP per_agent),
+        or, FP joint, over all agents' active samples with HARL's population std."""
+        if self.fp_state and self.fp_advantage_norm == "joint":
+            chosen = self.advantages[self.active[:-1] > 0]
+            if chosen.numel() < 2:
+                return self.advantages[..., agent] - self.advantages.mean()
+            mean, std = chosen.mean(), chosen.std(correction=0)
+            return (self.advantages[..., agent] - mean) / (std + 1e-5)
         adv = self.advantages[..., agent] if self.fp_state else self.advantages
         mask = self.active[:-1, :, agent] > 0
         chosen = adv[mask]
@@ -234,7 +245,8 @@ def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
                                          parts.team.hidden_size, parts.critic.hidden_size),
                   w.rollout_length, w.n_envs, parts.source, parts.device)
     return RolloutBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.n_envs, w.rollout_length,
-                         fp_state=w.fp_state, device=parts.device, hidden_size=parts.team.hidden_size,
+                         fp_state=w.fp_state, device=parts.device,
+                         fp_advantage_norm=config.fp_advantage_norm, hidden_size=parts.team.hidden_size,
                          critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length)
 
 

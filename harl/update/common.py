@@ -13,6 +13,8 @@ import attrs
 import torch
 from torch import nn
 
+from harl.nets.heads import CategoricalHead
+
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``x`` over the entries where ``mask`` (same shape, 0/1) is 1."""
@@ -24,6 +26,16 @@ def aggregate_ratio(log_ratio: torch.Tensor, how: str) -> torch.Tensor:
     if how == "prod":
         return log_ratio.sum(-1, keepdim=True).exp()
     return log_ratio.exp().mean(-1, keepdim=True)
+
+
+def ratio_aggregation(actor: Any, how: str) -> str:
+    """The aggregation that makes ``how`` mean what HARL's does for this actor.
+
+    HARL sums a MultiDiscrete's sub-action log-probs into one joint column before it
+    aggregates, so its ``mean`` there is the joint ratio, i.e. ``prod``; a Box keeps one
+    column per dimension and ``mean`` averages their ratios.
+    """
+    return "prod" if isinstance(actor.head, CategoricalHead) else how
 
 
 def clip_grads(parameters, max_norm: float) -> torch.Tensor:  # type: ignore[no-untyped-def]

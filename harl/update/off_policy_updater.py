@@ -6,10 +6,11 @@ One gradient step::
     critic <- TD step toward R_n + discount * (Q_target(s', a') - penalty)
     every policy_freq steps:
         actions = [agent.initial_action(batch) for each agent]          # no gradient
+        simultaneous, others_actions = "replayed": actions = the batch's   (HARL's MA runner)
         for i in order:                         # sequential: random or fixed order
             agent i: one actor step on Q(s, actions with its own slot fresh)
             sequential:   actions[i] = agent i's *updated* action      (HA: later agents see it)
-            simultaneous: actions stay the pre-update ones             (MA: MADDPG, MATD3)
+            simultaneous: actions stay as they were                    (MA: MADDPG, MATD3)
         polyak-update the target networks
 
 The critic's weights are frozen during the actor round (``requires_grad_(False)``: the
@@ -66,9 +67,11 @@ class OffPolicyAgent(Protocol):
 
 
 def actor_round(agents: Sequence[OffPolicyAgent], batch: ReplayBatch, order: Sequence[int],
-                sequential: bool) -> dict[int, dict[str, torch.Tensor]]:
-    """Update every agent once, in ``order``; see the module docstring."""
+                sequential: bool, replayed: Sequence[torch.Tensor] | None = None) -> dict[int, dict[str, torch.Tensor]]:
+    """Update every agent once, in ``order``; the others act ``replayed`` (critic format) when given."""
     actions = [agent.initial_action(batch) for agent in agents]
+    if replayed is not None:
+        actions = list(replayed)
     stats: dict[int, dict[str, torch.Tensor]] = {}
     for position, i in enumerate(order):
         stats[i] = agents[i].update(batch, list(actions))
@@ -150,7 +153,8 @@ class OffPolicyUpdater:
             nexts = [agent.next_action(batch) for agent in self.agents]
             penalties = [p for _, p in nexts if p is not None]
             penalty = torch.stack(penalties).sum(0) if penalties else None
-            stats = self.critic.update(batch, critic.encode(batch.actions), [a for a, _ in nexts], penalty)
+            taken = critic.encode(batch.actions)
+            stats = self.critic.update(batch, taken, [a for a, _ in nexts], penalty)
             critic_rows.append(torch.stack([stats[k] for k in CRITIC_STATS]))
             self.steps += 1
             if self.steps % self.policy_freq:
@@ -158,7 +162,8 @@ class OffPolicyUpdater:
             order = agent_order(self.config, len(self.agents), self.generator)
             critic.nets.requires_grad_(False)  # actor losses need no critic weight gradients
             try:
-                rounds = actor_round(self.agents, batch, order, self.sequential)
+                replay = not self.sequential and self.config.others_actions == "replayed"  # type: ignore[union-attr]
+                rounds = actor_round(self.agents, batch, order, self.sequential, taken if replay else None)
             finally:
                 critic.nets.requires_grad_(True)
             for i, agent in enumerate(self.agents):

@@ -22,6 +22,9 @@ class SimultaneousConfig:
 
     kind: str = kind_field("simultaneous")
     lr_decay: str = setting("none", "learning-rate schedule over the run: none or linear (to 0)", one_of(("none", "linear")))
+    others_actions: str = setting(
+        "replayed", "off-policy actor step: the other agents' actions in Q are the batch's replayed ones "
+        "(HARL, MADDPG) or the current policies' (current)", one_of(("replayed", "current")))
     objective: Any = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
 
 

@@ -123,3 +123,33 @@ def test_roll_over_carries_gru_states_and_episode_starts() -> None:
     buf.roll_over()
     assert buf.hidden[0][0].view(-1).tolist() == [600, 601]
     assert buf.starts[0].tolist() == buf.starts[-1].tolist()
+
+
+class TestFPAdvantageNormalisation:
+    """HARL's on-policy HA runner (FP): one mean and population std (np.nanstd) over all agents' active
+    samples, then (A - mean) / (std + 1e-5)."""
+
+    def buffer(self, mode: str) -> RolloutBuffer:
+        buf = RolloutBuffer(OBS, ACT, state_dim=6, n_envs=1, length=2, fp_state=True, fp_advantage_norm=mode)
+        buf.advantages[:, 0, 0] = torch.tensor([1.0, 3.0])
+        buf.advantages[:, 0, 1] = torch.tensor([5.0, 7.0])
+        return buf
+
+    def test_joint_hand_example(self) -> None:
+        """All active: mean 4, std sqrt((9 + 1 + 1 + 9) / 4) = sqrt(5) = 2.2360680;
+        agent 0: (1 - 4) / 2.2360780 = -1.3416348, (3 - 4) / ... = -0.4472116."""
+        adv = self.buffer("joint").normalized_advantages(0)[:, 0]
+        torch.testing.assert_close(adv, torch.tensor([-1.3416348, -0.4472116]), atol=1e-6, rtol=0)
+
+    def test_joint_skips_inactive_samples(self) -> None:
+        """Agent 1 dead at step 1: [1, 3, 5] give mean 3, std sqrt(8 / 3) = 1.6329932;
+        agent 1: (5 - 3) / 1.6330032 = 1.2247373, (7 - 3) / ... = 2.4494746."""
+        buf = self.buffer("joint")
+        buf.active[1, 0, 1] = 0.0
+        torch.testing.assert_close(buf.normalized_advantages(1)[:, 0], torch.tensor([1.2247373, 2.4494746]),
+                                   atol=1e-6, rtol=0)
+
+    def test_per_agent_is_harls_ep_rule_per_agent(self) -> None:
+        """per_agent (harl's earlier FP rule): agent 1's [5, 7] -> [-0.7071, 0.7071] (sample std sqrt 2)."""
+        adv = self.buffer("per_agent").normalized_advantages(1)[:, 0]
+        torch.testing.assert_close(adv, torch.tensor([-0.7071, 0.7071]), atol=1e-4, rtol=0)

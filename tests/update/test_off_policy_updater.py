@@ -82,6 +82,25 @@ def test_simultaneous_agents_see_only_pre_update_actions() -> None:
         assert agent.seen == [0.0, 10.0, 20.0]
 
 
+def test_simultaneous_agents_can_see_the_replayed_actions() -> None:
+    """HARL's MA runner: each agent's Q holds the batch's replayed actions for the others (its own slot fresh)."""
+    agents = [StubAgent(i) for i in range(3)]
+    replayed = [torch.full((2, 1), -1.0 - j) for j in range(3)]
+    actor_round(agents, None, [2, 1, 0], sequential=False, replayed=replayed)  # type: ignore[arg-type]
+    for agent in agents:
+        assert agent.seen == [-1.0, -2.0, -3.0]
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("replayed", 0.0), ("current", 15.0)])
+def test_updater_hands_the_replayed_actions_by_default(mode: str, expected: float) -> None:
+    """``others_actions``: "replayed" (default, HARL) gives agent 0 agent 1's stored action (0 in the
+    buffer); "current" gives agent 1's policy action (10 + version 5 in the 6th of 6 gradient steps)."""
+    agents = [StubAgent(i) for i in range(2)]
+    updater = updater_with(agents, SimultaneousConfig(others_actions=mode), warmup=0, policy_freq=1)
+    updater.update(small_buffer(3), progress=0.0)
+    assert agents[0].seen is not None and agents[0].seen[1] == expected
+
+
 def small_buffer(transitions_rows: int) -> ReplayBuffer:
     spaces_obs = [spaces.Box(-1, 1, (2,), np.float32)] * 2
     spaces_act = [spaces.Box(-1, 1, (1,), np.float32)] * 2

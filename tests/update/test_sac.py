@@ -90,8 +90,45 @@ def test_categorical_samples_are_one_hot_masked_and_carry_gradients() -> None:
     assert actor.logits.weight.grad is not None and float(actor.logits.weight.grad.abs().sum()) > 0
 
 
-def test_default_target_entropies() -> None:
-    """-dim for Box; 0.98 log n per categorical sub-action."""
-    assert default_target_entropy(BOX) == -2.0
-    assert default_target_entropy(spaces.Discrete(5)) == pytest.approx(0.98 * math.log(5))
-    assert default_target_entropy(spaces.MultiDiscrete([2, 3])) == pytest.approx(0.98 * math.log(6))
+class TestHARLDefaults:
+    """HARL's off_policy_base_runner: targets ``-prod(shape)`` (Box) and ``-0.98 log(1 / prod(shape))``
+    (others), log alpha starting at 0; harl's log pi also holds the Box scaling, so the Box target moves."""
+
+    def test_discrete_target_is_zero(self) -> None:
+        """Discrete(5).shape == (): prod(()) = 1, -0.98 * log(1 / 1) = 0 (not 0.98 log 5 = 1.577)."""
+        assert default_target_entropy(spaces.Discrete(5)) == 0.0
+
+    def test_multidiscrete_target(self) -> None:
+        """MultiDiscrete([2, 3]).shape == (2,): -0.98 log(1/2) = 0.67923 per log-prob column; HARL's loss
+        averages its 2 columns, harl's log pi is their sum: 2 * 0.67923 = 1.35857."""
+        assert default_target_entropy(spaces.MultiDiscrete([2, 3])) == pytest.approx(1.35857, abs=1e-5)
+
+    def test_box_targets_mean_harls_in_tanh_space(self) -> None:
+        """[-1, 1]^3: -3.  [-2, 2]^2: -2 + 2 ln 2 = -0.61371.  MPE's [0, 1]^5: -5 + 5 ln 0.5 = -8.46574."""
+        assert default_target_entropy(spaces.Box(-1.0, 1.0, (3,), np.float32)) == -3.0
+        assert default_target_entropy(BOX) == pytest.approx(-0.61371, abs=1e-5)
+        assert default_target_entropy(spaces.Box(0.0, 1.0, (5,), np.float32)) == pytest.approx(-8.46574, abs=1e-5)
+
+    def test_alpha_loss_term_equals_harls_on_the_tanh_sample(self) -> None:
+        """log pi(a) + target here == HARL's tanh-space log pi(t) - dim, t = tanh(u) (HARL's logp:
+        sum[log N(u) - log(1 - tanh(u)^2)]), for a [0, 1]^5 Box."""
+        box = spaces.Box(0.0, 1.0, (5,), np.float32)
+        torch.manual_seed(3)
+        actor = SquashedGaussianActor(3, box, (8,), "relu", False)
+        obs = torch.randn(6, 3)
+        torch.manual_seed(4)
+        action, log_prob = actor.rsample(obs)
+        x = actor.body(obs)
+        mu, log_std = actor.mu(x), actor.log_std(x).clamp(-20, 2)
+        u = torch.atanh((2 * action - 1).clamp(-1 + 1e-6, 1 - 1e-6))
+        harl_logp = (torch.distributions.Normal(mu, log_std.exp()).log_prob(u) - torch.log(1 - torch.tanh(u) ** 2)).sum(-1)
+        torch.testing.assert_close(log_prob + default_target_entropy(box), harl_logp - 5.0, atol=5e-3, rtol=1e-3)
+
+    def test_auto_alpha_starts_at_one(self) -> None:
+        """auto_alpha: log alpha = 0 (torch.zeros(1) in HARL) whatever ``alpha``; initial_alpha = 0.2 is harl's old start."""
+        sac, _ = learner(0.0, alpha=0.2)
+        assert float(sac.log_alpha.detach()) == 0.0 and float(sac.alpha) == 1.0
+        team = OffPolicyTeam([SquashedGaussianActor(3, BOX, (8,), "relu", False)], with_targets=False)
+        critic = QCritic(4, [BOX], QCriticConfig(hidden_sizes=(8,)))
+        old = SACLearner(0, team, critic, SACConfig(initial_alpha=0.2), -2.0)
+        assert float(old.alpha) == pytest.approx(0.2)

@@ -15,6 +15,7 @@ from harl.update.common import masked_mean
 from harl.update.objectives.trpo import (
     TRPOConfig,
     TRPOLearner,
+    approx_categorical_kl,
     conjugate_gradient,
     fisher_vector_product,
     flat_grad,
@@ -52,14 +53,17 @@ def make_batch(actor: Actor, n: int = 64, seed: int = 1) -> AgentBatch:
                       advantages=torch.randn(n, 1, generator=g, dtype=dtype), hidden=hidden, starts=starts)
 
 
-def kl_to(actor: Actor, batch: AgentBatch):  # noqa: ANN201
-    """A closure: the mean KL from the actor's current policy (frozen now) to its policy then."""
+def kl_to(actor: Actor, batch: AgentBatch, kl=None):  # noqa: ANN001, ANN201
+    """A closure: the mean KL (``kl``, default the exact one) from the actor's current policy (frozen now)
+    to its policy then."""
+    kl = kl or actor.kl
+
     def dist() -> tuple[torch.Tensor, ...]:
         return actor.distribution(batch.obs, None, batch.hidden, batch.starts)
 
     with torch.no_grad():
         old = tuple(t.clone() for t in dist())
-    return lambda: masked_mean(actor.kl(old, dist()).unsqueeze(-1), batch.active)
+    return lambda: masked_mean(kl(old, dist()).unsqueeze(-1), batch.active)
 
 
 def test_conjugate_gradient_solves_a_small_spd_system() -> None:
@@ -146,7 +150,7 @@ def test_learner_improves_the_surrogate_inside_the_trust_region(kind: str) -> No
     batch = make_batch(actor, n=64)
     factor = torch.full((64, 1), 0.5)
     learner = TRPOLearner(actor, TRPOConfig(kl_threshold=0.01), torch.Generator())
-    kl = kl_to(actor, batch)
+    kl = kl_to(actor, batch, learner.kl)
     stats = learner.update(batch, factor)
     assert 0 < stats.step_fraction <= 1
     assert 0 < kl().item() < 0.01
@@ -155,6 +159,45 @@ def test_learner_improves_the_surrogate_inside_the_trust_region(kind: str) -> No
     assert float(masked_mean(factor * ratio * batch.advantages, batch.active)) > float(
         masked_mean(factor * batch.advantages, batch.active))
     assert stats.factor == 0.5
+
+
+class TestHARLCategoricalKL:
+    """HARL's trpo_util.kl_approx(q=old, p=new) = exp(p - q) - 1 - (p - q) on the normalised logits,
+    summed over actions, in both the Fisher product and the line search."""
+
+    OLD = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    NEW = torch.log(torch.tensor([[0.4, 0.4, 0.2]]))
+
+    def test_hand_example(self) -> None:
+        """d = [ln 0.8, ln(4/3), 0]: (0.8 - 1 + 0.2231436) + (1.3333333 - 1 - 0.2876821) + 0 = 0.0687949,
+        against the exact KL 0.5 ln 1.25 + 0.3 ln 0.75 = 0.0252672."""
+        approx = approx_categorical_kl((self.OLD,), (self.NEW,))
+        assert approx.item() == pytest.approx(0.0687949, abs=1e-6)
+        exact = make_actor("discrete").kl((self.OLD,), (self.NEW,))
+        assert exact.item() == pytest.approx(0.0252672, abs=1e-6)
+
+    @pytest.mark.parametrize(("mode", "expected"), [("approx", [0.75, -0.35, -0.4]), ("exact", [0.25, -0.15, -0.1])])
+    def test_fisher_product_on_the_logits(self, mode: str, expected: list[float]) -> None:
+        """With the logits as the parameters, F e_1 is the KL's Hessian's first column at p = (0.5, 0.3, 0.2).
+        approx: sum_a (e_a - p)(e_a - p)^T = I - p 1^T - 1 p^T + 3 p p^T, column 1 =
+        [1 - 0.5 - 0.5 + 0.75, -0.3 - 0.5 + 0.45, -0.2 - 0.5 + 0.3] = [0.75, -0.35, -0.4];
+        exact: diag(p) - p p^T, column 1 = [0.5 - 0.25, -0.15, -0.1]."""
+        logits = torch.nn.Parameter(self.OLD.clone())
+        model = torch.nn.Module()
+        model.z = logits
+        model.forward = lambda: (model.z,)  # type: ignore[method-assign]
+        kl = approx_categorical_kl if mode == "approx" else make_actor("discrete").kl
+        old = (self.OLD.clone(),)
+        fv = fisher_vector_product(model, (), lambda new: kl(old, new).mean(), torch.tensor([1.0, 0.0, 0.0]))
+        torch.testing.assert_close(fv, torch.tensor(expected), atol=1e-5, rtol=0)
+
+    def test_learner_uses_it_by_default(self) -> None:
+        """categorical_kl = "approx" (default) on a Discrete actor; "exact" and Box actors keep the exact KL."""
+        actor = make_actor("discrete")
+        assert TRPOLearner(actor, TRPOConfig(), torch.Generator()).kl is approx_categorical_kl
+        assert TRPOLearner(actor, TRPOConfig(categorical_kl="exact"), torch.Generator()).kl == actor.kl
+        box = make_actor("box")
+        assert TRPOLearner(box, TRPOConfig(), torch.Generator()).kl == box.kl
 
 
 def test_multidiscrete_actions_are_refused() -> None:

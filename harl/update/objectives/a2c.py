@@ -32,7 +32,9 @@ class A2CConfig:
     lr: float = setting(5e-4, "actor Adam learning rate", positive())
     adam_eps: float = setting(1e-5, "Adam epsilon", positive())
     max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
-    action_aggregation: str = setting("prod", "how per-dimension ratios combine: prod or mean", one_of(("prod", "mean")))
+    action_aggregation: str = setting(
+        "prod", "how per-dimension ratios combine: prod or mean (a MultiDiscrete's sub-actions always as one joint ratio, as HARL)",
+        one_of(("prod", "mean")))
 
 
 def a2c_loss(ratio: torch.Tensor, advantages: torch.Tensor, factor: torch.Tensor,

@@ -7,16 +7,16 @@ samples of the current policies; predecessors already updated in the sequential 
 
     loss_i = mean_alive[ alpha_i log pi_i(a_i | o_i) - min(Q1, Q2)(s, a_1, .., a_i, .., a_n) ]
 
-Each agent has its own temperature alpha_i, fixed or learned toward a target entropy
-(``-dim`` for Box, ``0.98 log |A|`` summed over sub-actions for categories)::
+Each agent has its own temperature alpha_i, fixed or learned (from alpha = 1, log alpha = 0,
+as HARL) toward a target entropy::
 
     loss(log alpha_i) = -mean_alive[ log alpha_i * (log pi_i(a_i) + target_entropy_i) ]
 
-The critic's soft target subtracts ``sum_i alpha_i log pi_i(a'_i | o'_i)`` at the bootstrap
-state.  (HARL keeps one more temperature for that target, tuned toward the sum of the
-agents' targets; summing the agents' own terms is the soft value of the joint policy.
-HARL's discrete target entropy evaluates to 0 because a Discrete space's shape is ();
-the 0.98 log |A| it intends is used here.)
+The default targets are HARL's (``default_target_entropy``): ``-dim`` for a Box, meant in
+tanh space, and ``-0.98 log(1 / prod(shape))`` for categories, which is 0 for a Discrete
+space (shape ``()``). The critic's soft target subtracts ``alpha_c sum_i log pi_i(a'_i | o'_i)``
+with HARL's separate critic temperature ``alpha_c`` (``critic_alpha = "separate"``, see
+``critic_temperature``) or ``sum_i alpha_i log pi_i`` (``"agents"``).
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ from harl.policy.off_policy import (
     KeptForward,
     OffPolicyTeam,
     SquashedGaussianActor,
+    box_bounds,
     team_builder,
 )
 from harl.registry import register
-from harl.settings import in_range, kind_field, positive, setting
+from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.common import clip_grads, masked_mean
+from harl.update.objectives.sac_temperature import CriticTemperature, critic_temperature
 from harl.update.q_critic import QCritic, team_value
 
 
@@ -52,19 +54,33 @@ class SACConfig:
 
     kind: str = kind_field("sac")
     lr: float = setting(5e-4, "actor Adam learning rate", positive())
-    alpha: float = setting(0.2, "entropy temperature (the starting value when auto_alpha)", positive())
+    alpha: float = setting(0.2, "entropy temperature when auto_alpha is false", positive())
     auto_alpha: bool = setting(True, "learn each agent's temperature toward its target entropy")
+    initial_alpha: float = setting(1.0, "starting temperature when auto_alpha (HARL: 1, log alpha = 0)", positive())
     alpha_lr: float = setting(3e-4, "Adam learning rate of log(alpha)", positive())
-    target_entropy: float | None = setting(None, "target entropy per agent (default: -dim for Box, 0.98 log|A| for categories)")
+    target_entropy: float | None = setting(
+        None, "target entropy per agent (default HARL's: -dim in tanh space for Box, 0 for Discrete)")
+    critic_alpha: str = setting(
+        "separate", "temperature of the critic's soft target: separate (HARL: its own, learned toward the sum "
+        "of the agents' targets) or agents (sum_i alpha_i log pi_i)", one_of(("separate", "agents")))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
 
 
 def default_target_entropy(space: spaces.Space) -> float:
+    """HARL's target, in the units of this actor's log pi.
+
+    HARL: ``-prod(shape)`` for a Box, ``-0.98 log(1 / prod(shape))`` otherwise (0 for a
+    Discrete, whose shape is ``()``; ``0.98 log k`` per sub-action for a MultiDiscrete of k,
+    whose k log-prob columns HARL's loss averages).  The Box target is meant in tanh space:
+    this actor's log pi also holds the Box scaling's ``-sum log(half-range)``, so that term is
+    added to the target.  A MultiDiscrete's log pi here is the sum of its k columns, hence k times.
+    """
+    shape = space.shape or ()
+    harl = -float(np.prod(shape)) if isinstance(space, spaces.Box) else -0.98 * math.log(1.0 / float(np.prod(shape)))
     if isinstance(space, spaces.Box):
-        return -float(np.prod(space.shape))
-    if isinstance(space, spaces.Discrete):
-        return 0.98 * math.log(int(space.n))
-    return 0.98 * float(sum(math.log(int(n)) for n in np.asarray(space.nvec).ravel()))
+        _, half = box_bounds(space)
+        return harl + float(half.double().log().sum())
+    return harl * float(np.prod(shape))
 
 
 def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: SACConfig, agent: int,
@@ -94,7 +110,7 @@ class SACLearner:
     stat_names = ("actor_loss", "alpha", "entropy")
 
     def __init__(self, index: int, team: OffPolicyTeam, critic: QCritic, config: SACConfig,
-                 target_entropy: float) -> None:
+                 target_entropy: float, critic_temp: CriticTemperature | None = None) -> None:
         self.index = index
         self.actor: SquashedGaussianActor | CategoricalActor = team.actors[index]  # type: ignore[assignment]
         self.critic = critic
@@ -103,9 +119,12 @@ class SACLearner:
         self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr, foreach=True)
         self.base_lr = config.lr
         device = next(self.actor.parameters()).device
-        self.log_alpha = torch.tensor(math.log(config.alpha), device=device, requires_grad=config.auto_alpha)
+        start = config.initial_alpha if config.auto_alpha else config.alpha
+        self.log_alpha = torch.tensor(math.log(start), device=device, requires_grad=config.auto_alpha)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr) if config.auto_alpha else None
         self.round_start = KeptForward(self.actor)
+        self.critic_temp = critic_temp
+        """HARL's critic temperature (``critic_alpha = "separate"``), shared by the team's learners."""
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -114,7 +133,7 @@ class SACLearner:
     @torch.no_grad()
     def next_action(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor]:
         action, log_prob = self.actor.rsample(batch.next_obs[self.index], batch.next_avail[self.index])
-        return action, self.alpha * log_prob
+        return action, (self.alpha if self.critic_temp is None else self.critic_temp.alpha) * log_prob
 
     def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
         """A sample of the current policy; the distribution's graph is kept for this agent's own loss,
@@ -143,6 +162,8 @@ class SACLearner:
             self.alpha_optimizer.zero_grad(set_to_none=True)
             alpha_loss(self.log_alpha, log_prob, self.target_entropy, alive).backward()
             self.alpha_optimizer.step()
+        if self.critic_temp is not None:
+            self.critic_temp.observe(self.index, log_prob.detach())
         return {"actor_loss": loss.detach(), "alpha": self.alpha, "entropy": -masked_mean(log_prob.detach(), alive)}
 
     @torch.no_grad()
@@ -153,8 +174,11 @@ class SACLearner:
         """SAC's actor has no target copy (the critic's targets are updated by the updater)."""
 
     def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "log_alpha": self.log_alpha.detach().clone(),
-                "alpha_optimizer": None if self.alpha_optimizer is None else self.alpha_optimizer.state_dict()}
+        state = {"optimizer": self.optimizer.state_dict(), "log_alpha": self.log_alpha.detach().clone(),
+                 "alpha_optimizer": None if self.alpha_optimizer is None else self.alpha_optimizer.state_dict()}
+        if self.critic_temp is not None and self.index == 0:  # agent 0 carries the team's critic temperature
+            state["critic_temperature"] = self.critic_temp.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
@@ -162,12 +186,21 @@ class SACLearner:
             self.log_alpha.copy_(state["log_alpha"])
         if self.alpha_optimizer is not None and state["alpha_optimizer"] is not None:
             self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        if self.critic_temp is not None and "critic_temperature" in state:
+            self.critic_temp.load_state_dict(state["critic_temperature"])
 
 
 def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: SACConfig,
                  space: spaces.Space) -> SACLearner:
-    target = config.target_entropy if config.target_entropy is not None else default_target_entropy(space)
-    return SACLearner(index, team, critic, config, target)
+    def target(s: spaces.Space) -> float:
+        return config.target_entropy if config.target_entropy is not None else default_target_entropy(s)
+
+    shared = None
+    if config.critic_alpha == "separate":
+        start = config.initial_alpha if config.auto_alpha else config.alpha
+        shared = critic_temperature(critic, start, config.alpha_lr if config.auto_alpha else None,
+                                    sum(target(s) for s in critic.spaces))
+    return SACLearner(index, team, critic, config, target(space), shared)
 
 
 register("updater.objective", SACConfig, family="off_policy", requires={"critic": "q_values"},

@@ -9,7 +9,7 @@ import torch
 
 from harl.buffers.rollout import AgentBatch, minibatch_rows
 from harl.policy.actor import Actor
-from harl.update.common import AgentStats, aggregate_ratio, clip_grads, masked_mean
+from harl.update.common import AgentStats, aggregate_ratio, clip_grads, masked_mean, ratio_aggregation
 
 Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -28,6 +28,7 @@ class SurrogateLearner:
         self.optimizer = torch.optim.Adam(actor.parameters(), lr=config.lr, eps=config.adam_eps)
         self.base_lr = config.lr
         self.loss = loss
+        self.aggregation = ratio_aggregation(actor, config.action_aggregation)
 
     def update(self, batch: AgentBatch, factor: torch.Tensor) -> AgentStats:
         cfg = self.config
@@ -36,7 +37,7 @@ class SurrogateLearner:
             for idx in minibatch_rows(batch, cfg.minibatches, self.generator):
                 mb = batch.select(idx)
                 log_probs, entropy = self.actor.evaluate(mb.obs, mb.actions, mb.avail, mb.hidden, mb.starts)
-                ratio = aggregate_ratio(log_probs - mb.old_log_probs, cfg.action_aggregation)
+                ratio = aggregate_ratio(log_probs - mb.old_log_probs, self.aggregation)
                 active = mb.active
                 policy_loss = self.loss(ratio, mb.advantages, factor[idx], active)
                 mean_entropy = masked_mean(entropy.unsqueeze(-1), active)
@@ -53,4 +54,4 @@ class SurrogateLearner:
     def ratio(self, batch: AgentBatch) -> torch.Tensor:
         """(N, 1) new/old probability ratio of the actions in ``batch`` under the current actor."""
         log_probs, _ = self.actor.evaluate(batch.obs, batch.actions, batch.avail, batch.hidden, batch.starts)
-        return aggregate_ratio(log_probs - batch.old_log_probs, self.config.action_aggregation)
+        return aggregate_ratio(log_probs - batch.old_log_probs, self.aggregation)

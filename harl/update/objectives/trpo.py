@@ -18,8 +18,9 @@ One natural-gradient step per iteration, no optimiser and no learning rate:
 
 The math is in module-level functions (``conjugate_gradient``, ``fisher_vector_product``,
 ``line_search``) that tests call directly.  Box and Discrete actions only, as in HARL.  The
-KL is exact for both heads (HARL uses an approximation of the categorical one) and, like
-the surrogate, averaged over the agent's active samples.
+Gaussian KL is exact; the categorical one is HARL's ``approx_categorical_kl`` by default
+(``categorical_kl = "approx"``) or the exact KL (``"exact"``).  Both are averaged, like the
+surrogate, over the agent's active samples.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class TRPOConfig:
     cg_iterations: int = setting(10, "conjugate-gradient iterations for the natural-gradient direction", positive())
     damping: float = setting(0.1, "added to the Fisher matrix's diagonal: (F + damping I) x = g", in_range(0, None))
     action_aggregation: str = setting("prod", "how per-dimension ratios combine: prod or mean", one_of(("prod", "mean")))
+    categorical_kl: str = setting(
+        "approx", "Discrete trust region's KL: approx (HARL: sum_a exp(d) - 1 - d, d = log pi_new - log pi_old) "
+        "or exact (sum_a pi_old d)", one_of(("approx", "exact")))
 
 
 # --------------------------------------------------------------------------- flat parameters
@@ -83,6 +87,20 @@ def flat_grad(output: torch.Tensor, params: Sequence[torch.Tensor],
 
 
 # --------------------------------------------------------------------------- the math
+
+
+def approx_categorical_kl(old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """``(batch,)`` HARL's ``kl_approx``: ``sum_a [exp(d_a) - 1 - d_a]``, ``d = log pi_new - log pi_old``.
+
+    Every action counts alike (not weighted by pi_old), so a step reaches ``kl_threshold``
+    with a smaller true KL than under the exact divergence.  Its Hessian at ``new = old``
+    is ``sum_a (∂d_a)^2``.
+    """
+    total = 0.0
+    for z0, z1 in zip(old, new):
+        d = torch.log_softmax(z1, -1) - torch.log_softmax(z0, -1)
+        total = total + (d.exp() - 1 - d).sum(-1)
+    return total  # type: ignore[return-value]
 
 
 def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor,
@@ -241,6 +259,8 @@ class TRPOLearner:
         self.config = config
         self.generator = generator
         self.params = [p for p in actor.parameters() if p.requires_grad]
+        approx = isinstance(head, CategoricalHead) and config.categorical_kl == "approx"
+        self.kl = approx_categorical_kl if approx else actor.kl
 
     def _surrogate(self, batch: AgentBatch, factor: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -261,7 +281,7 @@ class TRPOLearner:
             old = tuple(t.detach() for t in self._distribution(batch))
 
         def kl_of(new: tuple[torch.Tensor, ...]) -> torch.Tensor:
-            return masked_mean(self.actor.kl(old, new).unsqueeze(-1), batch.active)
+            return masked_mean(self.kl(old, new).unsqueeze(-1), batch.active)
 
         def mean_kl() -> torch.Tensor:
             return kl_of(self._distribution(batch))
