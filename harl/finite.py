@@ -60,9 +60,11 @@ def check_update(row: dict[str, Any], iteration: int, stages: Any, run_dir: Path
     if bad is not None:
         where = f"{_where(bad[0])} gave {bad[1]}"
     else:
-        actors = list(getattr(stages.policy, "actors", []))
+        # The networks where the stages expose them (a stub Trainer test's stages have none).
+        actors = list(getattr(getattr(stages, "policy", None), "actors", []))
         broken = [f"actor of agent {i}" for i, actor in enumerate(actors) if not _all_finite(actor)]
-        if not _all_finite(stages.critic):
+        critic = getattr(stages, "critic", None)
+        if critic is not None and not _all_finite(critic):
             broken.append("critic")
         if not broken:
             return
