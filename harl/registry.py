@@ -107,6 +107,8 @@ class Parts:
     team: Any = None
     critic: Any = None
     returns: Any = None
+    shared: dict[str, Any] = attrs.field(factory=dict)
+    """Objects one build's learners share, made by the first that needs one (SAC's critic temperature)."""
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {slot: {} for slot in SLOTS}

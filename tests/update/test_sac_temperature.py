@@ -48,7 +48,8 @@ def team(config: SACConfig) -> tuple[list, ReplayBatch]:
     actors = OffPolicyTeam([CategoricalActor(2, DISCRETE, (8,), "relu", False, 0.01) for _ in range(2)],
                            with_targets=False)
     critic = QCritic(3, [DISCRETE] * 2, QCriticConfig(hidden_sizes=(8,)))
-    learners = [make_learner(i, actors, critic, config, DISCRETE) for i in range(2)]
+    shared: dict = {}  # one team: its learners share the critic's temperature
+    learners = [make_learner(i, actors, critic, config, DISCRETE, shared) for i in range(2)]
     n = 8
     batch = ReplayBatch(state=torch.randn(n, 3), obs=[torch.randn(n, 2)] * 2, actions=[torch.zeros(n, 1)] * 2,
                         avail=[None] * 2, active=torch.ones(n, 2), returns=torch.zeros(n, 2),

@@ -191,19 +191,20 @@ class SACLearner:
 
 
 def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: SACConfig,
-                 space: spaces.Space) -> SACLearner:
+                 space: spaces.Space, shared: dict[str, Any]) -> SACLearner:
+    """Agent ``index``'s learner; ``shared`` carries what the team's learners share (one dict per team)."""
     def target(s: spaces.Space) -> float:
         return config.target_entropy if config.target_entropy is not None else default_target_entropy(s)
 
-    shared = None
+    temperature = None
     if config.critic_alpha == "separate":
         start = config.initial_alpha if config.auto_alpha else config.alpha
-        shared = critic_temperature(critic, start, config.alpha_lr if config.auto_alpha else None,
-                                    sum(target(s) for s in critic.spaces))
-    return SACLearner(index, team, critic, config, target(space), shared)
+        temperature = critic_temperature(shared, critic, start, config.alpha_lr if config.auto_alpha else None,
+                                           sum(target(s) for s in critic.spaces))
+    return SACLearner(index, team, critic, config, target(space), temperature)
 
 
 register("updater.objective", SACConfig, family="off_policy", requires={"critic": "q_values"},
          factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
-                                                           parts.act_spaces[agent]),
+                                                           parts.act_spaces[agent], parts.shared),
          team=team_builder(make_actor, with_targets=False))

@@ -13,7 +13,6 @@ in that round.  Without ``auto_alpha`` it stays at the fixed ``alpha``, like the
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any
 
 import torch
@@ -65,13 +64,12 @@ class CriticTemperature:
             self.optimizer.load_state_dict(state["optimizer"])
 
 
-_SHARED: weakref.WeakKeyDictionary[nn.Module, CriticTemperature] = weakref.WeakKeyDictionary()
-"""One temperature per critic: the team's SAC learners are built one by one around the same critic."""
-
-
-def critic_temperature(critic: nn.Module, alpha: float, lr: float | None, target_entropy: float) -> CriticTemperature:
-    """The critic's temperature, made by the first learner built for ``critic`` and shared by the rest."""
-    if critic not in _SHARED:
+def critic_temperature(shared: dict[str, Any], critic: nn.Module, alpha: float, lr: float | None,
+                       target_entropy: float) -> CriticTemperature:
+    """The critic's temperature, made by the first learner built around ``critic`` and kept in
+    ``shared`` (one build's ``Parts.shared``) for the rest of the team's learners."""
+    if "critic_temperature" not in shared:
         device = next(critic.parameters()).device
-        _SHARED[critic] = CriticTemperature(len(critic.spaces), alpha, lr, target_entropy, device)  # type: ignore[arg-type]
-    return _SHARED[critic]
+        shared["critic_temperature"] = CriticTemperature(len(critic.spaces), alpha, lr, target_entropy,  # type: ignore[arg-type]
+                                                         device)
+    return shared["critic_temperature"]
