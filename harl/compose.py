@@ -136,13 +136,13 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
         if venv is None:  # sizes checked against the memory available before anything is allocated
             check_env_count(lambda: make_env(spec.env), w.n_envs, spec.evaluator.n_envs,
                             vector_factory(spec.env) is not None, source)
-        if venv is None:
-            venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000)
-        opened.append(venv)
-        if eval_venv is None:
-            eval_venv = make_vector_env(spec.env, spec.evaluator.n_envs, "inline", seed=run.seed * 1000 + 500)
-        opened.append(eval_venv)
         with allocating("the environments and buffers", source):
+            if venv is None:
+                venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000)
+            opened.append(venv)
+            if eval_venv is None:
+                eval_venv = make_vector_env(spec.env, spec.evaluator.n_envs, "inline", seed=run.seed * 1000 + 500)
+            opened.append(eval_venv)
             return _compose(spec, source, venv, eval_venv, device, w)
     except BaseException:
         for env in opened:
