@@ -59,9 +59,10 @@ def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.
         if isinstance(space, spaces.Box):
             low = torch.as_tensor(np.asarray(space.low, np.float32).ravel(), device=device)
             high = torch.as_tensor(np.asarray(space.high, np.float32).ravel(), device=device)
-            u = torch.rand(n, low.numel(), generator=generator, device=device)
+            # drawn where the (CPU) generator lives, so a GPU run takes the same warm-up actions
+            u = torch.rand(n, low.numel(), generator=generator).to(device)
             bounded = torch.isfinite(low) & torch.isfinite(high)
-            normal = torch.randn(n, low.numel(), generator=generator, device=device)
+            normal = torch.randn(n, low.numel(), generator=generator).to(device)
             out.append(torch.where(bounded, low + u * (high - low), normal))
             continue
         sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(k) for k in np.asarray(space.nvec).ravel()]

@@ -75,8 +75,10 @@ def box_bounds(space: spaces.Box, device: torch.device | None = None) -> tuple[t
 def masked_uniform(avail: torch.Tensor | None, n: int, batch: int, device: torch.device,
                    generator: torch.Generator | None = None) -> torch.Tensor:
     """(batch,) category indices drawn uniformly among the available ones (all if ``avail`` is None)."""
-    weights = torch.ones(batch, n, device=device) if avail is None else avail.float()
-    return torch.multinomial(weights, 1, generator=generator).squeeze(1)
+    weights = torch.ones(batch, n) if avail is None else avail.float()
+    # drawn where the generator lives (the CPU for a seeded one), then moved to ``device``
+    where = generator.device if generator is not None else device
+    return torch.multinomial(weights.to(where), 1, generator=generator).squeeze(1).to(device)
 
 
 def masked_argmax(values: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
