@@ -4,7 +4,8 @@
 #
 #     WHEELS=.devwheels OUT=/tmp/out bash benchmarks/cuda_check.sh
 #
-# 1. the test suite with run.device="auto" resolving to cuda (tests that pin CPU numbers may
+# 1. tests/test_cuda.py (both families train on cuda and resume exactly; a GPU run acts on the
+#    CPU), then the whole test suite with run.device="auto" resolving to cuda (tests that pin CPU numbers may
 #    differ in the last bits on a GPU: the log says which failed and how);
 # 2. raw env-steps/s of the torch MPE on the GPU, from 1k to 256k worlds;
 # 3. training on cuda: HAPPO on the torch MPE with worlds and learner on the GPU (learning
@@ -20,6 +21,10 @@ log setup
 [ -n "${WHEELS:-}" ] && $PY -m pip install -q --no-deps --no-index "$WHEELS"/*.whl 2>&1 | tail -2
 nvidia-smi -L
 $PY -c "import torch, harl; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0))"
+
+log "tests/test_cuda.py"
+timeout 150 $PY -m pytest -q -p no:cacheprovider -n 7 --tb=short -rfE tests/test_cuda.py > "$OUT/test_cuda.log" 2>&1
+echo "test_cuda rc=$?"; tail -3 "$OUT/test_cuda.log"
 
 log "pytest (device auto = cuda)"
 timeout 200 $PY -m pytest -q -p no:cacheprovider -n 12 --timeout 60 --tb=line -rfE \
