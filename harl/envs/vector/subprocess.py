@@ -126,7 +126,7 @@ def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) 
                 raise ValueError(f"unknown worker command {command!r}")
     except Exception:
         with contextlib.suppress(Exception):
-            conn.send(("error", traceback.format_exc()))
+            conn.send(("error", (traceback.format_exc(), None if venv is None else venv.failed_env)))
     finally:
         if venv is not None:
             with contextlib.suppress(Exception):
@@ -298,7 +298,10 @@ class SubprocessVectorEnv:
         except (EOFError, ConnectionResetError, OSError):
             raise self._crashed(worker, doing, None) from None
         if status == "error":
-            raise self._crashed(worker, doing, payload) from _RemoteTraceback(payload)
+            remote_traceback, env = payload
+            if env is not None:
+                doing = f"{doing} env {worker.start + env}"
+            raise self._crashed(worker, doing, remote_traceback) from _RemoteTraceback(remote_traceback)
         return payload
 
     def _crashed(self, worker: _Worker, doing: str, remote_traceback: str | None) -> EnvCrashedError:
