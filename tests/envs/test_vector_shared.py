@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -43,7 +42,7 @@ def test_steps_match_inline_with_actions_in_the_segment_or_the_message() -> None
     try:
         for venv in venvs:
             venv.reset()
-        for t in range(7):
+        for _ in range(7):
             inline, shared, piped = (venv.step(_actions(5, np.float32 if k < 2 else np.int64))
                                      for k, venv in enumerate(venvs))
             for step in (shared, piped):
