@@ -3,14 +3,16 @@
 Each worker runs an ``InlineVectorEnv`` over its chunk and steps it in one call per vector
 step.  The per-step arrays travel through one shared-memory segment (``shared.StepLayout``):
 the parent writes the actions there, each worker writes its rows of the results in place,
-and the pipe carries only the command and a small ack (episode-end infos), so nothing is
-pickled per step but those.  Resets, episode starts, RNG states and errors, which are
-rare, still travel through the pipe.  The parent owns the segment and unlinks it on
-close, on a worker's crash and at exit; if the parent is killed outright, multiprocessing's
-resource tracker unlinks it once the workers have gone.  Workers are started with "spawn" rather than "fork": a forked worker would
-inherit the learner's memory and threads (torch, CUDA, OpenMP pools), which is unsafe to
-fork and costly to copy, while a spawned one imports only numpy, gymnasium and the
-simulator.  Start-up costs a few tenths of a second, paid once per run.
+and the pipe carries only the command and a small ack (episode-end infos), so nothing
+else is pickled per step.  Resets, episode starts, RNG states and errors, which are rare,
+still travel through the pipe.  The parent owns the segment and unlinks it on close, on a
+worker's crash and at exit; if the parent is killed outright, its workers see the pipe
+close and exit, and multiprocessing's resource tracker unlinks it.
+
+Workers are started with "spawn" rather than "fork": a forked worker would inherit the
+learner's memory and threads (torch, CUDA, OpenMP pools), which is unsafe to fork and
+costly to copy, while a spawned one imports only numpy, gymnasium and the simulator.
+Start-up costs a few tenths of a second, paid once per run.
 """
 
 from __future__ import annotations
