@@ -1,26 +1,43 @@
-"""Throughput benchmark: env-steps/s of training vs. the raw vector env, peak memory.
+"""Throughput benchmark: where an on-policy iteration's time and CPU go, and peak memory.
 
     python benchmarks/throughput.py                       # HAPPO and MAPPO, HARL's MPE settings
-    python benchmarks/throughput.py --iterations 5 --set collector.backend=subprocess
+    python benchmarks/throughput.py --iterations 5 --set collector.backend=inline
     python benchmarks/throughput.py pipelines/happo_vmas_transport.toml --iterations 2 \
         --set collector.n_envs=1024 --set run.device=cpu      # VMAS on tensors end to end
 
-For each pipeline: build it, run a warm-up iteration, then time ``--iterations`` full
-iterations (collect + returns + update; evaluation off).  In the same process it times
-the same vector env under uniformly random actions (the raw env rate; a tensor-native
-env such as VMAS gets them as tensors on its device), and for MPE pipelines mpe2's public
-``parallel_env`` API stepping the same scenario one env at a time, for reference.
-``collect_env_steps_per_s`` is the rate of the collection phase alone.  torch runs on
-the pipeline's ``[run] torch_threads`` (default 1).
-Peak RSS covers this process and its children (subprocess env workers).
+For each pipeline, one JSON line per figure, each with the 1-minute load average at the
+time it was taken (``load``: on a shared machine wall-clock rates move with it; the CPU
+figures move much less):
+
+- ``raw_inline``: the pipeline's env in an ``InlineVectorEnv`` of the same ``n_envs`` in
+  this process (one core), under pre-drawn uniformly random actions, with the CPU time
+  of one env step; a tensor-native env (VMAS) is its own vector env and gets tensors.
+- ``raw_vector``: the pipeline's own vector env under the same actions (``subprocess``:
+  every worker, on every core), with the workers' CPU time per env step.
+- ``iteration``: after one warm-up iteration, ``--iterations`` full iterations (collect,
+  returns, update; evaluation off): the collection-phase rate (``collect_vs_raw``: its
+  share of the raw vector rate), the whole-iteration rate, and the CPU split per env step:
+  ``env`` (the workers' share at the inline CPU cost per env step; inline: the time
+  inside ``venv.step``), ``transfer`` (the rest of the workers' CPU, plus the parent's
+  inside ``venv.step``: IPC, copies), ``inference`` (policy and critic in the collector),
+  ``collector`` (the rest of the collection: buffer writes), ``update`` (returns and
+  update).  Process CPU comes from ``time.process_time`` (this process) and
+  ``/proc/<pid>/stat`` (each worker; Linux); wall time from ``time.perf_counter``.
+- ``memory``: peak RSS of this process (``ru_maxrss``) and of each worker (``VmHWM``),
+  and their sum (an upper bound of the tree's peak: shared pages count in each).
+
+torch runs on the pipeline's ``[run] torch_threads`` (default 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,93 +45,160 @@ import torch
 from harl.compose import build_stages
 from harl.config.loading import load_pipeline
 from harl.envs.protocol import is_tensor_native
+from harl.envs.vector import InlineVectorEnv
 
 PIPELINES = ["pipelines/happo_mpe_spread.toml", "pipelines/mappo_mpe_spread.toml"]
+TICK = os.sysconf("SC_CLK_TCK")
 
 
-def random_actions(venv, rng: np.random.Generator) -> list[np.ndarray]:  # noqa: ANN001
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def worker_pids(venv: Any) -> list[int]:
+    return [w.process.pid for w in getattr(venv, "_workers", [])]
+
+
+def proc_cpu(pids: list[int]) -> float:
+    """User + system CPU seconds of processes ``pids`` so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / TICK
+
+
+def peak_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+def random_actions(venv: Any, rng: np.random.Generator) -> list[np.ndarray]:
     out = []
     for space in venv.action_spaces:
-        if hasattr(space, "n"):
-            out.append(rng.integers(0, space.n, size=(venv.n_envs, 1)))
+        if hasattr(space, "nvec"):
+            out.append(np.stack([rng.integers(0, n, size=venv.n_envs) for n in space.nvec], 1).astype(np.float32))
+        elif hasattr(space, "n"):
+            out.append(rng.integers(0, space.n, size=(venv.n_envs, 1)).astype(np.float32))
         else:
             out.append(rng.uniform(space.low, space.high, size=(venv.n_envs, *space.shape)).astype(np.float32))
     return out
 
 
-def raw_rate(venv, steps: int) -> float:  # noqa: ANN001
+def raw_rate(venv: Any, steps: int) -> dict[str, float]:
+    """Env steps/s and CPU µs per env step (this process, the workers) under random actions."""
     rng = np.random.default_rng(0)
-    actions = [random_actions(venv, rng) for _ in range(16)]
+    actions: list[Any] = [random_actions(venv, rng) for _ in range(16)]
     if is_tensor_native(venv):
         actions = [[torch.as_tensor(a, device=venv.device) for a in batch] for batch in actions]
     venv.reset(seed=0)
-    start = time.perf_counter()
+    for t in range(5):
+        venv.step(actions[t])
+    pids = worker_pids(venv)
+    wall, cpu, workers = time.perf_counter(), time.process_time(), proc_cpu(pids)
     for t in range(steps):
         venv.step(actions[t % 16])
-    return steps * venv.n_envs / (time.perf_counter() - start)
+    n = steps * venv.n_envs
+    wall, cpu, workers = time.perf_counter() - wall, time.process_time() - cpu, proc_cpu(pids) - workers
+    return {"env_steps_per_s": round(n / wall), "parent_cpu_us_per_env_step": round(cpu / n * 1e6, 1),
+            "workers_cpu_us_per_env_step": round(workers / n * 1e6, 1), "load": load()}
 
 
-def parallel_api_rate(spec, steps: int = 4000) -> float:  # noqa: ANN001
-    """mpe2's public parallel_env on one env (what HARL's MPE wrapper steps)."""
-    import importlib
+class Timed:
+    """Accumulates this process's CPU seconds spent in wrapped methods."""
 
-    from harl.envs.mpe import _SCENARIO_MODULES
+    def __init__(self) -> None:
+        self.cpu = 0.0
 
-    module = importlib.import_module(_SCENARIO_MODULES[spec.env.scenario])
-    env = module.parallel_env(continuous_actions=spec.env.continuous_actions, max_cycles=spec.env.max_cycles)
-    env.reset(seed=0)
-    start = time.perf_counter()
-    for _ in range(steps):
-        if not env.agents:
-            env.reset()
-        env.step({a: env.action_space(a).sample() for a in env.agents})
-    return steps / (time.perf_counter() - start)
+    def wrap(self, obj: Any, name: str) -> None:
+        method: Callable[..., Any] | None = getattr(obj, name, None)
+        if method is None:
+            return
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.cpu += time.process_time() - start
+
+        object.__setattr__(obj, name, timed)
 
 
-def peak_rss_mb() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return (own + children) / 1024
+def iteration_rates(stages: Any, iterations: int, inline_cpu_per_step: float) -> dict[str, Any]:
+    collector, venv = stages.collector, stages.venv
+    inference, stepping = Timed(), Timed()
+    for obj, names in ((getattr(collector, "policy", None), ("act",)),
+                       (getattr(collector, "critic", None), ("value", "step")),
+                       (getattr(collector, "team", None), ("explore",))):
+        for name in names if obj is not None else ():
+            inference.wrap(obj, name)
+    stepping.wrap(venv, "step")
+    pids = worker_pids(venv)
+    n = stages.buffer.n_samples
+    totals = np.zeros(5)  # collect wall, collect cpu, update wall, update cpu, workers cpu
+    inference_cpu = stepping_cpu = 0.0
+    for i in range(iterations + 1):
+        w0, c0, k0 = time.perf_counter(), time.process_time(), proc_cpu(pids)
+        i0, s0 = inference.cpu, stepping.cpu
+        stages.collector.collect(stages.buffer)
+        w1, c1, k1 = time.perf_counter(), time.process_time(), proc_cpu(pids)
+        if stages.returns is not None:
+            stages.returns.compute(stages.buffer)
+        stages.updater.update(stages.buffer, 0.0)
+        w2, c2 = time.perf_counter(), time.process_time()
+        if i > 0:  # the first iteration warms up allocators and caches
+            totals += (w1 - w0, c1 - c0, w2 - w1, c2 - c1, k1 - k0)
+            inference_cpu += inference.cpu - i0
+            stepping_cpu += stepping.cpu - s0
+    collect_wall, collect_cpu, update_wall, update_cpu, workers_cpu = totals / iterations
+    inference_cpu, stepping_cpu = inference_cpu / iterations, stepping_cpu / iterations
+    if pids:
+        env_cpu = min(workers_cpu, inline_cpu_per_step * n)
+        transfer_cpu = workers_cpu - env_cpu + stepping_cpu
+    else:
+        env_cpu, transfer_cpu = stepping_cpu, 0.0
+    split = {"env": env_cpu, "transfer": transfer_cpu, "inference": inference_cpu,
+             "collector": collect_cpu - inference_cpu - stepping_cpu, "update": update_cpu}
+    return {
+        "collect_env_steps_per_s": round(n / collect_wall), "train_env_steps_per_s": round(n / (collect_wall + update_wall)),
+        "collect_s_per_iteration": round(collect_wall, 3), "update_s_per_iteration": round(update_wall, 3),
+        "cpu_us_per_env_step": {k: round(v / n * 1e6, 1) for k, v in split.items()},
+        "cpu_share": {k: round(v / sum(split.values()), 3) for k, v in split.items()},
+        "load": load(),
+    }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("pipelines", nargs="*", default=PIPELINES)
     p.add_argument("--iterations", type=int, default=5)
+    p.add_argument("--raw-steps", type=int, default=400, help="vector steps of each raw-rate figure")
     p.add_argument("--set", dest="overrides", action="append", default=[])
     args = p.parse_args()
     for path in args.pipelines:
         spec, _ = load_pipeline(path, ["logging.progress=false", *args.overrides])
+        head = {"pipeline": path, "overrides": args.overrides, "n_envs": spec.collector.n_envs,
+                "backend": spec.collector.backend}
         stages = build_stages(spec)
         try:
-            it_steps = stages.buffer.n_samples
-            timings = []
-            for i in range(args.iterations + 1):
-                t0 = time.perf_counter()
-                stages.collector.collect(stages.buffer)
-                t1 = time.perf_counter()
-                stages.returns.compute(stages.buffer)
-                stages.updater.update(stages.buffer, 0.0)
-                t2 = time.perf_counter()
-                if i > 0:  # the first iteration warms up allocators and caches
-                    timings.append((t1 - t0, t2 - t1))
-            collect = float(np.mean([c for c, _ in timings]))
-            update = float(np.mean([u for _, u in timings]))
-            train = it_steps / (collect + update)
-            raw = raw_rate(stages.venv, spec.collector.rollout_length * 2)
+            native = is_tensor_native(stages.venv)
+            inline = raw_rate(stages.venv if native else InlineVectorEnv(spec.env, spec.collector.n_envs, 0),
+                              args.raw_steps)
+            print(json.dumps({**head, "figure": "raw_inline", **inline}), flush=True)
+            raw = raw_rate(stages.venv, args.raw_steps)
+            print(json.dumps({**head, "figure": "raw_vector", **raw}), flush=True)
+            rates = iteration_rates(stages, args.iterations, inline["parent_cpu_us_per_env_step"] * 1e-6)
+            rates["collect_vs_raw"] = round(rates["collect_env_steps_per_s"] / raw["env_steps_per_s"], 3)
+            print(json.dumps({**head, "figure": "iteration", **rates}), flush=True)
+            workers_kb = [peak_kb(pid) for pid in worker_pids(stages.venv)]
         finally:
             stages.close()
-        result = {
-            "pipeline": path, "overrides": args.overrides, "device": str(stages.device),
-            "n_envs": spec.collector.n_envs, "backend": spec.collector.backend,
-            "train_env_steps_per_s": round(train), "collect_env_steps_per_s": round(it_steps / collect),
-            "collect_s_per_iteration": round(collect, 3),
-            "update_s_per_iteration": round(update, 3), "raw_vector_env_steps_per_s": round(raw),
-            "train_vs_raw": round(train / raw, 3),
-            "mpe2_parallel_api_steps_per_s": round(parallel_api_rate(spec)) if spec.env.kind == "mpe" else None,
-            "peak_rss_mb": round(peak_rss_mb(), 1),
-        }
-        print(json.dumps(result))
+        parent_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps({**head, "figure": "memory", "parent_peak_mb": round(parent_kb / 1024, 1),
+                          "workers_peak_mb": [round(k / 1024, 1) for k in workers_kb],
+                          "tree_peak_mb": round((parent_kb + sum(workers_kb)) / 1024, 1), "load": load()}), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 One backend per module: ``inline`` steps its environments one after the other in this
 process and does all the per-step bookkeeping (stacking, auto-reset, episode returns);
 ``subprocess`` splits them into chunks, one ``InlineVectorEnv`` per worker process, so
-that logic is written once.  ``numpy_view`` shows a tensor-native vector env (VMAS)
+that logic is written once, and ``shared`` lays out the shared-memory segment its workers
+write each step into.  ``numpy_view`` shows a tensor-native vector env (VMAS)
 through numpy arrays, for code that wants them.
 """
 

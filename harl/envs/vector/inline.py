@@ -30,13 +30,15 @@ class InlineVectorEnv:
 
     An exception from an env becomes ``EnvCrashedError`` naming the env, chained to the
     original (``wrap_errors=False`` lets it through unchanged, for subprocess workers,
-    which report the raw traceback themselves).
+    which report the raw traceback themselves, and ``failed_env`` with it).
     """
 
     def __init__(
         self, env_config: Any, n_envs: int, seed: int = 0, *, wrap_errors: bool = True
     ) -> None:
         self._wrap_errors = wrap_errors
+        self.failed_env: int | None = None
+        """The env whose exception was let through (``wrap_errors=False``)."""
         self.envs = [make_env(env_config) for _ in range(n_envs)]
         first = self.envs[0]
         self.n_envs = n_envs
@@ -185,7 +187,10 @@ class InlineVectorEnv:
         )
 
     def _raise_crashed(self, k: int, doing: str, exc: Exception) -> NoReturn:
-        if not self._wrap_errors or isinstance(exc, HarlError):
+        if isinstance(exc, HarlError):
+            raise exc
+        if not self._wrap_errors:
+            self.failed_env = k
             raise exc
         raise EnvCrashedError(f"Environment {k} raised {_one_line(exc)} while {doing}.") from exc
 

@@ -1,10 +1,18 @@
 """The subprocess backend: the environments split into chunks, one worker process per chunk.
 
-Each worker runs an ``InlineVectorEnv`` over its chunk; the parent only concatenates the
-chunks.  Workers are started with "spawn" rather than "fork": a forked worker would
-inherit the learner's memory and threads (torch, CUDA, OpenMP pools), which is unsafe to
-fork and costly to copy, while a spawned one imports only numpy, gymnasium and the
-simulator.  Start-up costs a few tenths of a second, paid once per run.
+Each worker runs an ``InlineVectorEnv`` over its chunk and steps it in one call per vector
+step.  The per-step arrays travel through one shared-memory segment (``shared.StepLayout``):
+the parent writes the actions there, each worker writes its rows of the results in place,
+and the pipe carries only the command and a small ack (episode-end infos), so nothing
+else is pickled per step.  Resets, episode starts, RNG states and errors, which are rare,
+still travel through the pipe.  The parent owns the segment and unlinks it on close, on a
+worker's crash and at exit; if the parent is killed outright, its workers see the pipe
+close and exit, and multiprocessing's resource tracker unlinks it.
+
+Workers are started with "spawn" rather than "fork": a forked worker would inherit the
+learner's memory and threads (torch, CUDA, OpenMP pools), which is unsafe to fork and
+costly to copy, while a spawned one imports only numpy, gymnasium and the simulator.
+Start-up costs a few tenths of a second, paid once per run.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import traceback
 import types
 import weakref
 from collections.abc import Iterator, Sequence
+from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -28,6 +37,7 @@ from gymnasium import spaces
 
 from harl.envs.protocol import VectorStep
 from harl.envs.vector.inline import InlineVectorEnv, Reset
+from harl.envs.vector.shared import StepLayout, release
 from harl.errors import EnvCrashedError
 from harl.signals import ignore_in_worker
 
@@ -76,11 +86,17 @@ def _parent_main_hidden() -> Iterator[None]:
 
 
 def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) -> None:
-    """A worker: build an ``InlineVectorEnv`` over the chunk and serve commands until closed."""
+    """A worker: build an ``InlineVectorEnv`` over the chunk and serve commands until closed.
+
+    It reports the spaces, then attaches to the segment the parent sized from them.  A
+    step's actions come from the segment (or in the message, when their dtype or shape
+    is not what the collectors send); its results go into the worker's rows there.
+    """
     # Ctrl-C (and a scheduler's SIGTERM) reach the whole process group; the parent decides
     # when workers stop.
     ignore_in_worker()
     venv: InlineVectorEnv | None = None
+    segment: shared_memory.SharedMemory | None = None
     try:
         venv = InlineVectorEnv(pickle.loads(config_bytes), n_envs, seed, wrap_errors=False)
         conn.send(
@@ -91,8 +107,16 @@ def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) 
                 command, argument = conn.recv()
             except EOFError:  # the parent is gone
                 break
-            if command == "step":
-                conn.send(("ok", venv.step(argument)))
+            if command == "attach":
+                name, layout, start = argument
+                segment = shared_memory.SharedMemory(name)
+                rows = layout.views(segment.buf, start, start + n_envs)
+                slots = layout.actions(rows)
+                conn.send(("ok", None))
+            elif command == "step":
+                step = venv.step([slot.copy() for slot in slots] if argument is None else argument)
+                layout.write_step(rows, step)
+                conn.send(("ok", (step.episode_infos, step.avail is not None)))
             elif command == "reset":
                 conn.send(("ok", venv.reset(argument)))
             elif command in ("episode_starts", "restart", "get_rng_state", "set_rng_state"):
@@ -104,16 +128,21 @@ def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) 
                 raise ValueError(f"unknown worker command {command!r}")
     except Exception:
         with contextlib.suppress(Exception):
-            conn.send(("error", traceback.format_exc()))
+            conn.send(("error", (traceback.format_exc(), None if venv is None else venv.failed_env)))
     finally:
         if venv is not None:
             with contextlib.suppress(Exception):
                 venv.close()
+        rows = slots = None  # type: ignore[assignment]  # let the segment unmap
+        if segment is not None:
+            with contextlib.suppress(BufferError):
+                segment.close()
         conn.close()
 
 
-def _shutdown(workers: list[_Worker]) -> None:
-    """Ask workers to exit, then terminate (and finally kill) any that do not; idempotent."""
+def _shutdown(workers: list[_Worker], segments: list[shared_memory.SharedMemory]) -> None:
+    """Ask workers to exit, then terminate (and finally kill) any that do not, and release
+    the shared segment; idempotent."""
     for worker in workers:
         with contextlib.suppress(Exception):
             if worker.process.is_alive():
@@ -130,30 +159,9 @@ def _shutdown(workers: list[_Worker]) -> None:
             worker.process.join(1.0)
         worker.conn.close()
     workers.clear()
-
-
-def _concat_steps(parts: list[VectorStep]) -> VectorStep:
-    if len(parts) == 1:
-        return parts[0]
-    n_agents = len(parts[0].obs)
-    avail = None
-    if parts[0].avail is not None:
-        avail = [np.concatenate([p.avail[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
-    return VectorStep(
-        obs=[np.concatenate([p.obs[i] for p in parts]) for i in range(n_agents)],
-        state=np.concatenate([p.state for p in parts]),
-        avail=avail,
-        rewards=np.concatenate([p.rewards for p in parts]),
-        terminated=np.concatenate([p.terminated for p in parts]),
-        truncated=np.concatenate([p.truncated for p in parts]),
-        active=np.concatenate([p.active for p in parts]),
-        final_state=np.concatenate([p.final_state for p in parts]),
-        episode_infos=[info for p in parts for info in p.episode_infos],
-        final_obs=[np.concatenate([p.final_obs[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
-        if parts[0].final_obs is not None else None,
-        final_avail=[np.concatenate([p.final_avail[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
-        if parts[0].final_avail is not None else None,
-    )
+    for segment in segments:
+        release(segment)
+    segments.clear()
 
 
 def _concat_resets(parts: list[Reset]) -> Reset:
@@ -175,10 +183,11 @@ class SubprocessVectorEnv:
         workers = max(1, min(workers, n_envs))
         self.n_envs = n_envs
         self._workers: list[_Worker] = []
+        self._segments: list[shared_memory.SharedMemory] = []
         self._closed = False
         # Runs close's cleanup on garbage collection and at interpreter exit, without
         # keeping ``self`` alive.
-        self._finalizer = weakref.finalize(self, _shutdown, self._workers)
+        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._segments)
 
         context = mp.get_context("spawn")
         config_bytes = pickle.dumps(env_config)
@@ -204,6 +213,13 @@ class SubprocessVectorEnv:
         self.action_spaces: Sequence[spaces.Space] = ready[0][2]
         self.state_space: spaces.Box = ready[0][3]
 
+        self._layout = StepLayout.build(n_envs, self.observation_spaces, self.state_space, self.action_spaces)
+        segment = shared_memory.SharedMemory(create=True, size=self._layout.size)
+        self._segments.append(segment)
+        self._views = self._layout.views(segment.buf)
+        self._slots: list[np.ndarray] = self._layout.actions(self._views)
+        self._call("attach", [(segment.name, self._layout, w.start) for w in self._workers], "starting")
+
     def reset(self, seed: int | None = None) -> Reset:
         """Reset every env; env ``k`` gets ``seed + k`` (the constructor's seed on the first call)."""
         for worker in self._check_open():
@@ -211,11 +227,20 @@ class SubprocessVectorEnv:
         return _concat_resets([self._receive(worker, "resetting") for worker in self._workers])
 
     def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
-        """Step every env with its row of ``actions``; ended episodes are reset (unseeded)."""
-        for worker in self._check_open():
-            chunk = [agent_actions[worker.start : worker.stop] for agent_actions in actions]
-            self._send(worker, ("step", chunk), "stepping")
-        return _concat_steps([self._receive(worker, "stepping") for worker in self._workers])
+        """Step every env with its row of ``actions``; ended episodes are reset (unseeded).
+
+        The arrays returned are this step's own (copied from the segment): later steps leave them be.
+        """
+        workers = self._check_open()
+        in_segment = all(isinstance(a, np.ndarray) and a.dtype == s.dtype and a.shape == s.shape
+                         for a, s in zip(actions, self._slots))
+        if in_segment:  # what the collectors send: float32 rows of the action spaces' shapes
+            for slot, agent_actions in zip(self._slots, actions):
+                slot[...] = agent_actions
+        chunks = [None if in_segment else [a[w.start:w.stop] for a in actions] for w in workers]
+        acks = self._call("step", chunks, "stepping")
+        masked = any(ack[1] for ack in acks)
+        return self._layout.read_step(self._views, [i for ack in acks for i in ack[0]], masked)
 
     def episode_starts(self) -> list[dict[str, Any]]:
         """How each env's current episode began (see ``InlineVectorEnv.episode_starts``)."""
@@ -247,8 +272,9 @@ class SubprocessVectorEnv:
         return [self._receive(worker, doing) for worker in workers]
 
     def close(self) -> None:
-        """Stop the workers; safe to call more than once."""
+        """Stop the workers and release the shared segment; safe to call more than once."""
         self._closed = True
+        self._views, self._slots = {}, []  # arrays over the segment: let it unmap
         self._finalizer()
 
     def _check_open(self) -> list[_Worker]:
@@ -274,7 +300,10 @@ class SubprocessVectorEnv:
         except (EOFError, ConnectionResetError, OSError):
             raise self._crashed(worker, doing, None) from None
         if status == "error":
-            raise self._crashed(worker, doing, payload) from _RemoteTraceback(payload)
+            remote_traceback, env = payload
+            if env is not None:
+                doing = f"{doing} env {worker.start + env}"
+            raise self._crashed(worker, doing, remote_traceback) from _RemoteTraceback(remote_traceback)
         return payload
 
     def _crashed(self, worker: _Worker, doing: str, remote_traceback: str | None) -> EnvCrashedError:

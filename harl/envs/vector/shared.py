@@ -1,0 +1,125 @@
+"""Shared-memory step slots: the per-step arrays subprocess workers write in place.
+
+One segment holds, for all ``n_envs`` rows, the actions the parent writes and every
+per-step array of a ``VectorStep`` a worker writes back (observations, state, masks,
+rewards, flags, the pre-reset finals).  Each array is ``(n_envs, ...)`` and C-contiguous,
+so a worker's chunk of envs is one slice of each and the parent sees the whole batch
+without concatenating.  The pipe then carries only a command and a small ack: the
+episode-end infos and whether any env gave action masks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from multiprocessing import shared_memory
+from typing import Any
+
+import attrs
+import numpy as np
+from gymnasium import spaces
+
+from harl.envs.checks import avail_width
+from harl.envs.protocol import VectorStep
+
+_ALIGN = 8
+
+
+@attrs.frozen
+class _Field:
+    name: str
+    shape: tuple[int, ...]
+    """Per env (the row's shape)."""
+    dtype: str
+    offset: int
+    """Bytes from the segment's start to row 0."""
+
+
+def _action_shape(space: spaces.Space) -> tuple[int, ...]:
+    """The row shape the collectors hand a space's actions in: ``(1,)`` for Discrete."""
+    return (1,) if isinstance(space, spaces.Discrete) else tuple(space.shape or ())
+
+
+@attrs.frozen
+class StepLayout:
+    """Where each array lives in the segment; picklable, so workers get the same map.
+
+    Fields: ``action{i}`` (float32, what the collectors send), ``obs{i}``, ``final_obs{i}``, ``avail{i}``,
+    ``final_avail{i}`` (float32; ones where an env gives no mask), ``state``,
+    ``final_state``, ``rewards``, ``terminated``, ``truncated`` and ``active``.
+    """
+
+    n_envs: int
+    n_agents: int
+    fields: dict[str, _Field]
+    size: int
+
+    @classmethod
+    def build(cls, n_envs: int, observation_spaces: Sequence[spaces.Space], state_space: spaces.Space,
+              action_spaces: Sequence[spaces.Space]) -> StepLayout:
+        n_agents = len(observation_spaces)
+        specs: list[tuple[str, tuple[int, ...], str]] = [
+            (f"action{i}", _action_shape(s), "float32") for i, s in enumerate(action_spaces)]
+        for i, space in enumerate(observation_spaces):
+            width = (avail_width(action_spaces[i]),)
+            specs += [(f"obs{i}", space.shape, "float32"), (f"final_obs{i}", space.shape, "float32"),
+                      (f"avail{i}", width, "float32"), (f"final_avail{i}", width, "float32")]
+        specs += [("state", state_space.shape, "float32"), ("final_state", state_space.shape, "float32"),
+                  ("rewards", (n_agents,), "float32"), ("terminated", (), "bool"), ("truncated", (), "bool"),
+                  ("active", (n_agents,), "bool")]
+        fields, offset = {}, 0
+        for name, shape, dtype in specs:
+            fields[name] = _Field(name, tuple(shape), dtype, offset)
+            nbytes = n_envs * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            offset += -(-nbytes // _ALIGN) * _ALIGN
+        return cls(n_envs, n_agents, fields, max(offset, _ALIGN))
+
+    def views(self, buffer: Any, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        """Rows ``start:stop`` of every field, as arrays over ``buffer`` (the segment's memory)."""
+        stop = self.n_envs if stop is None else stop
+        out = {}
+        for f in self.fields.values():
+            row = np.dtype(f.dtype).itemsize * int(np.prod(f.shape, dtype=np.int64))
+            out[f.name] = np.ndarray((stop - start, *f.shape), f.dtype, buffer,
+                                     f.offset + start * row)
+        return out
+
+    def actions(self, views: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [views[f"action{i}"] for i in range(self.n_agents)]
+
+    def write_step(self, rows: dict[str, np.ndarray], step: VectorStep) -> None:
+        """A worker's chunk of ``step`` into its rows (masks: ones where there are none)."""
+        final_obs = step.obs if step.final_obs is None else step.final_obs
+        final_avail = step.avail if step.final_avail is None else step.final_avail
+        for i in range(self.n_agents):
+            rows[f"obs{i}"][...] = step.obs[i]
+            rows[f"final_obs{i}"][...] = final_obs[i]
+            rows[f"avail{i}"][...] = 1.0 if step.avail is None else step.avail[i]
+            rows[f"final_avail{i}"][...] = 1.0 if final_avail is None else final_avail[i]
+        for name in ("state", "final_state", "rewards", "terminated", "truncated", "active"):
+            rows[name][...] = getattr(step, name)
+
+    def read_step(self, views: dict[str, np.ndarray], episode_infos: list[dict[str, Any]],
+                  masked: bool) -> VectorStep:
+        """A ``VectorStep`` of copies of the whole batch (``views``: every row), the step's own arrays.
+
+        ``masked``: some env gave action masks this step (else ``avail`` is None, as inline).
+        """
+        n = range(self.n_agents)
+        return VectorStep(
+            obs=[views[f"obs{i}"].copy() for i in n], state=views["state"].copy(),
+            avail=[views[f"avail{i}"].copy() for i in n] if masked else None,
+            rewards=views["rewards"].copy(), terminated=views["terminated"].copy(),
+            truncated=views["truncated"].copy(), active=views["active"].copy(),
+            final_state=views["final_state"].copy(), episode_infos=episode_infos,
+            final_obs=[views[f"final_obs{i}"].copy() for i in n],
+            final_avail=[views[f"final_avail{i}"].copy() for i in n] if masked else None,
+        )
+
+
+def release(segment: shared_memory.SharedMemory) -> None:
+    """Remove the segment's /dev/shm entry, then unmap it where no array still points into it."""
+    with contextlib.suppress(FileNotFoundError):
+        segment.unlink()
+    with contextlib.suppress(BufferError):
+        segment.close()
