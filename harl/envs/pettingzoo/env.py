@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.actions import env_action, unsupported_action
-from harl.envs.pettingzoo.config import PettingZooConfig, build_parallel
+from harl.envs.pettingzoo.build import build_parallel
 from harl.envs.pettingzoo.spaces import (
     ObservationView,
     flat_box,
@@ -30,7 +30,7 @@ from harl.errors import ConfigError, EnvCrashedError
 from harl.settings import InvalidSetting
 
 
-def _refuse(config: PettingZooConfig, message: str) -> InvalidSetting:
+def _refuse(config: Any, message: str) -> InvalidSetting:
     key = "factory" if config.factory else "env"
     what = config.factory or config.env
     return InvalidSetting(key, f'"{what}": {message}', suggest_default=False)
@@ -39,7 +39,7 @@ def _refuse(config: PettingZooConfig, message: str) -> InvalidSetting:
 class PettingZooEnv:
     """One PettingZoo parallel env (see the module docstring)."""
 
-    def __init__(self, config: PettingZooConfig, render_mode: str | None = None) -> None:
+    def __init__(self, config: Any, render_mode: str | None = None) -> None:
         self.config = config
         env = build_parallel(config, render_mode)
         self._env = env
@@ -49,7 +49,7 @@ class PettingZooEnv:
             env.close()
             raise
 
-    def _set_up(self, config: PettingZooConfig, env: Any) -> None:
+    def _set_up(self, config: Any, env: Any) -> None:
         self._names: list[str] = list(env.possible_agents)
         if not self._names:
             raise _refuse(config, "the env has no possible_agents")
@@ -74,8 +74,9 @@ class PettingZooEnv:
         if env_state is not None and config.flatten:
             env_state = flat_box(env_state)
         if config.state == "env" and env_state is None:
-            raise _refuse(config, 'state = "env", but the env has no state_space / state(); use state = '
-                                  '"observations" (the agents\' observations side by side)')
+            raise InvalidSetting("state", f'"{config.factory or config.env}" has no state_space / state(); '
+                                          'use state = "observations" (the agents\' observations side by '
+                                          "side)", suggest_default=False)
         self._use_env_state = env_state is not None and config.state != "observations"
         if self._use_env_state:
             self.state_space: spaces.Box = env_state
@@ -156,8 +157,8 @@ def _state_space(env: Any) -> spaces.Box | None:
     return space if isinstance(space, spaces.Box) else None
 
 
-def make_pettingzoo_env(config: PettingZooConfig, render_mode: str | None = None) -> PettingZooEnv:
-    """Build the env; ``render_mode="rgb_array"`` enables ``render()``."""
+def make_pettingzoo_env(config: Any, render_mode: str | None = None) -> PettingZooEnv:
+    """Build the ``PettingZooConfig``'s env; ``render_mode="rgb_array"`` enables ``render()``."""
     try:
         return PettingZooEnv(config, render_mode)
     except InvalidSetting as exc:  # normally found when the config was validated
