@@ -63,12 +63,13 @@ def resolve_factory(path: str, key: str = "factory") -> Callable[..., Any]:
         ) from exc
     target: Any = module
     for part in attribute.split("."):
-        if not hasattr(target, part):
+        try:
+            target = getattr(target, part)
+        except (AttributeError, ImportError):  # a module's __getattr__ may raise ImportError (supersuit)
             names = [n for n in dir(target) if not n.startswith("_")]
             hint = difflib.get_close_matches(part, names, n=1)
             near = f' (did you mean "{hint[0]}"?)' if hint else ""
-            raise _invalid(key, f'module "{module_name}" has no attribute "{attribute}"{near}')
-        target = getattr(target, part)
+            raise _invalid(key, f'module "{module_name}" has no attribute "{attribute}"{near}') from None
     if not callable(target):
         raise _invalid(
             key, f'"{path}" is {type(target).__name__} {target!r}, not a callable that makes an env'
