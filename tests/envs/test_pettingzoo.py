@@ -166,13 +166,15 @@ class TestSisl:
         np.testing.assert_array_equal(state, reference.state())
         assert avail is None
         push = np.array([1.0, -1.0, 1.0, -1.0], np.float32)  # legs thrashing: the walkers fall
-        for t in range(500):
+        length = 0
+        while length < 500:
             step = env.step([push] * 3)
+            length += 1
             ref = reference.step({name: push for name in reference.agents})
             np.testing.assert_allclose(step.rewards, [ref[1][f"walker_{i}"] for i in range(3)], rtol=1e-6)
             if step.terminated or step.truncated:
                 break
-        assert step.terminated and not step.truncated and t < 499 and not step.active.any()
+        assert step.terminated and not step.truncated and length < 500 and not step.active.any()
         assert step.rewards.max() <= -100.0 + 10  # the fall penalty
 
     def test_pursuit_eight_agents_flattened(self) -> None:
