@@ -19,6 +19,7 @@ they report as terminated.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,11 +60,11 @@ def _make(config: GymmaConfig, render_mode: str | None) -> Any:
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     module = config.id.partition(":")[0] if ":" in config.id else ""
+    if module in PACKAGES and importlib.util.find_spec(module) is None:
+        raise MissingExtraError(f'env kind "gymma" (id "{config.id}")', "pettingzoo", PACKAGES[module])
     try:
         return gymnasium.make(config.id, **kwargs)
     except ModuleNotFoundError as exc:
-        if module in PACKAGES and exc.name == module:
-            raise MissingExtraError(f'env kind "gymma" (id "{config.id}")', "pettingzoo", module) from None
         raise ConfigError(f'env.id: importing "{module or config.id}" failed: {exc}') from None
     except gymnasium.error.Error as exc:  # unknown id, bad version, ...
         raise ConfigError(f"env.id: {exc}") from None

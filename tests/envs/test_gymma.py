@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harl.envs.gymma import GymmaConfig, make_gymma_env
-from harl.errors import ConfigError
+from harl.errors import ConfigError, MissingExtraError
 
 LBF = "lbforaging:Foraging-8x8-2p-2f-coop-v3"
 RWARE = "rware:rware-tiny-2ag-v2"
@@ -47,6 +47,15 @@ def test_rware_truncates_at_the_time_limit_and_individual_rewards() -> None:
     steps = [env.step([np.array([1]), np.array([2])]) for _ in range(5)]
     assert [(s.terminated, s.truncated) for s in steps] == [(False, False)] * 4 + [(False, True)]
     assert steps[0].rewards.shape == (2,)
+
+
+def test_missing_suite_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LBF or RWARE not installed: the message names harl's extra."""
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *args: None)
+    with pytest.raises(MissingExtraError) as caught:
+        make_gymma_env(GymmaConfig(id=RWARE))
+    assert str(caught.value) == ('env kind "gymma" (id "rware:rware-tiny-2ag-v2") needs: pip install '
+                                 '"harl[pettingzoo]" (the optional package "rware" is not installed)')
 
 
 def test_bad_ids() -> None:
