@@ -236,3 +236,13 @@ def test_state_failure_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(env._env, "state", lambda: 1 / 0)
     with pytest.raises(EnvCrashedError, match='set \\[env\\] state = "observations"'):
         env.step(_actions())
+
+
+def test_harl_check_names_the_state_source(capsys: pytest.CaptureFixture[str]) -> None:
+    """harl check's env row says where the global state comes from."""
+    from harl.cli import main
+
+    pipeline = "pipelines/happo_pettingzoo_multiwalker.toml"
+    small = ["--set", "collector.n_envs=2", "--set", "collector.backend=inline", "--set", "evaluator.n_envs=1"]
+    assert main(["check", pipeline, *small]) == 0
+    assert "3 agents, 2 envs, state: env.state() (75,)" in capsys.readouterr().out
