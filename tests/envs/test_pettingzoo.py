@@ -177,6 +177,13 @@ class TestSisl:
         assert step.terminated and not step.truncated and length < 500 and not step.active.any()
         assert step.rewards.max() <= -100.0 + 10  # the fall penalty
 
+    def test_parallelizable_aec_env_is_converted(self) -> None:
+        """A factory returning multiwalker's AEC env gets PettingZoo's aec_to_parallel."""
+        env = make_pettingzoo_env(PettingZooConfig(factory="pettingzoo.sisl.multiwalker_v9:env"))
+        assert type(env._env).__name__ == "aec_to_parallel_wrapper" and env.n_agents == 3
+        obs, _, _ = env.reset(seed=0)
+        assert env.step([np.zeros(4, np.float32)] * 3).obs[0].shape == obs[0].shape == (31,)
+
     def test_pursuit_eight_agents_flattened(self) -> None:
         """8 pursuers with Discrete(5) actions; images flattened on request, the state too."""
         config = PettingZooConfig(env="pettingzoo.sisl.pursuit_v5", kwargs={"max_cycles": 5}, flatten=True)
