@@ -229,7 +229,7 @@ def _replay_memory(spec: Any, venv: Any) -> str:
     from harl.sizes import human, replay_bytes_per_transition
 
     per = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces,
-                                      int(np.prod(venv.state_space.shape)))
+                                      int(np.prod(venv.state_space.shape)), venv.state_space)
     capacity = spec.buffer.capacity
     return (f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes per "
             f"transition x {capacity:,} = {human(per * capacity)}")
