@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from harl.cli import main
 from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
@@ -131,8 +132,9 @@ def test_cnn_encoder_on_a_vector_state_is_refused_with_the_key() -> None:
         build({**ON, "env": {"kind": "images", "state": "vector"}, "critic": {"encoder": "cnn"}})
 
 
-def test_resume_restores_the_cnn_networks(tmp_path: Path) -> None:
-    """A checkpointed image run resumes with the same CNN weights and trains on."""
+def test_resume_restores_the_cnn_networks_and_render_plays_them(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpointed image run resumes with the same CNN weights and trains on; harl render films it."""
     assert images.ImagesConfig
     path = tmp_path / "p.toml"
     path.write_text("\n".join([
@@ -153,3 +155,7 @@ def test_resume_restores_the_cnn_networks(tmp_path: Path) -> None:
         resumed.train()
     finally:
         resumed.stages.close()
+    pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")
+    out = tmp_path / "video.gif"
+    assert main(["render", str(tmp_path / "run"), "--episodes", "1", "--out", str(out)]) == 0
+    assert out.stat().st_size > 0 and "return" in capsys.readouterr().out

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import numpy as np
 import torch
 from gymnasium import spaces
 

@@ -4,7 +4,8 @@ Observations are ``uint8`` images, HWC (``channels = "last"``) or CHW (``"first"
 global state is an image too (every agent's lit pixel, HWC) or a vector of the sides
 (``state = "vector"``).  A right answer pays 1 (Discrete(2) actions), or ``1 - |a - target|``
 with ``target = -0.5 / +0.5`` for left / right (Box actions), so a random policy scores about
-half of what a policy that reads the picture does.  Importing registers the ``"images"`` kind.
+half of what a policy that reads the picture does.  ``render()`` draws the pixels (for
+``harl render``).  Importing registers the ``"images"`` kind.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class ImagesConfig:
 class ImagesEnv:
     n_agents = N_AGENTS
 
-    def __init__(self, config: ImagesConfig | None = None) -> None:
+    def __init__(self, config: ImagesConfig | None = None, render_mode: str | None = None) -> None:
         self.config = config or ImagesConfig()
         shape = (SIZE, SIZE, 3) if self.config.channels == "last" else (3, SIZE, SIZE)
         self.observation_spaces = [spaces.Box(0, 255, shape, np.uint8) for _ in range(N_AGENTS)]
@@ -78,6 +79,13 @@ class ImagesEnv:
         obs, state, avail = self._observe()
         return EnvStep(obs, state, avail, rewards.astype(np.float32), False,
                        self.t >= self.config.episode_length, None, {})
+
+    def render(self) -> np.ndarray:
+        """The lit pixels of every agent, 4x enlarged: a (24, 24, 3) uint8 frame for ``harl render``."""
+        frame = np.zeros((SIZE, SIZE, 3), dtype=np.uint8)
+        for i, (row, col) in enumerate(self.pixels):
+            frame[row, col, i] = 255
+        return frame.repeat(4, 0).repeat(4, 1)
 
     def close(self) -> None:
         pass
