@@ -33,6 +33,7 @@ from harl.envs.protocol import is_tensor_native
 from harl.envs.vector import NumpyVectorEnv, make_vector_env
 from harl.errors import MissingExtraError
 from harl.nets.image import is_image
+from harl.settings import InvalidSetting
 from harl.sizes import rollout_bytes_per_step
 
 
@@ -108,8 +109,10 @@ def cases() -> list[tuple[str, str, Any, int, str | None]]:
     from harl.envs.air_combat import AirCombatConfig
     from harl.envs.football import FootballConfig
     from harl.envs.gym_env import GymConfig
+    from harl.envs.gymma import GymmaConfig
     from harl.envs.mamujoco import MaMuJoCoConfig
     from harl.envs.mpe import MPEConfig
+    from harl.envs.pettingzoo import PettingZooConfig
     from harl.envs.python_env import PythonEnvConfig
     from harl.envs.smax import SMAXConfig
     from harl.envs.vmas_env import VMASConfig
@@ -134,6 +137,15 @@ def cases() -> list[tuple[str, str, Any, int, str | None]]:
         ("football", "academy_3_vs_1_with_keeper", FootballConfig(), 1, None),
         ("air_combat", "heading", AirCombatConfig(), 1, None),
         ("air_combat", "2v2_noweapon", AirCombatConfig(task="2v2_noweapon"), 1, None),
+        ("pettingzoo", "sisl multiwalker_v9", lambda: PettingZooConfig(env="pettingzoo.sisl.multiwalker_v9"), 8, None),
+        ("pettingzoo", "sisl pursuit_v5 (8 agents)", lambda: PettingZooConfig(env="pettingzoo.sisl.pursuit_v5"), 8, None),
+        ("pettingzoo", "butterfly cooperative_pong_v6 (resized 64x64)", lambda: PettingZooConfig(
+            env="pettingzoo.butterfly.cooperative_pong_v6", state="observations",
+            wrappers=[{"wrapper": "supersuit:resize_v1", "kwargs": {"x_size": 64, "y_size": 64}}]), 8, None),
+        ("pettingzoo", "magent2 battle_v4 (map 12, 4 agents)", lambda: PettingZooConfig(
+            env="magent2.environments.battle_v4", kwargs={"map_size": 12}), 8, None),
+        ("gymma", "LBF Foraging-8x8-2p-2f-coop-v3", lambda: GymmaConfig(), 10, None),
+        ("gymma", "RWARE rware-tiny-2ag-v2", lambda: GymmaConfig(id="rware:rware-tiny-2ag-v2"), 10, None),
         ("python", "examples/custom_env.py", PythonEnvConfig(factory="examples.custom_env:make_env"), 8, None),
         ("python", "cooperative_pong 28x48 RGB (images)",
          PythonEnvConfig(factory="benchmarks.coop_pong_images:make_env", kwargs={"stride": 10}), 8, None),
@@ -143,7 +155,7 @@ def cases() -> list[tuple[str, str, Any, int, str | None]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=1000, help="vector steps per case (VMAS: a tenth of it)")
-    p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, smax, football, air_combat, python)")
+    p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, smax, football, air_combat, pettingzoo, gymma, python)")
     args = p.parse_args()
     torch.set_num_threads(1)
     for kind, name, config, n_envs, reference in cases():
@@ -151,6 +163,8 @@ def main() -> None:
             continue
         steps = max(20, args.steps // 10) if kind == "vmas" else args.steps
         try:
+            if callable(config):  # a config that builds (and checks) its env when made: only when asked
+                config = config()
             wall, cpu = vector_rate(config, n_envs, steps)
             result: dict[str, Any] = {"kind": kind, "case": name, "n_envs": n_envs,
                                       "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu),
@@ -160,7 +174,7 @@ def main() -> None:
             if kind == "vmas":
                 wall, cpu = vector_rate(config, n_envs, steps, numpy_view=True)
                 result.update(numpy_env_steps_per_s=round(wall), numpy_env_steps_per_cpu_s=round(cpu))
-        except MissingExtraError as exc:
+        except (MissingExtraError, InvalidSetting) as exc:  # InvalidSetting: e.g. magent2 not installed
             result = {"kind": kind, "case": name, "skipped": str(exc)}
         print(json.dumps(result), flush=True)
 

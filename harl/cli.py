@@ -208,7 +208,9 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         settings = {slot: ", ".join(f"{k}={v}" for k, v in attrs.asdict(config, recurse=False).items()
                                     if k not in ("kind", "objective"))[:60]
                     for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
-        table.add_row("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, state {tuple(venv.state_space.shape)}")
+        first_env = next(iter(getattr(stages.eval_venv, "envs", ())), None)
+        state = getattr(first_env, "summary", f"state {tuple(venv.state_space.shape)}")  # an env's own words
+        table.add_row("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, {state}")
         table.add_row("collector", kind(spec.collector), f"{stages.collector.steps_per_iteration:,} env steps per iteration")
         memory = _replay_memory(spec, venv) if isinstance(stages.buffer, ReplayBuffer) else _rollout_memory(stages)
         table.add_row("buffer", kind(spec.buffer), memory or settings["buffer"] or type(stages.buffer).__name__)

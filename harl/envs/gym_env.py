@@ -27,6 +27,7 @@ import attrs
 import numpy as np
 from gymnasium import spaces
 
+from harl.envs.actions import env_action, unsupported_action
 from harl.envs.protocol import EnvStep
 from harl.errors import ConfigError, MissingExtraError
 from harl.settings import in_range, kind_field, setting
@@ -69,11 +70,9 @@ def _make(config: GymConfig, render_mode: str | None) -> Any:
 
 
 def _check_action_space(space: spaces.Space, env_id: str) -> None:
-    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete)):
-        raise ConfigError(
-            f'env.id: "{env_id}" has action space {space}; harl\'s actors support Box, Discrete '
-            "and MultiDiscrete"
-        )
+    problem = unsupported_action(space)
+    if problem is not None:
+        raise ConfigError(f'env.id: "{env_id}" has {problem}')
 
 
 class GymEnv:
@@ -96,7 +95,6 @@ class GymEnv:
         self.action_spaces: list[spaces.Space] = [action]
         self.state_space: spaces.Box = observation
         self._action = action
-        self._start = int(action.start) if isinstance(action, spaces.Discrete) else 0
 
     def _flat(self, obs: Any) -> np.ndarray:
         if self._box_obs:
@@ -110,16 +108,8 @@ class GymEnv:
         flat = self._flat(obs)
         return [flat], flat, None
 
-    def _env_action(self, action: np.ndarray) -> Any:
-        space = self._action
-        if isinstance(space, spaces.Box):
-            return np.clip(np.asarray(action, dtype=space.dtype).reshape(space.shape), space.low, space.high)
-        if isinstance(space, spaces.Discrete):
-            return int(np.asarray(action).item()) + self._start
-        return np.asarray(action).astype(space.dtype).reshape(space.shape)
-
     def step(self, actions: Sequence[np.ndarray]) -> EnvStep:
-        obs, reward, terminated, truncated, _ = self._env.step(self._env_action(actions[0]))
+        obs, reward, terminated, truncated, _ = self._env.step(env_action(self._action, actions[0]))
         flat = self._flat(obs)
         terminated = bool(terminated)
         # A terminal state wins over the time limit: its value is zero either way.

@@ -69,7 +69,8 @@ class MultiAgentEnv(Protocol):
     Optional, for exact resume: ``get_rng_state() -> Any`` (a picklable snapshot of the
     env's random generator) and ``set_rng_state(state)``.  With them a checkpoint can
     replay how each episode began (``VectorEnv.episode_starts`` / ``restart``); without
-    them a resumed env starts from its first seed again.
+    them a resumed env starts from its first seed again.  Optional too: ``summary``, a short
+    line ``harl check`` shows beside the env (e.g. where the global state comes from).
     """
 
     n_agents: int

@@ -38,40 +38,41 @@ def _invalid(key: str, message: str) -> InvalidSetting:
     return InvalidSetting(key, message, suggest_default=False)
 
 
-def resolve_factory(path: str) -> Callable[..., Any]:
-    """The callable named by ``"module.path:attribute"``; ``InvalidSetting("factory", ...)`` if not."""
+def resolve_factory(path: str, key: str = "factory") -> Callable[..., Any]:
+    """The callable named by ``"module.path:attribute"``; ``InvalidSetting(key, ...)`` if not."""
     module_name, sep, attribute = path.partition(":")
     if not sep or not module_name or not attribute:
         raise _invalid(
-            "factory", f'expected "module.path:callable" (e.g. "my_pkg.my_env:make_env"), got "{path}"'
+            key, f'expected "module.path:callable" (e.g. "my_pkg.my_env:make_env"), got "{path}"'
         )
     try:
         module = _import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise _invalid(
-                "factory",
+                key,
                 f'cannot import module "{module_name}" ({exc}); it must be importable from '
                 "sys.path or the current directory",
             ) from None
         raise _invalid(
-            "factory", f'importing "{module_name}" raised {type(exc).__name__}: {exc}'
+            key, f'importing "{module_name}" raised {type(exc).__name__}: {exc}'
         ) from exc
     except Exception as exc:  # noqa: BLE001 - any failure inside the user's module
         raise _invalid(
-            "factory", f'importing "{module_name}" raised {type(exc).__name__}: {exc}'
+            key, f'importing "{module_name}" raised {type(exc).__name__}: {exc}'
         ) from exc
     target: Any = module
     for part in attribute.split("."):
-        if not hasattr(target, part):
+        try:
+            target = getattr(target, part)
+        except (AttributeError, ImportError):  # a module's __getattr__ may raise ImportError (supersuit)
             names = [n for n in dir(target) if not n.startswith("_")]
             hint = difflib.get_close_matches(part, names, n=1)
             near = f' (did you mean "{hint[0]}"?)' if hint else ""
-            raise _invalid("factory", f'module "{module_name}" has no attribute "{attribute}"{near}')
-        target = getattr(target, part)
+            raise _invalid(key, f'module "{module_name}" has no attribute "{attribute}"{near}') from None
     if not callable(target):
         raise _invalid(
-            "factory", f'"{path}" is {type(target).__name__} {target!r}, not a callable that makes an env'
+            key, f'"{path}" is {type(target).__name__} {target!r}, not a callable that makes an env'
         )
     return target
 

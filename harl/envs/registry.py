@@ -23,9 +23,11 @@ import attrs
 from harl.envs.air_combat import AirCombatConfig, make_air_combat_env
 from harl.envs.football import FootballConfig, make_football_env
 from harl.envs.gym_env import GymConfig, make_gym_env
+from harl.envs.gymma import GymmaConfig, make_gymma_env
 from harl.envs.mamujoco import MaMuJoCoConfig, make_mamujoco_env
 from harl.envs.mpe import MPEConfig, make_mpe_env
 from harl.envs.mpe_torch import MPETorchConfig, make_mpe_torch_vector_env
+from harl.envs.pettingzoo import PettingZooConfig, make_pettingzoo_env
 from harl.envs.protocol import MultiAgentEnv, VectorEnv
 from harl.envs.python_env import PythonEnvConfig, make_python_env
 from harl.envs.smax import SMAXConfig, make_smax_vector_env
@@ -51,6 +53,8 @@ ENV_KINDS: dict[type, tuple[str, EnvFactory | VectorFactory]] = {
     MPETorchConfig: ("mpe_torch", VectorFactory(make_mpe_torch_vector_env)),
     FootballConfig: ("football", make_football_env),
     AirCombatConfig: ("air_combat", make_air_combat_env),
+    PettingZooConfig: ("pettingzoo", make_pettingzoo_env),
+    GymmaConfig: ("gymma", make_gymma_env),
 }
 """Config class -> (kind name, factory taking that config, or a ``VectorFactory``)."""
 

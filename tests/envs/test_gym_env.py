@@ -10,6 +10,7 @@ import gymnasium
 import numpy as np
 import pytest
 
+from harl.envs.actions import env_action
 from harl.envs.gym_env import GymConfig, make_gym_env
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError
@@ -76,9 +77,7 @@ def test_box_actions_are_clipped_and_discrete_start_honoured() -> None:
     a.reset(seed=1)
     b.reset(seed=1)
     assert a.step([np.array([7.0], np.float32)]).rewards == b.step([np.array([2.0], np.float32)]).rewards
-    env = make_gym_env(GymConfig(id="CartPole-v1"))
-    env._start = 5
-    assert env._env_action(np.array([1.0])) == 6
+    assert env_action(gymnasium.spaces.Discrete(3, start=5), np.array([1.0])) == 6
 
 
 def test_kwargs_reach_gymnasium_make() -> None:
