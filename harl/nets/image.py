@@ -6,8 +6,9 @@ and scales it by 1/255 on its own device (``ImageLayout.chw``), so the /255 happ
 the convolution runs, never in storage or transport.
 
 Channel order: most envs (PettingZoo, Melting Pot, gymnasium's pixel wrappers) give HWC,
-torch's convolutions read CHW.  ``channel_order = "auto"`` takes the axis of size 1, 3 or 4
-as the channels, the last one when both ends could be (HWC is the common case).
+torch's convolutions read CHW.  ``channel_order = "auto"`` takes the end of size 1, 3 or 4
+as the channels (the last one when both ends could be: HWC is the common case), else the
+smaller end (stacked frames or agents' images: ``(28, 48, 6)``).
 """
 
 from __future__ import annotations
@@ -90,11 +91,15 @@ def image_layout(space: spaces.Box, channel_order: str, table: str, source: str)
     shape = tuple(int(n) for n in space.shape)
     if channel_order == "auto":
         last, first = shape[-1] in _CHANNEL_SIZES, shape[0] in _CHANNEL_SIZES
-        if not (last or first):
+        if last or first:
+            channels_last = last
+        elif shape[-1] != shape[0]:  # e.g. (28, 48, 6): two RGB images stacked on the channels
+            channels_last = shape[-1] < shape[0]
+        else:
             raise ConfigError(
                 f"{source}: {table}.channel_order: cannot tell the channel axis of an image of shape "
-                f'{shape} (neither end is 1, 3 or 4); set {table}.channel_order = "last" (HWC) or "first" (CHW)')
-        channels_last = last
+                f'{shape} (neither end is 1, 3 or 4, nor the smaller); set {table}.channel_order = "last" (HWC) '
+                'or "first" (CHW)')
     else:
         channels_last = channel_order == "last"
     scale = 1.0 / 255.0 if np.dtype(space.dtype) == np.uint8 else 1.0

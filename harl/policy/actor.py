@@ -39,7 +39,7 @@ class PolicyConfig:
     recurrent: str = setting("none", "a GRU after the MLP of each actor and of the V critic: none; naive (trained on whole rollouts); chunked (on chunk_length pieces)", one_of(("none", "naive", "chunked")))
     chunk_length: int = setting(10, "steps per training sequence when recurrent = chunked (HARL's data_chunk_length)", positive())
     encoder: str = setting("auto", "what reads an observation: cnn (HARL's CNN base), mlp, or auto (cnn for 3-D Box images, else mlp)", one_of(ENCODERS))
-    channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4; last if both)", one_of(CHANNEL_ORDERS))
+    channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4, last if both; else the smaller end)", one_of(CHANNEL_ORDERS))
 
 
 def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline") -> nn.Module:

@@ -60,8 +60,9 @@ class TestHarlLayout:
 
 class TestLayout:
     def test_auto_channel_order(self) -> None:
-        """The axis of size 1, 3 or 4 is the channels; the last one when both ends could be."""
+        """The end of size 1, 3 or 4 is the channels (the last one when both could be), else the smaller end."""
         assert layout((6, 5, 3)).channels_last and layout((6, 5, 3)).chw == (3, 6, 5)
+        assert layout((28, 48, 6)).chw == (6, 28, 48) and layout((6, 28, 48)).chw == (6, 28, 48)
         assert not layout((3, 6, 5)).channels_last and layout((3, 6, 5)).chw == (3, 6, 5)
         assert layout((4, 6, 1)).chw == (1, 4, 6)
 
@@ -70,7 +71,7 @@ class TestLayout:
             layout((6, 6, 6))
         assert str(info.value) == (
             "x.toml: policy.channel_order: cannot tell the channel axis of an image of shape (6, 6, 6) "
-            '(neither end is 1, 3 or 4); set policy.channel_order = "last" (HWC) or "first" (CHW)')
+            '(neither end is 1, 3 or 4, nor the smaller); set policy.channel_order = "last" (HWC) or "first" (CHW)')
 
     def test_hwc_and_chw_of_one_picture_give_one_output(self) -> None:
         """The same weights on the HWC picture and on its CHW transpose agree."""
