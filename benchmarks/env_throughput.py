@@ -12,13 +12,17 @@ collectors do; ``numpy_env_steps_per_s`` is the same env seen through ``NumpyVec
 (numpy actions in, arrays out: the numpy round trip the tensor path avoids).
 ``*_per_cpu_s`` divides by this process's CPU time instead of the wall clock (steadier on
 a shared machine; the inline backend runs everything in this process).
-torch runs on one thread, as in training.
+torch runs on one thread, as in training.  ``load`` is the 1-minute load average when the
+case ran (``uptime``'s first figure): on a shared machine, read every rate beside it.
+An env with image observations also reports the rollout buffer's bytes per env step, as
+stored (uint8 images: one byte a value) and as float32 would take them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -28,7 +32,9 @@ import torch
 from harl.envs.protocol import is_tensor_native
 from harl.envs.vector import NumpyVectorEnv, make_vector_env
 from harl.errors import MissingExtraError
+from harl.nets.image import is_image
 from harl.settings import InvalidSetting
+from harl.sizes import rollout_bytes_per_step
 
 
 def random_actions(venv: Any, rng: np.random.Generator) -> list[np.ndarray]:
@@ -61,6 +67,22 @@ def vector_rate(config: Any, n_envs: int, steps: int, numpy_view: bool = False) 
             venv.step(actions[t % 16])
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         return steps * n_envs / wall, steps * n_envs / cpu
+    finally:
+        venv.close()
+
+
+def image_bytes(config: Any) -> dict[str, int]:
+    """Rollout bytes per env step (EP state, feed-forward) of an image env: stored, and if float32."""
+    venv = make_vector_env(config, 1, "inline", seed=0)
+    try:
+        obs, state = list(venv.observation_spaces), venv.state_space
+        if not any(is_image(s) for s in (*obs, state)):
+            return {}
+        size = int(np.prod(state.shape))
+        as_float = [s.__class__(0.0, 1.0, s.shape, np.float32) for s in obs]
+        return {"rollout_bytes_per_env_step": rollout_bytes_per_step(obs, venv.action_spaces, size, False, 0, 0, state),
+                "rollout_bytes_per_env_step_float32": rollout_bytes_per_step(as_float, venv.action_spaces, size,
+                                                                             False, 0, 0)}
     finally:
         venv.close()
 
@@ -125,6 +147,8 @@ def cases() -> list[tuple[str, str, Any, int, str | None]]:
         ("gymma", "LBF Foraging-8x8-2p-2f-coop-v3", lambda: GymmaConfig(), 10, None),
         ("gymma", "RWARE rware-tiny-2ag-v2", lambda: GymmaConfig(id="rware:rware-tiny-2ag-v2"), 10, None),
         ("python", "examples/custom_env.py", PythonEnvConfig(factory="examples.custom_env:make_env"), 8, None),
+        ("python", "cooperative_pong 28x48 RGB (images)",
+         PythonEnvConfig(factory="benchmarks.coop_pong_images:make_env", kwargs={"stride": 10}), 8, None),
     ]
 
 
@@ -143,7 +167,8 @@ def main() -> None:
                 config = config()
             wall, cpu = vector_rate(config, n_envs, steps)
             result: dict[str, Any] = {"kind": kind, "case": name, "n_envs": n_envs,
-                                      "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu)}
+                                      "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu),
+                                      "load": round(os.getloadavg()[0], 1), **image_bytes(config)}
             if reference == "parallel":
                 result["parallel_env_steps_per_s"] = round(mamujoco_parallel_rate(config, steps))
             if kind == "vmas":

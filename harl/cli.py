@@ -212,13 +212,14 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         state = getattr(first_env, "summary", f"state {tuple(venv.state_space.shape)}")  # an env's own words
         table.add_row("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, {state}")
         table.add_row("collector", kind(spec.collector), f"{stages.collector.steps_per_iteration:,} env steps per iteration")
-        memory = _replay_memory(spec, venv) if isinstance(stages.buffer, ReplayBuffer) else ""
+        memory = _replay_memory(spec, venv) if isinstance(stages.buffer, ReplayBuffer) else _rollout_memory(stages)
         table.add_row("buffer", kind(spec.buffer), memory or settings["buffer"] or type(stages.buffer).__name__)
         table.add_row("returns", kind(spec.returns), settings["returns"])
-        table.add_row("critic", kind(spec.critic), f"{sum(p.numel() for p in stages.critic.parameters()):,} parameters")
+        table.add_row("critic", kind(spec.critic), f"{_encoders(stages.critic)} encoder, "
+                      f"{sum(p.numel() for p in stages.critic.parameters()):,} parameters")
         table.add_row("updater", kind(spec.updater), f"objective {kind(spec.updater.objective)}")
         n_actor = sum(p.numel() for p in stages.policy.parameters())
-        table.add_row("policy", "mlp", f"{len(stages.policy.actors)} actor(s), {n_actor:,} parameters, device {stages.device}")
+        table.add_row("policy", _encoders(stages.policy), f"{len(stages.policy.actors)} actor(s), {n_actor:,} parameters, device {stages.device}")
         table.add_row("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations")
         console.print(table)
     finally:
@@ -226,12 +227,32 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _encoders(module: Any) -> str:
+    """What reads the inputs of ``module``'s networks: cnn (an image encoder is among them) or mlp."""
+    from harl.nets.cnn import CNNBase, PlainCNN
+
+    return "cnn" if any(isinstance(m, (CNNBase, PlainCNN)) for m in module.modules()) else "mlp"
+
+
+def _rollout_memory(stages: Any) -> str:
+    """The rollout buffer's row of ``harl check``: bytes per env step (uint8 images count 1 byte a value)."""
+    from harl.sizes import rollout_bytes_per_step
+
+    venv, buffer = stages.venv, stages.buffer
+    if not hasattr(buffer, "fp_state"):
+        return ""
+    per = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces, int(np.prod(venv.state_space.shape)),
+                                 buffer.fp_state, stages.policy.hidden_size, stages.critic.hidden_size,
+                                 venv.state_space)
+    return f"{per:,} bytes per env step, {buffer.length} x {buffer.n_envs} steps"
+
+
 def _replay_memory(spec: Any, venv: Any) -> str:
     """The replay buffer's row of ``harl check``: capacity, batch and memory once full."""
     from harl.sizes import human, replay_bytes_per_transition
 
     per = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces,
-                                      int(np.prod(venv.state_space.shape)))
+                                      int(np.prod(venv.state_space.shape)), venv.state_space)
     capacity = spec.buffer.capacity
     return (f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes per "
             f"transition x {capacity:,} = {human(per * capacity)}")

@@ -156,7 +156,8 @@ def _compose(spec: PipelineSpec, source: str, venv: Any, eval_venv: Any, device:
     objective = spec.updater.objective
     parts = registry.Parts(list(venv.observation_spaces), list(venv.action_spaces),
                            int(np.prod(venv.state_space.shape)), venv.n_agents, venv, device,
-                           torch.Generator().manual_seed(run.seed), run.seed * 1000, spec.policy, w, source)
+                           torch.Generator().manual_seed(run.seed), run.seed * 1000, spec.policy, w, source,
+                           venv.state_space)
     parts.team = registry.entry_of(objective).parts.get("team", stochastic_team)(objective, parts).to(device)
     parts.critic = _build(spec.critic, parts).to(device)
     parts.returns = _build(spec.returns, parts)

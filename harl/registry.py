@@ -104,6 +104,8 @@ class Parts:
     """The ``[policy]`` config (actor widths, activation, recurrence)."""
     wiring: Any
     source: str = "pipeline"
+    state_space: Any = None
+    """The env's global state space (an image state gets a CNN critic)."""
     team: Any = None
     critic: Any = None
     returns: Any = None

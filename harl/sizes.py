@@ -24,6 +24,7 @@ from gymnasium import spaces
 
 from harl.errors import ResourceError
 from harl.nets.heads import action_width, avail_size
+from harl.nets.image import storage_bytes
 
 PROBE_ABOVE = 64
 """Environment counts up to this are built without measuring one first."""
@@ -105,16 +106,23 @@ def check_env_count(make: Any, n_train: int, n_eval: int, native: bool, source: 
         "lower collector.n_envs (and evaluator.n_envs)", source)
 
 
+def _observation_bytes(observation_spaces: Sequence[spaces.Space], state_dim: int,
+                       state_space: spaces.Space | None) -> int:
+    """Bytes of every agent's observation and the state, as stored (uint8 images: 1 byte a value)."""
+    state = 4 * state_dim if state_space is None else storage_bytes(state_space) * state_dim
+    return sum(storage_bytes(s) * int(np.prod(s.shape)) for s in observation_spaces) + state
+
+
 def rollout_bytes_per_step(observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
-                           state_dim: int, fp_state: bool, hidden_size: int, critic_hidden_size: int) -> int:
+                           state_dim: int, fp_state: bool, hidden_size: int, critic_hidden_size: int,
+                           state_space: spaces.Space | None = None) -> int:
     """Bytes the rollout buffer holds per env step (all agents; see ``RolloutBuffer``)."""
     agents = len(action_spaces)
     values = agents if fp_state else 1
-    floats = (sum(int(np.prod(s.shape)) for s in observation_spaces)
-              + sum(avail_size(s) + 2 * action_width(s) for s in action_spaces)
-              + state_dim + 2 * agents + 4 * values + 1
+    floats = (sum(avail_size(s) + 2 * action_width(s) for s in action_spaces)
+              + 2 * agents + 4 * values + 1
               + agents * hidden_size + values * critic_hidden_size)
-    return 4 * floats + 2
+    return _observation_bytes(observation_spaces, state_dim, state_space) + 4 * floats + 2
 
 
 def check_rollout(per_step: int, rollout_length: int, n_envs: int, source: str, device: torch.device) -> None:
@@ -128,13 +136,12 @@ def check_rollout(per_step: int, rollout_length: int, n_envs: int, source: str, 
 
 
 def replay_bytes_per_transition(observation_spaces: Sequence[spaces.Space],
-                                action_spaces: Sequence[spaces.Space], state_dim: int) -> int:
+                                action_spaces: Sequence[spaces.Space], state_dim: int,
+                                state_space: spaces.Space | None = None) -> int:
     """Bytes the replay buffer holds per transition (see ``ReplayBuffer``'s layout)."""
     agents = len(action_spaces)
-    floats = (2 * sum(int(np.prod(s.shape)) for s in observation_spaces)
-              + sum(2 * avail_size(s) + action_width(s) for s in action_spaces)
-              + 2 * state_dim + 2 * agents)
-    return 4 * floats + 2
+    floats = sum(2 * avail_size(s) + action_width(s) for s in action_spaces) + 2 * agents
+    return 2 * _observation_bytes(observation_spaces, state_dim, state_space) + 4 * floats + 2
 
 
 def check_replay(per_transition: int, capacity: int, source: str, device: torch.device) -> None:

@@ -30,6 +30,7 @@ import torch
 from gymnasium import spaces
 
 from harl.nets.heads import action_width, avail_size
+from harl.nets.image import storage_dtype
 from harl.registry import register
 from harl.settings import kind_field, positive, setting
 from harl.sizes import check_replay, replay_bytes_per_transition
@@ -80,7 +81,9 @@ class ReplayBuffer:
     """Per-agent circular storage; ``add`` one vector step, ``sample_index`` for batches."""
 
     def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
-                 state_dim: int, n_envs: int, capacity: int, device: torch.device | str = "cpu") -> None:
+                 state_dim: int, n_envs: int, capacity: int, device: torch.device | str = "cpu",
+                 state_space: spaces.Box | None = None) -> None:
+        """Observations and states are stored flat; uint8 images (and a uint8 ``state_space``) as uint8."""
         E, A = n_envs, len(action_spaces)
         S = max(2, -(-capacity // n_envs))
         self.rows, self.n_envs, self.n_agents = S, E, A
@@ -94,12 +97,16 @@ class ReplayBuffer:
             return [torch.empty(S, E, avail_size(s), **f32) if avail_size(s) else None
                     for s in action_spaces]
 
-        obs_dims = [int(np.prod(s.shape)) for s in observation_spaces]
-        self.obs, self.next_obs = per_agent(obs_dims), per_agent(obs_dims)
+        def observations() -> list[torch.Tensor]:
+            return [torch.empty(S, E, int(np.prod(s.shape)), dtype=storage_dtype(s), device=self.device)
+                    for s in observation_spaces]
+
+        self.obs, self.next_obs = observations(), observations()
         self.avail, self.next_avail = masks(), masks()
         self.actions = per_agent([action_width(s) for s in action_spaces])
-        self.state = torch.empty(S, E, state_dim, **f32)
-        self.next_state = torch.empty(S, E, state_dim, **f32)
+        state_dtype = torch.float32 if state_space is None else storage_dtype(state_space)
+        self.state = torch.empty(S, E, state_dim, dtype=state_dtype, device=self.device)
+        self.next_state = torch.empty(S, E, state_dim, dtype=state_dtype, device=self.device)
         self.rewards = torch.empty(S, E, A, **f32)
         self.active = torch.empty(S, E, A, **f32)
         self.terminated = torch.zeros(S, E, dtype=torch.bool, device=self.device)
@@ -129,8 +136,8 @@ class ReplayBuffer:
             if mask is not None and next_mask is not None:
                 mask[r] = 1.0 if avail is None else _as(avail[i], mask)
                 next_mask[r] = 1.0 if next_avail is None else _as(next_avail[i], next_mask)
-        self.state[r] = _as(state, self.state)
-        self.next_state[r] = _as(next_state, self.next_state)
+        self.state[r] = _as(state, self.state).reshape(self.n_envs, -1)
+        self.next_state[r] = _as(next_state, self.next_state).reshape(self.n_envs, -1)
         self.rewards[r] = _as(rewards, self.rewards)
         self.active[r] = _as(active, self.active)
         self.terminated[r] = _as(terminated, self.terminated)
@@ -231,10 +238,10 @@ class ReplayBuffer:
 
 
 def _replay_buffer(config: ReplayConfig, parts: Any) -> ReplayBuffer:
-    check_replay(replay_bytes_per_transition(parts.obs_spaces, parts.act_spaces, parts.state_dim),
+    check_replay(replay_bytes_per_transition(parts.obs_spaces, parts.act_spaces, parts.state_dim, parts.state_space),
                  config.capacity, parts.source, parts.device)
     return ReplayBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, parts.wiring.n_envs,
-                        config.capacity, parts.device)
+                        config.capacity, parts.device, parts.state_space)
 
 
 register("buffer", ReplayConfig, _replay_buffer, family="off_policy")

@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import numpy as np
 import torch
 from gymnasium import spaces
 
 from harl.nets.heads import action_width, avail_size
+from harl.nets.image import storage_dtype
 from harl.registry import register
 from harl.settings import kind_field, one_of, setting
 from harl.sizes import check_rollout, rollout_bytes_per_step
@@ -108,9 +108,11 @@ class RolloutBuffer:
     def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
                  state_dim: int, n_envs: int, length: int, fp_state: bool,
                  device: torch.device | str = "cpu", hidden_size: int = 0,
-                 sequence_length: int = 0, critic_hidden_size: int = 0, fp_advantage_norm: str = "joint") -> None:
+                 sequence_length: int = 0, critic_hidden_size: int = 0, fp_advantage_norm: str = "joint",
+                 state_space: spaces.Box | None = None) -> None:
         """``hidden_size`` > 0 stores the actors' GRU states, ``critic_hidden_size`` > 0 the
-        critic's; ``sequence_length`` (a divisor of ``length``) cuts them."""
+        critic's; ``sequence_length`` (a divisor of ``length``) cuts them.  Observations keep
+        their space's shape; uint8 images (and a uint8 image ``state_space``) stay uint8."""
         self.fp_advantage_norm = fp_advantage_norm
         T, E, A = length, n_envs, len(action_spaces)
         if (hidden_size or critic_hidden_size) and (sequence_length <= 0 or T % sequence_length):
@@ -120,12 +122,14 @@ class RolloutBuffer:
         self.device = torch.device(device)
         f32 = dict(dtype=torch.float32, device=self.device)
         vshape = (E, A) if fp_state else (E,)
-        self.obs = [torch.zeros(T + 1, E, int(np.prod(s.shape)), **f32) for s in observation_spaces]
+        self.obs = [torch.zeros(T + 1, E, *s.shape, dtype=storage_dtype(s), device=self.device)
+                    for s in observation_spaces]
         self.avail = [torch.ones(T + 1, E, avail_size(s), **f32) if avail_size(s) else None
                       for s in action_spaces]
         self.actions = [torch.zeros(T, E, action_width(s), **f32) for s in action_spaces]
         self.log_probs = [torch.zeros(T, E, action_width(s), **f32) for s in action_spaces]
-        self.state = torch.zeros(T + 1, E, state_dim, **f32)
+        self.state = (torch.zeros(T + 1, E, state_dim, **f32) if state_space is None else
+                      torch.zeros(T + 1, E, *state_space.shape, dtype=storage_dtype(state_space), device=self.device))
         self.active = torch.ones(T + 1, E, A, **f32)
         self.rewards = torch.zeros(T, E, A, **f32)
         self.terminated = torch.zeros(T, E, dtype=torch.bool, device=self.device)
@@ -242,12 +246,13 @@ class RolloutBuffer:
 def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
     w = parts.wiring
     check_rollout(rollout_bytes_per_step(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.fp_state,
-                                         parts.team.hidden_size, parts.critic.hidden_size),
+                                         parts.team.hidden_size, parts.critic.hidden_size, parts.state_space),
                   w.rollout_length, w.n_envs, parts.source, parts.device)
     return RolloutBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.n_envs, w.rollout_length,
                          fp_state=w.fp_state, device=parts.device,
                          fp_advantage_norm=config.fp_advantage_norm, hidden_size=parts.team.hidden_size,
-                         critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length)
+                         critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length,
+                         state_space=parts.state_space)
 
 
 register("buffer", RolloutConfig, _rollout_buffer, family="on_policy", default=True)

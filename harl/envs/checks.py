@@ -10,8 +10,9 @@ stacked batch, where it costs one vectorised pass (see docs/reliability.md for t
 measured cost of checking every step in full).
 
 Observations and states are cast to float32, so an env that builds them in float64
-(numpy's default) just works.  A per-agent ``None`` in ``avail`` means "no mask for
-this agent": ``stack_avail`` fills in "everything allowed".
+(numpy's default) just works; uint8 ones (images) stay uint8, a quarter of the bytes.
+A per-agent ``None`` in ``avail`` means "no mask for this agent": ``stack_avail`` fills
+in "everything allowed".
 """
 
 from __future__ import annotations
@@ -168,9 +169,9 @@ def stack_avail(avails: Sequence[Sequence[Any] | None], widths: Sequence[int]) -
     return out
 
 
-def as_float32(batch: np.ndarray) -> np.ndarray:
-    """``batch`` as float32 (a float64 or integer observation from a user's env is cast)."""
-    return batch if batch.dtype == np.float32 else batch.astype(np.float32)
+def as_stored(batch: np.ndarray) -> np.ndarray:
+    """``batch`` as float32 (a float64 or integer observation from a user's env is cast); uint8 kept."""
+    return batch if batch.dtype in (np.float32, np.uint8) else batch.astype(np.float32)
 
 
 def check_finite(name: str, field: str, batch: np.ndarray, agent: int | None = None) -> None:

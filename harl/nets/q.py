@@ -94,6 +94,16 @@ class StackedMLP(nn.Module):
                                 self.weights[0].mT)
         return self.hidden(pre, 0).reshape(self.k, *lead, -1)
 
+    def forward_each(self, x: torch.Tensor) -> torch.Tensor:
+        """Network ``j`` on its own input ``x[j]``: ``(k, ..., in)`` -> ``(k, ..., out)``."""
+        lead = x.shape[1:-1]
+        flat = x.reshape(self.k, -1, x.shape[-1]).float()
+        if self.norm is not None:
+            flat = F.layer_norm(flat, flat.shape[-1:]) * self.norm[0] + self.norm[1]
+        with full_precision(x):
+            pre = torch.baddbmm(self.biases[0], flat, self.weights[0].mT)
+        return self.hidden(pre, 0).reshape(self.k, *lead, -1)
+
     def one(self, x: torch.Tensor, index: int) -> torch.Tensor:
         """Network ``index`` alone on ``(..., in)`` -> ``(..., out)`` (an actor loss on Q1 needs no Q2)."""
         if self.norm is not None:
@@ -105,6 +115,32 @@ class StackedMLP(nn.Module):
             x = self.activation(F.linear(x, self.weights[j][index], self.biases[j][index, 0]))
         with full_precision(x):
             return F.linear(x.float(), self.weights[last][index], self.biases[last][index, 0])
+
+
+class EncodedStack(nn.Module):
+    """``k`` Q networks that each read the state through their own encoder, then a ``StackedMLP``.
+
+    HARL's ``ContinuousQNet`` gives every Q network its own ``PlainCNN`` on an image state;
+    the caller joins each network's features with the actions (``features`` then
+    ``forward`` / ``one``), so one image batch is convolved once per network.
+    """
+
+    def __init__(self, encoders: Sequence[nn.Module], mlp: StackedMLP) -> None:
+        super().__init__()
+        self.encoders = nn.ModuleList(encoders)
+        self.mlp = mlp
+
+    def features(self, state: torch.Tensor, index: int | None = None) -> torch.Tensor:
+        """``(k, ..., F)`` every network's features, or ``(..., F)`` network ``index``'s."""
+        if index is not None:
+            return self.encoders[index](state)
+        return torch.stack([encoder(state) for encoder in self.encoders])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp.forward_each(x)
+
+    def one(self, x: torch.Tensor, index: int) -> torch.Tensor:
+        return self.mlp.one(x, index)
 
 
 class DuelingNet(nn.Module):

@@ -18,7 +18,9 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.errors import ConfigError
+from harl.nets.cnn import on_policy_base
 from harl.nets.heads import make_head
+from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layout, is_image
 from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer
 from harl.settings import each_positive, in_range, one_of, positive, setting
 
@@ -36,14 +38,27 @@ class PolicyConfig:
     share_parameters: bool = setting(False, "one actor for all agents (needs identical spaces)")
     recurrent: str = setting("none", "a GRU after the MLP of each actor and of the V critic: none; naive (trained on whole rollouts); chunked (on chunk_length pieces)", one_of(("none", "naive", "chunked")))
     chunk_length: int = setting(10, "steps per training sequence when recurrent = chunked (HARL's data_chunk_length)", positive())
+    encoder: str = setting("auto", "what reads an observation: cnn (HARL's CNN base), mlp, or auto (cnn for 3-D Box images, else mlp)", one_of(ENCODERS))
+    channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4, last if both; else the smaller end)", one_of(CHANNEL_ORDERS))
+
+
+def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline") -> nn.Module:
+    """The network under an actor's GRU and head: ``[policy] encoder`` on ``space``."""
+    encoder = choose_encoder(space, config.encoder, "policy", source)
+    layout = image_layout(space, config.channel_order, "policy", source) if is_image(space) else None
+    return on_policy_base(layout, encoder, int(np.prod(space.shape)), config.hidden_sizes,
+                          config.activation, config.input_norm)
 
 
 class Actor(nn.Module):
     """Observation (and GRU state) -> action distribution for one agent."""
 
-    def __init__(self, obs_dim: int, action_space: spaces.Space, config: PolicyConfig) -> None:
+    def __init__(self, obs_dim: int, action_space: spaces.Space, config: PolicyConfig,
+                 base: nn.Module | None = None) -> None:
+        """``base``: the encoder (``actor_base``); by default the MLP on ``obs_dim`` inputs."""
         super().__init__()
-        self.base = MLP(obs_dim, config.hidden_sizes, config.activation, config.input_norm)
+        self.base = base if base is not None else MLP(obs_dim, config.hidden_sizes, config.activation,
+                                                      config.input_norm)
         width = self.base.out_dim
         self.rnn = GRULayer(width, width) if config.recurrent != "none" else None
         self.head = make_head(action_space, width, config.std_x_coef,
@@ -120,7 +135,7 @@ class TeamPolicy(nn.Module):
     """All agents' actors, indexed by agent; a shared actor appears once per agent."""
 
     def __init__(self, observation_spaces: Sequence[spaces.Box],
-                 action_spaces: Sequence[spaces.Space], config: PolicyConfig) -> None:
+                 action_spaces: Sequence[spaces.Space], config: PolicyConfig, source: str = "pipeline") -> None:
         super().__init__()
         self.n_agents = len(action_spaces)
         dims = [int(np.prod(s.shape)) for s in observation_spaces]
@@ -135,11 +150,12 @@ class TeamPolicy(nn.Module):
                     f"{describe_space(action_spaces[i])}), so one actor cannot serve them all; "
                     "set share_parameters = false"
                 )
-            shared = Actor(dims[0], action_spaces[0], config)
+            shared = Actor(dims[0], action_spaces[0], config, actor_base(observation_spaces[0], config, source))
             self.actors = nn.ModuleList([shared])
             self.index = [0] * self.n_agents
         else:
-            self.actors = nn.ModuleList(Actor(d, s, config) for d, s in zip(dims, action_spaces))
+            self.actors = nn.ModuleList(Actor(d, s, config, actor_base(o, config, source))
+                                        for d, s, o in zip(dims, action_spaces, observation_spaces))
             self.index = list(range(self.n_agents))
         self.shared = config.share_parameters
 
@@ -180,4 +196,4 @@ class TeamPolicy(nn.Module):
 
 def stochastic_team(config: object, parts: Any) -> TeamPolicy:
     """The team an on-policy objective trains: ``[policy]``'s actors over the env's spaces."""
-    return TeamPolicy(parts.obs_spaces, parts.act_spaces, parts.policy)
+    return TeamPolicy(parts.obs_spaces, parts.act_spaces, parts.policy, parts.source)

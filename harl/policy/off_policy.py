@@ -29,7 +29,9 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional as F
 
+from harl.nets.cnn import ImageMLP, PlainCNN
 from harl.nets.heads import MASKED_LOGIT
+from harl.nets.image import choose_encoder, image_layout, is_image
 from harl.nets.mlp import ACTIVATIONS, MLP, init_linear
 
 OFF_POLICY_ACTIVATIONS = {**ACTIVATIONS, "hardswish": nn.Hardswish, "identity": nn.Identity}
@@ -65,6 +67,24 @@ def plain_mlp(sizes: Sequence[int], activation: str, final_activation: str | Non
     return nn.Sequential(*layers)
 
 
+def off_policy_encoder(space: spaces.Space, encoder: str, channel_order: str, width: int, activation: str,
+                       table: str, source: str) -> tuple[nn.Module | None, int]:
+    """(what reads the input first, its output width): HARL's ``PlainCNN`` (``width`` features) for
+    an image under ``encoder = "cnn"``, a flatten-and-scale for an image under ``"mlp"``, else None."""
+    kind = choose_encoder(space, encoder, table, source)
+    if not is_image(space):
+        return None, int(np.prod(space.shape))
+    layout = image_layout(space, channel_order, table, source)  # type: ignore[arg-type]
+    if kind == "cnn":
+        return PlainCNN(layout, width, OFF_POLICY_ACTIVATIONS[activation]()), width
+    return ImageMLP(layout, nn.Identity(), layout.size), layout.size
+
+
+def prefixed(encoder: nn.Module | None, net: nn.Module) -> nn.Module:
+    """``net`` reading ``encoder``'s output (``net`` itself without an encoder)."""
+    return net if encoder is None else nn.Sequential(encoder, net)
+
+
 def box_bounds(space: spaces.Box, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(centre, half-range) of a bounded Box, flattened."""
     low = torch.as_tensor(np.asarray(space.low, dtype=np.float32).ravel(), device=device)
@@ -92,12 +112,13 @@ class DeterministicActor(nn.Module):
     """obs -> ``centre + half_range * tanh(mlp(obs))``: always inside the Box."""
 
     def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
-                 input_norm: bool, expl_noise: float) -> None:
+                 input_norm: bool, expl_noise: float, encoder: nn.Module | None = None) -> None:
+        """``encoder``: an image's feature extractor (``off_policy_encoder``), ``obs_dim`` its width."""
         super().__init__()
         centre, half = box_bounds(space)
         self.register_buffer("centre", centre)
         self.register_buffer("half_range", half)
-        self.net = plain_mlp([obs_dim, *hidden_sizes, centre.numel()], activation, "tanh", input_norm)
+        self.net = prefixed(encoder, plain_mlp([obs_dim, *hidden_sizes, centre.numel()], activation, "tanh", input_norm))
         self.expl_noise = expl_noise
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -117,14 +138,14 @@ class SquashedGaussianActor(nn.Module):
     """SAC's Box actor: ``a = centre + half_range * tanh(u)``, ``u ~ N(mu(o), sigma(o))``."""
 
     def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
-                 input_norm: bool) -> None:
+                 input_norm: bool, encoder: nn.Module | None = None) -> None:
         super().__init__()
         centre, half = box_bounds(space)
         self.register_buffer("centre", centre)
         self.register_buffer("half_range", half)
         self.register_buffer("log_half_sum", half.log().sum())
         dim = centre.numel()
-        self.body = plain_mlp([obs_dim, *hidden_sizes], activation, "tanh", input_norm)
+        self.body = prefixed(encoder, plain_mlp([obs_dim, *hidden_sizes], activation, "tanh", input_norm))
         self.mu = EdgeLinear(hidden_sizes[-1], dim)
         self.log_std = EdgeLinear(hidden_sizes[-1], dim)
 
@@ -164,14 +185,15 @@ class CategoricalActor(nn.Module):
     """
 
     def __init__(self, obs_dim: int, space: spaces.Space, hidden_sizes: Sequence[int], activation: str,
-                 input_norm: bool, gain: float) -> None:
+                 input_norm: bool, gain: float, encoder: nn.Module | None = None) -> None:
         super().__init__()
         if isinstance(space, spaces.Discrete):
             self.sizes = [int(space.n)]
         else:
             self.sizes = [int(n) for n in np.asarray(space.nvec).ravel()]
-        self.base = MLP(obs_dim, hidden_sizes, activation, input_norm)
-        self.logits = init_linear(nn.Linear(self.base.out_dim, sum(self.sizes)), gain)
+        mlp = MLP(obs_dim, hidden_sizes, activation, input_norm)
+        self.base = prefixed(encoder, mlp)
+        self.logits = init_linear(nn.Linear(mlp.out_dim, sum(self.sizes)), gain)
 
     def log_probs(self, obs: torch.Tensor, avail: torch.Tensor | None) -> list[torch.Tensor]:
         logits = self.logits(self.base(obs)).float()  # fp32 even under bf16 autocast
@@ -225,10 +247,10 @@ class DuelingQActor(nn.Module):
 
     def __init__(self, obs_dim: int, space: spaces.Discrete, hidden_sizes: Sequence[int], activation: str,
                  input_norm: bool, dueling_hidden_sizes: Sequence[int], dueling_activation: str,
-                 epsilon: tuple[float, float, int, int]) -> None:
+                 epsilon: tuple[float, float, int, int], encoder: nn.Module | None = None) -> None:
         super().__init__()
         self.n = int(space.n)
-        self.base = plain_mlp([obs_dim, *hidden_sizes], activation, activation, input_norm)
+        self.base = prefixed(encoder, plain_mlp([obs_dim, *hidden_sizes], activation, activation, input_norm))
         self.value = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, 1], dueling_activation)
         self.advantage = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, self.n], dueling_activation)
         self.epsilon_start, self.epsilon_end, self.decay_steps, self.warmup_steps = epsilon
@@ -327,9 +349,12 @@ def team_builder(make_actor: Callable[..., nn.Module], with_targets: bool,
     ``extra(parts)``: further keyword arguments of ``make_actor`` (d3qn's warm-up length).
     """
     def build(config: Any, parts: Any) -> OffPolicyTeam:
-        obs_dims = [int(np.prod(s.shape)) for s in parts.obs_spaces]
-        actors = [make_actor(obs_dims[i], parts.act_spaces[i], parts.policy, config, i, parts.source, **extra(parts))
-                  for i in range(parts.n_agents)]
+        policy, actors = parts.policy, []
+        for i in range(parts.n_agents):
+            encoder, width = off_policy_encoder(parts.obs_spaces[i], policy.encoder, policy.channel_order,
+                                                policy.hidden_sizes[0], policy.activation, "policy", parts.source)
+            kwargs = extra(parts) if encoder is None else {**extra(parts), "encoder": encoder}
+            actors.append(make_actor(width, parts.act_spaces[i], policy, config, i, parts.source, **kwargs))
         return OffPolicyTeam(actors, with_targets)
 
     return build

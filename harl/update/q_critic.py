@@ -35,8 +35,9 @@ from torch.nn import functional as F
 
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
-from harl.nets.q import DuelingNet, StackedMLP
-from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, masked_argmax
+from harl.nets.image import CHANNEL_ORDERS, ENCODERS
+from harl.nets.q import DuelingNet, EncodedStack, StackedMLP
+from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, masked_argmax, off_policy_encoder, prefixed
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
@@ -62,6 +63,8 @@ class QCriticConfig:
     huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
     value_norm: bool = setting(False, "normalise TD targets with a running mean/std (HARL's ValueNorm)")
+    encoder: str = setting("auto", "what reads the state: cnn (HARL's PlainCNN per network), mlp, or auto (cnn for a 3-D Box image state)", one_of(ENCODERS))
+    channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto", one_of(CHANNEL_ORDERS))
 
 
 @attrs.frozen
@@ -78,6 +81,8 @@ class JointQCriticConfig:
     polyak: float = setting(0.005, "target-network update rate", in_range(0, 1, low_open=True))
     huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
+    encoder: str = setting("auto", "what reads the state: cnn (HARL's PlainCNN per network), mlp, or auto (cnn for a 3-D Box image state)", one_of(ENCODERS))
+    channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto", one_of(CHANNEL_ORDERS))
 
 
 def critic_action_width(space: spaces.Space) -> int:
@@ -103,15 +108,22 @@ def one_hot_actions(stored: torch.Tensor, space: spaces.Space) -> torch.Tensor:
 class QCritic(nn.Module):
     """Q(s, a_1..a_n); values in env units: ``(B,)`` for EP, ``(B, A)`` for FP."""
 
-    def __init__(self, state_dim: int, action_spaces: Sequence[spaces.Space], config: QCriticConfig) -> None:
+    def __init__(self, state_dim: int, action_spaces: Sequence[spaces.Space], config: QCriticConfig,
+                 state_space: Any = None, source: str = "pipeline") -> None:
+        """``state_space``: read for ``encoder`` (an image state: a PlainCNN per network, as in HARL)."""
         super().__init__()
         self.config = config
         self.spaces = list(action_spaces)
         self.n_agents = len(self.spaces)
         self.fp = config.state_type == "FP"
-        in_dim = state_dim + (self.n_agents if self.fp else 0) + sum(critic_action_width(s) for s in self.spaces)
-        sizes = [in_dim, *config.hidden_sizes, 1]
-        self.nets = StackedMLP(sizes, config.activation, config.input_norm, 2 if config.twin else 1)
+        k = 2 if config.twin else 1
+        encoders = [off_policy_encoder(state_space, config.encoder, config.channel_order, config.hidden_sizes[0],
+                                       config.activation, "critic", source)[0]
+                    for _ in range(k)] if state_space is not None else [None]
+        width = state_dim if encoders[0] is None else encoders[0].out_dim  # type: ignore[assignment]
+        in_dim = width + (self.n_agents if self.fp else 0) + sum(critic_action_width(s) for s in self.spaces)
+        stack = StackedMLP([in_dim, *config.hidden_sizes, 1], config.activation, config.input_norm, k)
+        self.nets: StackedMLP | EncodedStack = stack if encoders[0] is None else EncodedStack(encoders, stack)  # type: ignore[arg-type]
         self.targets = copy.deepcopy(self.nets)
         self.targets.requires_grad_(False)
         self.normalizer = ValueNorm() if config.value_norm else None
@@ -121,8 +133,14 @@ class QCritic(nn.Module):
         """Buffer actions -> the critic's action format (one-hot for categories)."""
         return [one_hot_actions(a, s) for a, s in zip(stored, self.spaces)]
 
+    @staticmethod
+    def features(nets: StackedMLP | EncodedStack, state: torch.Tensor, index: int | None = None) -> torch.Tensor:
+        """What the networks read of the state: itself, or (image) each network's encoder features."""
+        return nets.features(state, index) if isinstance(nets, EncodedStack) else state
+
     def inputs(self, state: torch.Tensor, actions: Sequence[torch.Tensor]) -> torch.Tensor:
-        x = torch.cat([state, *actions], -1)
+        """State (or features; ``(k, ..., F)`` per network) joined with the actions (and FP ids)."""
+        x = torch.cat([state, *(a.expand(*state.shape[:-1], a.shape[-1]) for a in actions)], -1)
         if not self.fp:
             return x
         lead = x.shape[:-1]
@@ -133,7 +151,8 @@ class QCritic(nn.Module):
     def raw(self, state: torch.Tensor, actions: Sequence[torch.Tensor],
             nets: StackedMLP | None = None) -> torch.Tensor:
         """Every network's output, stacked ``(k, B)`` / ``(k, B, A)`` (normalised units when value_norm is on)."""
-        return (nets if nets is not None else self.nets)(self.inputs(state, actions)).squeeze(-1)
+        nets = nets if nets is not None else self.nets
+        return nets(self.inputs(self.features(nets, state), actions)).squeeze(-1)
 
     def _denormalize(self, q: torch.Tensor) -> torch.Tensor:
         return q if self.normalizer is None else self.normalizer.denormalize(q)
@@ -141,7 +160,8 @@ class QCritic(nn.Module):
     def value(self, state: torch.Tensor, actions: Sequence[torch.Tensor], reduce: str = "first") -> torch.Tensor:
         """Q in env units for actor losses: the first network's, or the twins' ``min``."""
         if reduce == "first":
-            return self._denormalize(self.nets.one(self.inputs(state, actions), 0).squeeze(-1))
+            x = self.inputs(self.features(self.nets, state, 0), actions)
+            return self._denormalize(self.nets.one(x, 0).squeeze(-1))
         return self._denormalize(self.raw(state, actions).min(0).values)
 
     @torch.no_grad()
@@ -159,7 +179,8 @@ class JointQCritic(nn.Module):
     fp = False
     normalizer = None
 
-    def __init__(self, state_dim: int, action_spaces: Sequence[spaces.Space], config: JointQCriticConfig) -> None:
+    def __init__(self, state_dim: int, action_spaces: Sequence[spaces.Space], config: JointQCriticConfig,
+                 state_space: Any = None, source: str = "pipeline") -> None:
         super().__init__()
         self.config = config
         self.sizes = [int(s.n) for s in action_spaces]  # type: ignore[attr-defined]
@@ -167,9 +188,11 @@ class JointQCritic(nn.Module):
         strides = [math.prod(self.sizes[:i]) for i in range(self.n_agents)]
         self.register_buffer("strides", torch.tensor(strides, dtype=torch.long))
         joint = math.prod(self.sizes)
-        self.nets = nn.ModuleList([DuelingNet(state_dim, joint, config.hidden_sizes, config.activation,
-                                              config.dueling_hidden_sizes, config.dueling_activation,
-                                              config.input_norm)])
+        encoder, width = (None, state_dim) if state_space is None else off_policy_encoder(
+            state_space, config.encoder, config.channel_order, config.hidden_sizes[0], config.activation, "critic", source)
+        self.nets = nn.ModuleList([prefixed(encoder, DuelingNet(width, joint, config.hidden_sizes, config.activation,
+                                                               config.dueling_hidden_sizes, config.dueling_activation,
+                                                               config.input_norm))])
         self.targets = copy.deepcopy(self.nets)
         self.targets.requires_grad_(False)
         self._table: tuple[torch.Tensor, int, torch.Tensor] | None = None
@@ -287,7 +310,7 @@ class QCriticLearner:
 
 
 def _joint_q_critic(config: JointQCriticConfig, parts: Any) -> JointQCritic:
-    critic = JointQCritic(parts.state_dim, parts.act_spaces, config)
+    critic = JointQCritic(parts.state_dim, parts.act_spaces, config, parts.state_space, parts.source)
     joint = int(np.prod(critic.sizes))
     if joint > MAX_JOINT_ACTIONS:
         raise ConfigError(
@@ -298,7 +321,8 @@ def _joint_q_critic(config: JointQCriticConfig, parts: Any) -> JointQCritic:
 
 
 register("critic", QCriticConfig, family="off_policy", provides=("q_values",),
-         factory=lambda config, parts: QCritic(parts.state_dim, parts.act_spaces, config),
+         factory=lambda config, parts: QCritic(parts.state_dim, parts.act_spaces, config, parts.state_space,
+                                               parts.source),
          learner=lambda critic, config, parts: QCriticLearner(critic, config))
 register("critic", JointQCriticConfig, _joint_q_critic, family="off_policy", provides=("joint_q_values",),
          learner=lambda critic, config, parts: QCriticLearner(critic, config))

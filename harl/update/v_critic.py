@@ -12,10 +12,14 @@ the same sequences as the actors.  Its state is ``(B, H)`` for EP and ``(B, A, H
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import torch
 from torch import nn
 
+from harl.nets.cnn import CNNBase
+from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layout, is_image
 from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer, init_linear
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
@@ -42,18 +46,29 @@ class VCriticConfig:
     huber_delta: float = setting(10.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
     max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
     value_norm: bool = setting(True, "normalise targets with a running mean/std (HARL's ValueNorm)")
+    encoder: str = setting("auto", "what reads the state: cnn (HARL's CNN base), mlp, or auto (cnn for a 3-D Box image state, else mlp)", one_of(ENCODERS))
+    channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto", one_of(CHANNEL_ORDERS))
 
 
 class VCritic(nn.Module):
     """V(s) -> values in env units (denormalised), shape ``(...,)`` for EP, ``(..., A)`` for FP."""
 
-    def __init__(self, state_dim: int, n_agents: int, config: VCriticConfig, recurrent: bool = False) -> None:
-        """``recurrent``: a GRU between the MLP and the value layer (follows ``[policy] recurrent``)."""
+    def __init__(self, state_dim: int, n_agents: int, config: VCriticConfig, recurrent: bool = False,
+                 state_space: Any = None, source: str = "pipeline") -> None:
+        """``recurrent``: a GRU between the MLP and the value layer (follows ``[policy] recurrent``).
+        ``state_space``: read for ``encoder`` (an image state gets HARL's CNN base by default)."""
         super().__init__()
         self.fp = config.state_type == "FP"
         self.n_agents = n_agents
-        in_dim = state_dim + (n_agents if self.fp else 0)
-        self.base = MLP(in_dim, config.hidden_sizes, config.activation, config.input_norm)
+        ids = n_agents if self.fp else 0
+        self.layout = (image_layout(state_space, config.channel_order, "critic", source)
+                       if is_image(state_space) else None)
+        self.base: nn.Module
+        if choose_encoder(state_space, config.encoder, "critic", source) == "cnn":
+            assert self.layout is not None
+            self.base = CNNBase(self.layout, config.hidden_sizes, config.activation, extra_dim=ids)
+        else:
+            self.base = MLP(state_dim + ids, config.hidden_sizes, config.activation, config.input_norm)
         width = self.base.out_dim
         self.rnn = GRULayer(width, width) if recurrent else None
         self.out = init_linear(nn.Linear(width, 1), 1.0)
@@ -69,6 +84,17 @@ class VCritic(nn.Module):
         ids = self.agent_ids.expand(*lead, self.n_agents, self.n_agents)
         return torch.cat([copies, ids], -1)
 
+    def encode(self, state: torch.Tensor) -> torch.Tensor:
+        """The base's features of each row (EP) or agent copy (FP); an image is convolved once per row."""
+        if isinstance(self.base, CNNBase):
+            if not self.fp:
+                return self.base(state)
+            lead = self.layout.lead(state)  # type: ignore[union-attr]
+            return self.base(state, self.agent_ids.expand(*lead, self.n_agents, self.n_agents))
+        if self.layout is not None:
+            state = self.layout.flat(state)
+        return self.base(self.inputs(state))
+
     @property
     def hidden_size(self) -> int:
         """Width of the GRU state (0: a feed-forward critic)."""
@@ -81,7 +107,7 @@ class VCritic(nn.Module):
         Recurrent: ``state`` (N, ds) holds B sequences of N / B steps, sequence-major,
         ``hidden`` (B, H) or (B, A, H) the state before each, ``starts`` (N,) 1 at episode starts.
         """
-        x = self.base(self.inputs(state))
+        x = self.encode(state)
         if self.rnn is None:
             return self.out(x).squeeze(-1), None
         if hidden is None or starts is None:
@@ -195,5 +221,6 @@ class VCriticLearner:
 register("critic", VCriticConfig, family="on_policy", default=True, provides=("state_values",),
          # a GRU critic with GRU actors, as in HARL
          factory=lambda config, parts: VCritic(parts.state_dim, parts.n_agents, config,
-                                               recurrent=parts.policy.recurrent != "none"),
+                                               recurrent=parts.policy.recurrent != "none",
+                                               state_space=parts.state_space, source=parts.source),
          learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator))

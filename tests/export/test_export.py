@@ -21,7 +21,7 @@ from harl.export import load_team
 from harl.export.deploy import team_actors
 from harl.nets.heads import avail_size
 from harl.policy.actor import Actor
-from tests.fakes import counting
+from tests.fakes import counting, images
 from tests.train_briefly import train_briefly
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
@@ -44,6 +44,9 @@ COUNTING_HASAC = "\n".join([
     '[critic]\nkind = "q"\ntwin = true\nhidden_sizes = [16]', '[updater.objective]\nkind = "sac"',
     '[policy]\nhidden_sizes = [16]', '[evaluator]\nepisodes = 1\nn_envs = 1', '[logging]\nprogress = false'])
 
+IMAGES_HAPPO = COUNTING_HAPPO.replace('"counting"', '"images"').format(recurrent="none")
+IMAGES_HASAC = COUNTING_HASAC.replace('"counting"', '"images"')
+
 
 def shipped_run(tmp: Path, pipeline: str, overrides: list[str], iterations: int = 2) -> Path:
     pytest.importorskip("mpe2", reason="the run uses MPE (pip install harl[mpe])")
@@ -53,7 +56,7 @@ def shipped_run(tmp: Path, pipeline: str, overrides: list[str], iterations: int 
 
 
 def counting_run(tmp: Path, text: str, iterations: int = 2) -> Path:
-    assert counting.CountingConfig  # registers the "counting" env kind
+    assert counting.CountingConfig and images.ImagesConfig  # registers the "counting" and "images" env kinds
     path, run = tmp / "p.toml", tmp / "run"
     path.write_text(text)
     train_briefly(path, [], run, iterations)
@@ -68,8 +71,11 @@ RUNS = {
     "happo_counting": lambda tmp: counting_run(tmp, COUNTING_HAPPO.format(recurrent="none")),
     "happo_counting_gru": lambda tmp: counting_run(tmp, COUNTING_HAPPO.format(recurrent="naive")),
     "hasac_counting": lambda tmp: counting_run(tmp, COUNTING_HASAC, 3),
+    "happo_images": lambda tmp: counting_run(tmp, IMAGES_HAPPO),
+    "hasac_images": lambda tmp: counting_run(tmp, IMAGES_HASAC, 3),
 }
-"""The teams: Box (clipped Gaussian means, tanh-bounded SAC and TD3), Discrete with masks, MultiDiscrete, dueling Q, GRU."""
+"""The teams: Box (clipped Gaussian means, tanh-bounded SAC and TD3), Discrete with masks, MultiDiscrete, dueling Q, GRU,
+CNN encoders (uint8 images, exported as the flattened HWC pixels in float32)."""
 
 
 @pytest.fixture(scope="module", params=sorted(RUNS))

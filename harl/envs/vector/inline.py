@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 import numpy as np
 from gymnasium import spaces
 
-from harl.envs.checks import EnvOutputCheck, as_float32, check_finite, describe_env, stack_avail
+from harl.envs.checks import EnvOutputCheck, as_stored, check_finite, describe_env, stack_avail
 from harl.envs.protocol import EnvStep, VectorStep
 from harl.envs.registry import make_env
 from harl.errors import EnvCrashedError, HarlError
@@ -117,8 +117,8 @@ class InlineVectorEnv:
         results = [self._reset_one(k, seed) for k, seed in enumerate(seeds)]
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        obs = [as_float32(np.stack([result[0][i] for result in results])) for i in range(self.n_agents)]
-        state = as_float32(np.stack([result[1] for result in results]))
+        obs = [as_stored(np.stack([result[0][i] for result in results])) for i in range(self.n_agents)]
+        state = as_stored(np.stack([result[1] for result in results]))
         self._check_finite(obs, state, None)
         return obs, state, stack_avail([result[2] for result in results], self._check.widths)
 
@@ -153,8 +153,8 @@ class InlineVectorEnv:
             truncated[k] = step.truncated
         if self._check.active:
             self._check.counted_step()
-        final_state = as_float32(np.stack([step.state for step in steps]))
-        obs = [as_float32(np.stack([step.obs[i] for step in steps])) for i in range(n_agents)]
+        final_state = as_stored(np.stack([step.state for step in steps]))
+        obs = [as_stored(np.stack([step.obs[i] for step in steps])) for i in range(n_agents)]
         self._check_finite(obs, final_state, rewards)
         self._returns += rewards.mean(axis=1, dtype=np.float64)
         self._lengths += 1

@@ -57,7 +57,7 @@ class D3QNConfig:
 
 
 def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: D3QNConfig, agent: int,
-               source: str, warmup_steps: int = 0) -> nn.Module:
+               source: str, warmup_steps: int = 0, encoder: nn.Module | None = None) -> nn.Module:
     if not isinstance(space, spaces.Discrete):
         raise ConfigError(
             f'{source}: updater.objective.kind: "d3qn" needs Discrete actions, but agent {agent} has '
@@ -65,7 +65,7 @@ def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: 
         )
     epsilon = (config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps, warmup_steps)
     return DuelingQActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
-                         config.dueling_hidden_sizes, config.dueling_activation, epsilon)
+                         config.dueling_hidden_sizes, config.dueling_activation, epsilon, encoder)
 
 
 class D3QNLearner:

@@ -58,10 +58,10 @@ def require_bounded_box(space: spaces.Space, agent: int, kind: str, source: str)
 
 
 def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: Any, agent: int,
-               source: str) -> nn.Module:
+               source: str, encoder: nn.Module | None = None) -> nn.Module:
     box = require_bounded_box(space, agent, config.kind, source)
     return DeterministicActor(obs_dim, box, policy.hidden_sizes, policy.activation, policy.input_norm,
-                              config.expl_noise)
+                              config.expl_noise, encoder)
 
 
 def smoothed_target_actions(actions: torch.Tensor, centre: torch.Tensor, half: torch.Tensor,

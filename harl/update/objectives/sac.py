@@ -84,17 +84,18 @@ def default_target_entropy(space: spaces.Space) -> float:
 
 
 def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: SACConfig, agent: int,
-               source: str) -> nn.Module:
+               source: str, encoder: nn.Module | None = None) -> nn.Module:
     if isinstance(space, spaces.Box):
         if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
             raise ConfigError(
                 f'{source}: updater.objective.kind: "sac" squashes actions into the Box bounds, but '
                 f"agent {agent}'s Box is unbounded; bound the env's action space"
             )
-        return SquashedGaussianActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm)
+        return SquashedGaussianActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
+                                     encoder)
     if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
         return CategoricalActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
-                                policy.output_gain)
+                                policy.output_gain, encoder)
     raise ConfigError(f"{source}: updater.objective.kind: \"sac\" cannot drive agent {agent}'s {describe_space(space)}")
 
 
