@@ -7,7 +7,8 @@ never join another Ray on the machine.  The cluster is stopped at the end by the
 the processes it started (never ``ray stop``, which would stop every Ray of the machine)
 and a test checks that none is left.
 
-Use them with ``from tests.ray_cluster import needs_ray, ray_cluster, ray_local  # noqa: F401``;
+Use them with ``from tests.ray_cluster import needs_ray, ray_cluster, ray_local  # noqa: F401``
+(and ``# noqa: F811`` on a test that takes one as an argument);
 tests marked ``needs_ray`` skip with the reason where Ray is not installed.
 """
 
