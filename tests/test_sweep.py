@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -223,3 +227,30 @@ class TestErrors:
         assert capsys.readouterr().err == (f"harl: --run-dir {tmp_path}: not empty; a sweep needs a new "
                                            "(or empty) directory (continue a stopped sweep with harl train "
                                            f"--resume {tmp_path})\n")
+
+
+@pytest.mark.slow
+def test_a_killed_trial_process_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """--jobs 2: kill -9 of a trial's process after its checkpoint 2 runs it again from there, and it
+    ends with the metrics of the uninterrupted run."""
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=300, env={"sleep": 0.01})
+    sweep_dir = tmp_path / "jobs"
+    process = subprocess.Popen([sys.executable, "-m", "harl", "train", str(pipeline), "--seeds", "1,2", "--jobs", "2",
+                                "--run-dir", str(sweep_dir), "--quiet"], text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    victim = sweep_dir / "run-s1"
+    deadline = time.monotonic() + 120
+    while not (victim / "checkpoints" / "iter_0000002.pt").is_file():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0]
+        time.sleep(0.1)
+    os.kill(int((victim / "train.log").read_text().split()[1]), signal.SIGKILL)
+    out, _ = process.communicate(timeout=240)
+    assert process.returncode == 0, out
+    assert "seed 1: its process was killed (signal 9); retry 1/2 resumes at iteration" in out
+    with (sweep_dir / "trials.csv").open() as f:
+        found = list(csv.DictReader(f))
+    assert [(r["status"], r["retries"]) for r in found] == [("finished", "1"), ("finished", "0")]
+    resumed_at = int(found[0]["started_at"].split(";")[1])
+    assert resumed_at >= 2 and f"resuming {victim} at iteration {resumed_at}" in (victim / "train.log").read_text()
+    assert main(["train", str(pipeline), "--seeds", "1", "--run-dir", str(tmp_path / "one"), "--quiet"]) == 0
+    assert rows(victim) == rows(tmp_path / "one" / "run-s1")

@@ -61,9 +61,9 @@ def test_in_process_ray_writes_the_local_metrics(ray_local: None, tmp_path: Path
     assert re.match(r"process \d+ on .+\nstarting .+\nfinished: 3 iterations, 60 env steps in \d+ s\n$", log)
 
 
-def _sweep_process(pipeline: Path, address: str, *args: str) -> subprocess.Popen[str]:
+def _sweep_process(pipeline: Path, cluster: LocalCluster, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "harl", "train", str(pipeline), "--seeds", "1,2", "--ray",
-                             address, "--quiet", *args], cwd=ROOT, text=True,
+                             cluster.address, "--quiet", *args], cwd=ROOT, text=True, env=cluster.env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
@@ -83,7 +83,7 @@ def test_two_nodes_a_killed_worker_resumes_from_its_checkpoint(ray_cluster: Loca
     metrics of the uninterrupted local runs."""
     pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=300, env={"sleep": 0.01})
     sweep_dir = tmp_path / "ray"
-    process = _sweep_process(pipeline, ray_cluster.address, "--run-dir", str(sweep_dir))
+    process = _sweep_process(pipeline, ray_cluster, "--run-dir", str(sweep_dir))
     victim = sweep_dir / "run-s1"
     _wait_for_checkpoint(victim, 2, process)
     pid = int((victim / "train.log").read_text().split()[1])
@@ -108,7 +108,7 @@ def test_two_nodes_ctrl_c_then_resume_the_sweep(ray_cluster: LocalCluster, tmp_p
     the same command with --resume SWEEP_DIR finishes them with the uninterrupted metrics."""
     pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=300, env={"sleep": 0.01})
     sweep_dir = tmp_path / "ray"
-    process = _sweep_process(pipeline, ray_cluster.address, "--run-dir", str(sweep_dir))
+    process = _sweep_process(pipeline, ray_cluster, "--run-dir", str(sweep_dir))
     _wait_for_checkpoint(sweep_dir / "run-s2", 2, process)
     process.send_signal(signal.SIGINT)
     out, _ = process.communicate(timeout=120)
@@ -117,7 +117,7 @@ def test_two_nodes_ctrl_c_then_resume_the_sweep(ray_cluster: LocalCluster, tmp_p
     stopped = trials_csv(sweep_dir)
     assert {r["status"] for r in stopped} == {"stopped"}
     assert all(15 > int(r["env_steps"]) // 20 >= 2 for r in stopped)
-    resumed = _sweep_process(pipeline, ray_cluster.address, "--resume", str(sweep_dir))
+    resumed = _sweep_process(pipeline, ray_cluster, "--resume", str(sweep_dir))
     out, _ = resumed.communicate(timeout=240)
     assert resumed.returncode == 0, out
     assert [r["status"] for r in trials_csv(sweep_dir)] == ["finished", "finished"]
