@@ -254,3 +254,29 @@ def test_a_killed_trial_process_resumes_from_its_checkpoint(tmp_path: Path) -> N
     assert resumed_at >= 2 and f"resuming {victim} at iteration {resumed_at}" in (victim / "train.log").read_text()
     assert main(["train", str(pipeline), "--seeds", "1", "--run-dir", str(tmp_path / "one"), "--quiet"]) == 0
     assert rows(victim) == rows(tmp_path / "one" / "run-s1")
+
+
+def test_resume_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--resume SWEEP_DIR runs the trials that did not finish, each from its newest checkpoint (here
+    seed 1 as if killed after checkpoint 1), to the metrics of the uninterrupted sweep; the same
+    command with other seeds is refused."""
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=60)
+    sweep_dir = tmp_path / "sweep"
+    assert main(["train", str(pipeline), "--seeds", "1,2", "--run-dir", str(sweep_dir), "--quiet"]) == 0
+    before = rows(sweep_dir / "run-s1")
+    for late in ("iter_0000002.pt", "iter_0000003.pt"):
+        (sweep_dir / "run-s1" / "checkpoints" / late).unlink()
+    summary = (sweep_dir / "trials.csv").read_text()
+    (sweep_dir / "trials.csv").write_text(summary.replace(",1,finished,", ",1,stopped,"))
+    capsys.readouterr()
+    assert main(["train", str(pipeline), "--seeds", "1,2,3", "--resume", str(sweep_dir)]) == 2
+    assert capsys.readouterr().err == (
+        f"harl: --resume {sweep_dir}: this sweep was started with other settings ({pipeline.resolve()} "
+        f"--seeds 1,2); repeat its command, or give --resume {sweep_dir} alone\n")
+    assert main(["train", str(pipeline), "--seeds", "1,2", "--resume", str(sweep_dir), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"sweep directory: {sweep_dir.resolve()} (2 trials, 1 to run; one at a time)" in out
+    assert f"resuming {(sweep_dir / 'run-s1').resolve()} at iteration 1 (20 env steps)" in out
+    assert rows(sweep_dir / "run-s1") == before
+    with (sweep_dir / "trials.csv").open() as f:
+        assert [(r["status"], r["started_at"]) for r in csv.DictReader(f)] == [("finished", "1"), ("finished", "")]
