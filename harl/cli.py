@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
                        epilog=TRAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("pipeline", nargs="?", help="pipeline TOML file (e.g. pipelines/happo_mpe_spread.toml)")
     overrides(t)
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its newest checkpoint")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its newest checkpoint (a sweep "
+                   "directory: its unfinished trials)")
     t.add_argument("--checkpoint", metavar="FILE", help="with --resume: continue from this checkpoint instead")
     t.add_argument("--run-dir", metavar="DIR", help="write the run here instead of <logging.dir>/<name>-s<seed>-<time> "
                    "(with --seeds: the sweep directory)")
