@@ -200,6 +200,7 @@ class TestErrors:
     @pytest.mark.parametrize(("args", "message"), [
         (["--jobs", "2"], "--jobs only goes with --seeds or --grid (it runs several trials at once)"),
         (["--ray"], "--ray runs a sweep's trials: it goes with --seeds or --grid"),
+        (["--storage", "/shared"], "--storage runs a sweep's trials: it goes with --seeds or --grid"),
         (["--seeds", "1", "--ray", "--jobs", "2"], "--jobs is for local processes; on Ray the cluster's free "
                                                    "CPUs decide how many trials run at once"),
         (["--grid", "updater.objective.lr=1e-4,x"], f"--grid point lr=x: {HAPPO}: updater.objective.lr (from "
@@ -280,3 +281,13 @@ def test_resume_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert rows(sweep_dir / "run-s1") == before
     with (sweep_dir / "trials.csv").open() as f:
         assert [(r["status"], r["started_at"]) for r in csv.DictReader(f)] == [("finished", "1"), ("finished", "")]
+
+
+def test_storage_holds_the_sweep_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--storage PATH: the sweep directory is made under PATH (not under logging.dir)."""
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=20)
+    assert main(["train", str(pipeline), "--seeds", "3", "--storage", str(tmp_path / "shared"), "--quiet"]) == 0
+    (sweep_dir,) = (tmp_path / "shared").iterdir()
+    assert sweep_dir.name.startswith("run-sweep-")
+    assert [p.name for p in sorted(sweep_dir.iterdir())] == ["run-s3", "summary.csv", "sweep.json", "trials.csv"]
+    assert f"sweep directory: {sweep_dir} (1 trial, 1 to run; one at a time)" in capsys.readouterr().out

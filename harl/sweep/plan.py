@@ -134,7 +134,8 @@ class Sweep:
             console.print(f"note: {note}", highlight=False)
         where = (f"on Ray ({address})" if address else
                  "one at a time" if jobs == 1 else f"{min(jobs, len(todo))} at a time")
-        console.print(f"sweep directory: {self.sweep_dir} ({len(self.states)} trials, {len(todo)} to run; "
+        n = len(self.states)
+        console.print(f"sweep directory: {self.sweep_dir} ({n} trial{'s' if n > 1 else ''}, {len(todo)} to run; "
                       f"{where})", highlight=False)
         display = Display(todo, console, quiet)
         try:
