@@ -291,3 +291,12 @@ def test_storage_holds_the_sweep_directory(tmp_path: Path, capsys: pytest.Captur
     assert sweep_dir.name.startswith("run-sweep-")
     assert [p.name for p in sorted(sweep_dir.iterdir())] == ["run-s3", "summary.csv", "sweep.json", "trials.csv"]
     assert f"sweep directory: {sweep_dir} (1 trial, 1 to run; one at a time)" in capsys.readouterr().out
+
+
+def test_ray_without_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ray where Ray is not installed names the extra, before any directory is made."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    assert main(["train", str(HAPPO), "--seeds", "1", "--ray", "--run-dir", str(tmp_path / "s")]) == 2
+    assert capsys.readouterr().err == ('harl: harl train --ray needs: pip install "harl[ray]" (the optional '
+                                       'package "ray" is not installed)\n')
+    assert not (tmp_path / "s").exists()
