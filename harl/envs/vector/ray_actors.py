@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 import socket
 import warnings
 import weakref
@@ -77,13 +78,16 @@ class EnvWorker:
         ignore_in_worker()
         self.venv = InlineVectorEnv(env_config, n_envs, seed, wrap_errors=False)
 
-    def describe(self) -> tuple[Any, ...]:
-        venv = self.venv
-        return (venv.n_agents, venv.observation_spaces, venv.action_spaces, venv.state_space,
-                socket.gethostname(), os.getpid())
+    # Replies travel as pickled bytes: Ray would hand the arrays out read-only (views of its
+    # object store), which torch refuses to share; unpickling copies them, as a pipe does.
 
-    def call(self, command: str, *args: Any) -> Any:
-        return getattr(self.venv, command)(*args)
+    def describe(self) -> bytes:
+        venv = self.venv
+        return pickle.dumps((venv.n_agents, venv.observation_spaces, venv.action_spaces, venv.state_space,
+                             socket.gethostname(), os.getpid()))
+
+    def call(self, command: str, *args: Any) -> bytes:
+        return pickle.dumps(getattr(self.venv, command)(*args))
 
 
 @attrs.define
@@ -260,7 +264,7 @@ class RayVectorEnv:
         replies: list[Any] = []
         for worker, ref in zip(workers, refs):
             try:
-                replies.append(ray.get(ref))
+                replies.append(pickle.loads(ray.get(ref)))
             except ray.exceptions.RayTaskError as exc:  # the env raised: a bug to fix, not retried
                 cause = exc.cause if isinstance(exc.cause, BaseException) else exc
                 raise self._crashed(worker, f"raised {_one_line(cause)} while {doing}", _INLINE) from exc
