@@ -64,8 +64,9 @@ def connect(cpus: int) -> bool:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(logging_level=logging.WARNING)
     else:
-        ray.init(num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
-                 logging_level=logging.WARNING)
+        # "local": a new Ray of our own, never one that ``ray start`` left running on this machine.
+        ray.init(address="local", num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES,
+                 include_dashboard=False, logging_level=logging.WARNING)
     return True
 
 
