@@ -33,6 +33,7 @@ examples:
   harl stages updater
   harl eval runs/happo-mpe-spread-s1-20261130-101500 --episodes 20
   harl train pipelines/happo_mpe_spread.toml --seeds 1,2,3 --jobs 2
+  harl train pipelines/happo_mpe_spread.toml --seeds 1-4 --grid updater.objective.lr=1e-4,5e-4 --ray auto
   harl plot runs/happo-mpe-spread-sweep-20261130-101500
   harl render runs/happo-mpe-spread-s1-20261130-101500 --episodes 3 --out spread.gif
   harl export runs/happo-mpe-spread-s1-20261130-101500 --format onnx --out spread-onnx
@@ -64,8 +65,19 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--run-dir", metavar="DIR", help="write the run here instead of <logging.dir>/<name>-s<seed>-<time> "
                    "(with --seeds: the sweep directory)")
     t.add_argument("--seeds", metavar="LIST", help="one run per seed, e.g. 1,2,3 or 1-5, in one sweep directory")
+    t.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                   help="a sweep over these values of a key (repeatable: the product), e.g. "
+                   "--grid updater.objective.lr=1e-4,5e-4")
     t.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="with --seeds: run N seeds at once, each in its own process (default 1)")
+                   help="with --seeds/--grid: run N trials at once, each in its own process (default 1)")
+    t.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run the sweep's trials as Ray tasks: on the cluster at ADDRESS, or (auto, also "
+                   "RAY_ADDRESS) the one Ray finds; see docs/ray.md")
+    t.add_argument("--storage", metavar="PATH", help="with --ray: make the sweep directory under PATH, a "
+                   "directory every node reaches at that path (a shared filesystem)")
+    t.add_argument("--max-retries", type=int, default=2, metavar="N",
+                   help="restart a trial whose process or Ray worker died up to N times, from its newest "
+                   "checkpoint (default 2)")
     t.add_argument("--quiet", action="store_true", help="no progress display or log lines (batch jobs)")
 
     c = sub.add_parser("check", help="validate a pipeline and build every stage, run nothing")
@@ -113,11 +125,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
     from harl.run import resume_run, start_run
+    from harl.sweep.plan import RECORD
 
-    if args.jobs != 1 and not args.seeds:
-        raise HarlError("--jobs only goes with --seeds (it runs several seeds at once)")
-    if args.seeds:
-        return _train_seeds(args, console)
+    sweep = args.seeds or args.grid or (args.resume and (Path(args.resume) / RECORD).is_file())
+    if args.jobs != 1 and not sweep:
+        raise HarlError("--jobs only goes with --seeds or --grid (it runs several trials at once)")
+    if sweep:
+        return _train_sweep(args, console)
+    if args.ray or args.storage:
+        raise HarlError(f"--{'ray' if args.ray else 'storage'} runs a sweep's trials: it goes with --seeds or --grid")
     if args.resume:
         if args.pipeline or args.overrides or args.run_dir:
             raise HarlError("harl train --resume RUN_DIR takes no pipeline file, --set or --run-dir: "
@@ -167,23 +183,39 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     return exit_status(result.signum or signal.SIGINT) if result.interrupted else 0
 
 
-def _train_seeds(args: argparse.Namespace, console: Console) -> int:
-    from harl.sweep import Sweep, exit_code, follow_ups, parse_seeds, summary_table
+def _train_sweep(args: argparse.Namespace, console: Console) -> int:
+    from harl.sweep.plan import Request, Sweep
+    from harl.sweep.ray_backend import ray_address
+    from harl.sweep.report import exit_code, follow_ups, summary_table
 
-    if args.resume or args.checkpoint:
-        raise HarlError("--seeds starts new runs; resume each seed's run on its own with "
-                        "harl train --resume RUN_DIR")
-    if not args.pipeline:
-        raise HarlError("harl train --seeds needs a pipeline file, e.g. harl train "
+    address = ray_address(args.ray)
+    if args.jobs < 1 or args.max_retries < 0:
+        raise HarlError(f"--{'jobs' if args.jobs < 1 else 'max-retries'}: expected a "
+                        f"{'positive' if args.jobs < 1 else 'non-negative'} integer, got "
+                        f"{args.jobs if args.jobs < 1 else args.max_retries}")
+    if address and args.jobs != 1:
+        raise HarlError("--jobs is for local processes; on Ray the cluster's free CPUs decide how many "
+                        "trials run at once")
+    if args.checkpoint:
+        raise HarlError("--checkpoint goes with --resume RUN_DIR of one run; a sweep resumes each trial "
+                        "from its newest checkpoint")
+    request = Request.parse(args.pipeline, args.overrides, args.seeds, args.grid) if args.pipeline else None
+    if args.resume:
+        if args.run_dir or args.storage:
+            raise HarlError("--resume SWEEP_DIR continues a sweep in its own directory: drop --run-dir/--storage")
+        sweep = Sweep.resume(Path(args.resume), request)
+    elif request is None:
+        raise HarlError("harl train --seeds/--grid needs a pipeline file, e.g. harl train "
                         "pipelines/happo_mpe_spread.toml --seeds 1,2,3")
-    sweep = Sweep(args.pipeline, args.overrides, parse_seeds(args.seeds), args.jobs,
-                  Path(args.run_dir) if args.run_dir else None, args.quiet, console)
-    results = sweep.run()
-    console.print(summary_table(results, f"{sweep.sweep_dir}: {len(results)} seeds"))
-    for line in follow_ups(sweep, results):
-        console.print(line, highlight=False)
+    else:
+        sweep = Sweep.new(request, Path(args.run_dir) if args.run_dir else None,
+                          Path(args.storage) if args.storage else None)
+    sweep.run(args.jobs, address, args.max_retries, args.quiet, console)
+    console.print(summary_table(sweep.states, f"{sweep.sweep_dir}: {len(sweep.states)} trials"))
+    for line in follow_ups(sweep.sweep_dir, sweep.states):
+        console.print(line, highlight=False, markup=False)
     console.print(f"curves: harl plot {sweep.sweep_dir}", highlight=False)
-    return exit_code(results)
+    return exit_code(sweep.states)
 
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:

@@ -1,0 +1,99 @@
+"""One trial of a sweep, in whichever process runs it: this one (``--jobs 1``), a local
+process (``python -m harl.sweep.trial RUN_DIR``, for ``--jobs N``) or a Ray worker.
+
+The sweep writes each trial's resolved ``pipeline.toml`` into its run directory before
+anything runs, so a trial needs nothing but that directory: it starts from
+``pipeline.toml`` when the directory has no checkpoint yet, else it resumes from the
+newest one, with the same exactness as ``harl train --resume``.  That is what makes a
+restarted trial (its worker died) or a resumed sweep continue where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import attrs
+
+from harl.errors import HarlError
+from harl.run_files import PATTERN, list_checkpoints
+from harl.signals import exit_status, shielded
+
+LOG = "train.log"
+
+
+@attrs.frozen
+class Outcome:
+    status: str
+    """finished, stopped or failed."""
+    message: str = ""
+    """For a failed trial: the harl error's message."""
+    started_at: int = 0
+    """The iteration it started from (0: from scratch; k: resumed from checkpoint k)."""
+    signum: int = 0
+    """For a stopped trial: the signal that stopped it."""
+
+
+def checkpoint_iteration(run_dir: Path) -> int:
+    """The iteration of the run's newest complete checkpoint (0 when it has none)."""
+    found = list_checkpoints(run_dir)
+    match = PATTERN.match(found[-1].name) if found else None
+    return int(match.group(1)) if match else 0
+
+
+def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
+    """Start or resume the run in ``run_dir`` and train it to its end (or a stop signal)."""
+    from harl.run import resume_run, start_run
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    started_at = checkpoint_iteration(run_dir)
+    try:
+        if started_at:
+            trainer = resume_run(run_dir)
+            if trainer.counters.iteration >= trainer.total_iterations:
+                trainer.stages.close()
+                return Outcome("finished", started_at=started_at)
+            say(f"resuming {run_dir} at iteration {started_at} ({trainer.counters.env_steps:,} env steps)")
+        else:
+            trainer, _ = start_run(run_dir / "pipeline.toml", [], run_dir)
+            say(f"starting {run_dir}")
+        try:
+            result = trainer.train(quiet=quiet)
+        finally:
+            with shielded(say):
+                trainer.stages.close()
+    except HarlError as exc:
+        return Outcome("failed", str(exc), started_at)
+    c = result.counters
+    say(f"{'stopped' if result.interrupted else 'finished'}: {c.iteration} iterations, "
+        f"{c.env_steps:,} env steps in {c.wall_time:.0f} s")
+    return Outcome("stopped" if result.interrupted else "finished", "", started_at, result.signum)
+
+
+def run_logged(run_dir: Path) -> Outcome:
+    """``run_trial`` with this process's output appended to the run's ``train.log``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with (run_dir / LOG).open("a", encoding="utf-8") as log, contextlib.redirect_stdout(log), \
+            contextlib.redirect_stderr(log):
+        print(f"process {os.getpid()} on {socket.gethostname()}", flush=True)
+        outcome = run_trial(run_dir)
+        if outcome.status == "failed":
+            print(f"harl: {outcome.message}", flush=True)
+        return outcome
+
+
+def exit_code(outcome: Outcome) -> int:
+    """A local trial process's exit status: 0 finished, 128+signal stopped, 2 failed."""
+    if outcome.status == "stopped":
+        return exit_status(outcome.signum or signal.SIGINT)
+    return 0 if outcome.status == "finished" else 2
+
+
+if __name__ == "__main__":  # python -m harl.sweep.trial RUN_DIR (a --jobs N process)
+    sys.exit(exit_code(run_logged(Path(sys.argv[1]))))
