@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import sys
@@ -17,13 +16,14 @@ import pytest
 from harl.checkpoint import latest_checkpoint, load_checkpoint
 from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
-from harl.envs.vector import make_vector_env
+from harl.envs.vector import make_vector_env, ray_actors
 from harl.errors import ConfigError, EnvCrashedError, HarlError, MissingExtraError
 from harl.logging.csv_log import read_metrics
 from harl.run import start_run
 from tests.envs.test_vector import _actions
 from tests.fakes.bad_env import write_pipeline
 from tests.fakes.counting import CountingConfig
+from tests.ray_cluster import OBJECT_STORE_BYTES, LocalCluster, needs_ray, ray_cluster  # noqa: F401
 
 ROOT = Path(__file__).parents[2]
 WALL_CLOCK = ("wall_time", "steps_per_s")
@@ -46,8 +46,6 @@ def test_restart_workers_needs_the_ray_backend() -> None:
                                  'backend = "inline"; remove the key or set backend = "ray"')
 
 
-needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                               reason='the ray backend needs Ray (pip install "harl[ray]")')
 
 
 def alive(pid: int) -> bool:
@@ -84,6 +82,33 @@ def test_starts_a_local_ray_and_stops_it() -> None:
     assert gone(pids)
 
 
+@needs_ray
+def test_actors_on_two_nodes(ray_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """With RAY_ADDRESS, the actors go to the cluster (one per 1-CPU node here), give inline's batches,
+    a killed one is restarted there, and close leaves the cluster running without them."""
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to another Ray")
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
+    inline = make_vector_env(CountingConfig(episode_length=3), n_envs=3, backend="inline", seed=4)
+    venv = make_vector_env(CountingConfig(episode_length=3), n_envs=3, backend="ray", workers=2, seed=4,
+                           restart_workers=True)
+    try:
+        assert len(set(venv.worker_nodes)) == 2
+        assert same(run(inline, 4), run(venv, 4))
+        os.kill(venv.worker_pids[0], signal.SIGKILL)
+        with pytest.warns(RuntimeWarning, match=r"worker 0 \(hosting envs 0-1.*2 env steps lost"):
+            step = venv.step(_actions(3))
+        assert step.truncated.tolist() == [True, True, False] and len(set(venv.worker_nodes)) == 2
+    finally:
+        pids = venv.worker_pids
+        venv.close()
+        inline.close()
+    assert gone(pids) and not ray.is_initialized()
+    assert ray_cluster.processes()  # the cluster itself is still up: close only disconnected
+
+
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[object]:
     """One local Ray for the tests below (started once: it takes seconds)."""
@@ -91,7 +116,8 @@ def local_ray() -> Iterator[object]:
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, object_store_memory=200 * 1024**2, include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=2, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
+                 logging_level="WARNING")
     yield ray
     if started:
         ray.shutdown()
@@ -194,6 +220,16 @@ class TestOnLocalRay:
             pids = venv.worker_pids
             venv.close()
         assert gone(pids)
+
+    def test_actors_that_cannot_be_placed(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """More actors than the cluster has CPUs: a clear error after the start-up timeout, not a hang."""
+        monkeypatch.setattr(ray_actors, "START_TIMEOUT_S", 3.0)
+        with pytest.raises(EnvCrashedError) as caught:
+            make_vector_env(CountingConfig(), n_envs=3, backend="ray", workers=3)
+        assert str(caught.value).startswith("Environment worker ")
+        assert str(caught.value).endswith(
+            "was not running within 3 s (each env worker needs 1 CPU; the Ray cluster has 0 of 2 free). "
+            "Lower [collector] workers, or add CPUs (nodes) to the Ray cluster.")
 
     def test_close_is_idempotent_and_render_is_refused(self) -> None:
         """close() can be repeated; render is refused with the reason and the way to render."""

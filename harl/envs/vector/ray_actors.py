@@ -84,8 +84,10 @@ class EnvWorker:
 
     def describe(self) -> bytes:
         venv = self.venv
+        import ray
+
         return pickle.dumps((venv.n_agents, venv.observation_spaces, venv.action_spaces, venv.state_space,
-                             socket.gethostname(), os.getpid()))
+                             socket.gethostname(), os.getpid(), ray.get_runtime_context().get_node_id()))
 
     def call(self, command: str, *args: Any) -> bytes:
         return pickle.dumps(getattr(self.venv, command)(*args))
@@ -100,6 +102,8 @@ class _Worker:
     where: str = "not started"
     """``host`` and ``pid`` of the actor's process, for messages."""
     pid: int = 0
+    node: str = ""
+    """The Ray node id of the actor."""
 
     def envs_text(self) -> str:
         last = self.stop - 1
@@ -172,13 +176,18 @@ class RayVectorEnv:
                                START_TIMEOUT_S, restartable=False)
         for worker, reply in zip(workers, replies):
             worker.where = f"pid {reply[5]} on {reply[4]}"
-            worker.pid = reply[5]
+            worker.pid, worker.node = reply[5], reply[6]
         return replies[0]
 
     @property
     def worker_pids(self) -> list[int]:
-        """The actors' process ids (on their nodes), for tests and messages."""
+        """The actors' process ids (each on its own node)."""
         return [w.pid for w in self._workers]
+
+    @property
+    def worker_nodes(self) -> list[str]:
+        """The Ray node ids the actors run on."""
+        return [w.node for w in self._workers]
 
     # ----------------------------------------------------------------- the VectorEnv contract
 
@@ -261,6 +270,11 @@ class RayVectorEnv:
         _, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         if waiting:
             late = workers[refs.index(waiting[0])]
+            if doing == "starting":
+                free, total = (r.get("CPU", 0.0) for r in (ray.available_resources(), ray.cluster_resources()))
+                raise self._crashed(late, f"was not running within {timeout:.0f} s (each env worker needs 1 CPU; "
+                                    f"the Ray cluster has {free:g} of {total:g} free)",
+                                    "Lower [collector] workers, or add CPUs (nodes) to the Ray cluster.")
             raise self._crashed(late, f"did not answer within {timeout:.0f} s while {doing}", _RESTART)
         replies: list[Any] = []
         for worker, ref in zip(workers, refs):
