@@ -266,21 +266,19 @@ class TestOnLocalRay:
         assert rows[1] == rows[0]
 
     def test_dead_actor_stops_the_run_with_a_checkpoint(self, tmp_path: Path) -> None:
-        """An actor killed while the networks update: the run stops with the env-crash error, and the
-        checkpoint holds the last whole iteration."""
+        """An actor killed after two iterations: the third collect stops the run with the env-crash
+        error, and the exit checkpoint holds the last whole iteration."""
         pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=200, every=100, backend="ray", workers=2)
         trainer, _ = start_run(pipeline, [], tmp_path / "run")
-        update = trainer.stages.updater.update
-        calls = []
+        collector, pids = trainer.stages.collector, trainer.stages.venv.worker_pids
+        collect = collector.collect
 
-        def update_then_kill(*args: object, **kwargs: object) -> object:
-            calls.append(1)
-            if len(calls) == 2:
-                os.kill(trainer.stages.venv.worker_pids[1], signal.SIGKILL)
-            return update(*args, **kwargs)
+        def third_collect_kills(buffer: object) -> object:
+            if trainer.counters.iteration == 2:
+                os.kill(pids[1], signal.SIGKILL)
+            return collect(buffer)
 
-        trainer.stages.updater.update = update_then_kill
-        pids = trainer.stages.venv.worker_pids
+        collector.collect = third_collect_kills
         try:
             with pytest.raises(EnvCrashedError, match=r"worker 1 \(hosting env 1; Ray actor pid \d+ on .*\) died"):
                 trainer.train(quiet=True)

@@ -284,7 +284,7 @@ class RayVectorEnv:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else exc
                 raise self._crashed(worker, f"raised {_one_line(cause)} while {doing}", _INLINE) from exc
             except ray.exceptions.RayActorError as exc:
-                reason = _first_line(exc)
+                reason = _first_line(exc).rstrip(".")
                 if not restartable:
                     raise self._crashed(worker, f"died while {doing} ({reason})", _RESTART) from None
                 replies.append(_Dead(reason))
