@@ -174,6 +174,18 @@ class TestOnLocalRay:
             "to see the full traceback.")
         assert gone(pids)
 
+    def test_env_that_cannot_be_built(self) -> None:
+        """An env constructor that fails inside an actor: its harl message, not Ray's "creation task" one."""
+        from harl.envs.python_env import PythonEnvConfig
+
+        config = PythonEnvConfig(factory="tests.fakes.bad_env:make", kwargs={"mode": "ctor_raises"})
+        with pytest.raises(EnvCrashedError) as caught:
+            make_vector_env(config, n_envs=2, backend="ray", workers=2)
+        assert str(caught.value) == (
+            'Environment worker 0 (hosting env 0; Ray actor being started) reported: env.factory: '
+            '"tests.fakes.bad_env:make" raised ValueError: unknown map \'x\' while building the environment. '
+            'Try [collector] backend = "inline" to see the full traceback.')
+
     def test_killed_actor_is_reported_without_hanging(self) -> None:
         """An actor killed by a signal: the worker and its envs are named within seconds, no actor is left."""
         venv = make_vector_env(CountingConfig(), n_envs=3, backend="ray", workers=2)

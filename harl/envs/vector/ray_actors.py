@@ -77,15 +77,23 @@ class EnvWorker:
         # Ctrl-C and a scheduler's SIGTERM reach the process group; the Trainer decides when
         # envs stop.
         ignore_in_worker()
-        self.venv = InlineVectorEnv(env_config, n_envs, seed, wrap_errors=False)
+        # An env that fails to build is reported by ``describe``: an exception raised here would
+        # reach the Trainer only as Ray's "actor died in its creation task", without its message.
+        self.error: Exception | None = None
+        try:
+            self.venv = InlineVectorEnv(env_config, n_envs, seed, wrap_errors=False)
+        except Exception as exc:
+            self.error = exc
 
     # Replies travel as pickled bytes: Ray would hand the arrays out read-only (views of its
     # object store), which torch refuses to share; unpickling copies them, as a pipe does.
 
     def describe(self) -> bytes:
-        venv = self.venv
         import ray
 
+        if self.error is not None:
+            raise self.error
+        venv = self.venv
         return pickle.dumps((venv.n_agents, venv.observation_spaces, venv.action_spaces, venv.state_space,
                              socket.gethostname(), os.getpid(), ray.get_runtime_context().get_node_id()))
 
@@ -99,7 +107,7 @@ class _Worker:
     start: int
     stop: int
     actor: Any = None
-    where: str = "not started"
+    where: str = "being started"
     """``host`` and ``pid`` of the actor's process, for messages."""
     pid: int = 0
     node: str = ""
@@ -282,7 +290,9 @@ class RayVectorEnv:
                 replies.append(pickle.loads(ray.get(ref)))
             except ray.exceptions.RayTaskError as exc:  # the env raised: a bug to fix, not retried
                 cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-                raise self._crashed(worker, f"raised {_one_line(cause)} while {doing}", _INLINE) from exc
+                what = (f"reported: {str(cause).rstrip('.')}" if isinstance(cause, HarlError)
+                        else f"raised {_one_line(cause)} while {doing}")
+                raise self._crashed(worker, what, _INLINE) from exc
             except ray.exceptions.RayActorError as exc:
                 reason = _first_line(exc).rstrip(".")
                 if not restartable:
