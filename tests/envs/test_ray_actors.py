@@ -233,6 +233,22 @@ class TestOnLocalRay:
             venv.close()
         assert gone(pids)
 
+    def test_hung_actor_is_reported(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An env step that never returns (here: longer than a shortened timeout) is reported, and its
+        actor killed, instead of the run hanging."""
+        from harl.envs.python_env import PythonEnvConfig
+
+        monkeypatch.setattr(ray_actors, "TIMEOUT_S", 1.0)
+        config = PythonEnvConfig(factory="tests.fakes.bad_env:make", kwargs={"sleep": 30.0})
+        venv = make_vector_env(config, n_envs=2, backend="ray", workers=2)
+        venv.reset()
+        pids = venv.worker_pids
+        started = time.monotonic()
+        with pytest.raises(EnvCrashedError, match=r"worker 0 \(hosting env 0; .*\) did not answer within 1 s while "
+                                                  r"stepping"):
+            venv.step([np.zeros((2, 1), np.float32), np.zeros((2, 1), np.int64)])
+        assert gone(pids) and time.monotonic() - started < 15.0
+
     def test_actors_that_cannot_be_placed(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """More actors than the cluster has CPUs: a clear error after the start-up timeout, not a hang."""
         monkeypatch.setattr(ray_actors, "START_TIMEOUT_S", 3.0)
