@@ -283,7 +283,8 @@ class RayVectorEnv:
                 raise self._crashed(late, f"was not running within {timeout:.0f} s (each env worker needs 1 CPU; "
                                     f"the Ray cluster has {free:g} of {total:g} free)",
                                     "Lower [collector] workers, or add CPUs (nodes) to the Ray cluster.")
-            raise self._crashed(late, f"did not answer within {timeout:.0f} s while {doing}", _RESTART)
+            raise self._crashed(late, f"did not answer within {timeout:.0f} s while {doing}",
+                                "Its actor was killed; an env call should never take this long.")
         replies: list[Any] = []
         for worker, ref in zip(workers, refs):
             try:
