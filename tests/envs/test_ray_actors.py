@@ -293,26 +293,36 @@ class TestOnLocalRay:
         assert len(rows[0]) == 2 and rows[0][-1]["train_return"]  # an episode (of 25 steps) ended
         assert rows[1] == rows[0]
 
-    def test_dead_actor_stops_the_run_with_a_checkpoint(self, tmp_path: Path) -> None:
-        """An actor killed after two iterations: the third collect stops the run with the env-crash
-        error, and the exit checkpoint holds the last whole iteration."""
-        pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=200, every=100, backend="ray", workers=2)
+    @pytest.mark.parametrize("restart", [False, True])
+    def test_dead_actor_in_a_run(self, restart: bool, tmp_path: Path) -> None:
+        """An actor killed after two iterations: the third collect stops the run with the env-crash error
+        and the exit checkpoint holds the last whole iteration; with restart_workers the run goes on to
+        its end, one env step lost."""
+        pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=100, every=100, backend="ray", workers=2,
+                                  restart_workers=restart)
         trainer, _ = start_run(pipeline, [], tmp_path / "run")
-        collector, pids = trainer.stages.collector, trainer.stages.venv.worker_pids
+        venv = trainer.stages.venv
+        collector, pids = trainer.stages.collector, venv.worker_pids
         collect = collector.collect
 
         def third_collect_kills(buffer: object) -> object:
-            if trainer.counters.iteration == 2:
+            if trainer.counters.iteration == 2 and alive(pids[1]):
                 os.kill(pids[1], signal.SIGKILL)
             return collect(buffer)
 
         collector.collect = third_collect_kills
         try:
-            with pytest.raises(EnvCrashedError, match=r"worker 1 \(hosting env 1; Ray actor pid \d+ on .*\) died"):
-                trainer.train(quiet=True)
+            if restart:
+                with pytest.warns(RuntimeWarning, match="1 env steps lost"):
+                    assert trainer.train(quiet=True).counters.iteration == 5
+                assert venv.lost_steps == 1 and len(read_metrics(tmp_path / "run" / "metrics.csv")) == 5
+            else:
+                with pytest.raises(EnvCrashedError, match=r"worker 1 \(hosting env 1; Ray actor pid \d+ on .*\) died"):
+                    trainer.train(quiet=True)
+                assert load_checkpoint(latest_checkpoint(tmp_path / "run"))["counters"]["iteration"] == 2
         finally:
+            pids = venv.worker_pids
             trainer.stages.close()
-        assert load_checkpoint(latest_checkpoint(tmp_path / "run"))["counters"]["iteration"] == 2
         assert gone(pids)
 
 
