@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
                        epilog=TRAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("pipeline", nargs="?", help="pipeline TOML file (e.g. pipelines/happo_mpe_spread.toml)")
     overrides(t)
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its newest checkpoint")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its newest checkpoint (a sweep "
+                   "directory: its unfinished trials)")
     t.add_argument("--checkpoint", metavar="FILE", help="with --resume: continue from this checkpoint instead")
     t.add_argument("--run-dir", metavar="DIR", help="write the run here instead of <logging.dir>/<name>-s<seed>-<time> "
                    "(with --seeds: the sweep directory)")
@@ -185,7 +186,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
 
 def _train_sweep(args: argparse.Namespace, console: Console) -> int:
     from harl.sweep.plan import Request, Sweep
-    from harl.sweep.ray_backend import ray_address
+    from harl.sweep.ray_backend import import_ray, ray_address
     from harl.sweep.report import exit_code, follow_ups, summary_table
 
     address = ray_address(args.ray)
@@ -193,6 +194,8 @@ def _train_sweep(args: argparse.Namespace, console: Console) -> int:
         raise HarlError(f"--{'jobs' if args.jobs < 1 else 'max-retries'}: expected a "
                         f"{'positive' if args.jobs < 1 else 'non-negative'} integer, got "
                         f"{args.jobs if args.jobs < 1 else args.max_retries}")
+    if address:
+        import_ray()  # a missing extra before any directory is made
     if address and args.jobs != 1:
         raise HarlError("--jobs is for local processes; on Ray the cluster's free CPUs decide how many "
                         "trials run at once")

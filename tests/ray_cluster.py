@@ -3,11 +3,15 @@
 
 Both keep Ray small (1 CPU per node, a 200 MB object store, no dashboard) and use their
 own short temp directory (Unix socket paths must stay under ~100 characters), so they
-never join another Ray on the machine.  The cluster is stopped at the end by the ids of
+never join another Ray on the machine.  They run without Ray's token authentication
+(``RAY_AUTH_MODE=disabled``, only on 127.0.0.1): the token in ``~/.ray/auth_token`` is
+shared by every Ray user of the machine and may change under a running test; a process
+that connects to the cluster gets the same setting from ``LocalCluster.env``.  The cluster is stopped at the end by the ids of
 the processes it started (never ``ray stop``, which would stop every Ray of the machine)
 and a test checks that none is left.
 
-Use them with ``from tests.ray_cluster import needs_ray, ray_cluster, ray_local  # noqa: F401``;
+Use them with ``from tests.ray_cluster import needs_ray, ray_cluster, ray_local  # noqa: F401``
+(and ``# noqa: F811`` on a test that takes one as an argument);
 tests marked ``needs_ray`` skip with the reason where Ray is not installed.
 """
 
@@ -34,6 +38,7 @@ needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
 
 OBJECT_STORE_BYTES = 200 * 1024**2
 """The smallest object store Ray accepts is ~75 MB; trials pass paths, not arrays."""
+ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def _free_port() -> int:
@@ -79,6 +84,11 @@ class LocalCluster:
     seen: set[int] = attrs.Factory(set)
     """Every process id the nodes have had (collected while they ran, for the teardown)."""
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of a process that connects to the cluster (``--ray ADDRESS``)."""
+        return {**os.environ, **ENV}
+
     def processes(self) -> list[int]:
         """The live processes of the cluster: the ``ray start`` processes and their descendants."""
         for node in self.nodes:
@@ -111,22 +121,25 @@ def _ray_start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen([ray, "start", "--block", "--num-cpus", "1", "--num-gpus", "0",
                                  "--object-store-memory", str(OBJECT_STORE_BYTES), *args],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env={**os.environ, **ENV})
 
 
-def _wait_for_nodes(address: str, count: int, cluster: LocalCluster, timeout: float = 120) -> None:
-    """Until ``count`` nodes are alive (asked in a child process, so this one stays unconnected)."""
+def _wait_for_nodes(address: str, count: int, cluster: LocalCluster, timeout: float = 300) -> None:
+    """Until every node's log says it started and ``count`` nodes are alive (asked in a child
+    process, so this one stays unconnected); minutes on a loaded machine."""
     probe = ("import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
              "print(sum(n['Alive'] for n in ray.nodes()))")
     deadline = time.monotonic() + timeout
+    logs = [cluster.temp_dir / name for name in ("head.log", "worker.log")[:count]]
     while time.monotonic() < deadline:
         cluster.processes()
         if any(node.poll() is not None for node in cluster.nodes):
             raise RuntimeError(f"a ray start process exited; see the logs in {cluster.temp_dir}")
-        done = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True,
-                              timeout=60)
-        if done.returncode == 0 and done.stdout.strip().splitlines()[-1:] == [str(count)]:
-            return
+        if all("Ray runtime started" in log.read_text(errors="replace") for log in logs):
+            done = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True,
+                                  timeout=120, env=cluster.env)
+            if done.returncode == 0 and done.stdout.strip().splitlines()[-1:] == [str(count)]:
+                return
         time.sleep(1)
     raise RuntimeError(f"the local Ray cluster did not reach {count} nodes in {timeout:.0f} s")
 
@@ -165,6 +178,9 @@ def ray_local() -> Iterator[None]:
     """``ray.init`` in this process with 2 CPUs (a fresh local instance), shut down after the test."""
     ray = pytest.importorskip("ray", reason='needs Ray (pip install "harl[ray]")')
     temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    monkeypatch = pytest.MonkeyPatch()
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
     ray.init(address="local", num_cpus=2, num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
              include_dashboard=False, _temp_dir=temp_dir, logging_level="ERROR", log_to_driver=False,
              configure_logging=False)
@@ -172,4 +188,5 @@ def ray_local() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+        monkeypatch.undo()
         shutil.rmtree(temp_dir, ignore_errors=True)

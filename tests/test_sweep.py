@@ -1,19 +1,27 @@
-"""harl.sweep and harl train --seeds: seed lists, sweep directories, the summary, parallel jobs."""
+"""harl.sweep and harl train --seeds/--grid: seed lists, grids, sweep directories, the summaries,
+parallel jobs, retries and resume (Ray: tests/test_sweep_ray.py)."""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from rich.console import Console
 
 from harl.cli import main
 from harl.errors import HarlError
 from harl.logging.csv_log import read_metrics
-from harl.sweep import SeedResult, Sweep, exit_code, follow_ups, parse_seeds
+from harl.sweep.grid import Trial, parse_grid, parse_seeds, split_values, trials
+from harl.sweep.report import exit_code, follow_ups
+from harl.sweep.state import TrialState
+from tests.fakes.bad_env import write_pipeline
 from tests.test_cli import HAPPO, tiny
 
 WALL_CLOCK = ("wall_time", "steps_per_s")
@@ -42,26 +50,57 @@ class TestParseSeeds:
         assert str(info.value) == message
 
 
-def test_exit_code() -> None:
-    """0 when all finished, 130 when any was stopped, 1 when one failed."""
-    def result(status: str) -> SeedResult:
-        return SeedResult(1, Path("x"), status, None, None, None)
+class TestParseGrid:
+    def test_values_are_split_outside_brackets_and_quotes(self) -> None:
+        """Commas inside a TOML list or a string belong to the value."""
+        assert split_values('[64,64],[128, 128], "a,b" ,x') == ["[64,64]", "[128, 128]", '"a,b"', "x"]
 
-    assert exit_code([result("finished"), result("finished")]) == 0
-    assert exit_code([result("finished"), result("stopped"), result("not started")]) == 130
-    assert exit_code([result("finished"), result("failed (exit 2)")]) == 1
+    def test_the_product_of_seeds_and_values(self) -> None:
+        """Grid points outer (first key slowest), seeds inner."""
+        grid = parse_grid(["updater.objective.lr=1e-4,5e-4", "env.scenario=a,b"], [])
+        found = trials([1, 2], grid)
+        assert len(found) == 8
+        assert found[:3] == [Trial(1, (("updater.objective.lr", "1e-4"), ("env.scenario", "a"))),
+                             Trial(2, (("updater.objective.lr", "1e-4"), ("env.scenario", "a"))),
+                             Trial(1, (("updater.objective.lr", "1e-4"), ("env.scenario", "b")))]
+        assert found[0].dir_name("happo") == "happo-lr_1e-4-scenario_a-s1"
+        assert found[0].overrides == ["updater.objective.lr=1e-4", "env.scenario=a", "run.seed=1"]
+
+    @pytest.mark.parametrize(("texts", "overrides", "message"), [
+        (["lr"], [], "--grid lr: expected KEY=VALUE1,VALUE2,... with a dotted key path, e.g. --grid "
+                     "updater.objective.lr=1e-4,5e-4"),
+        (["a.b=1,,2"], [], "--grid a.b=1,,2: expected KEY=VALUE1,VALUE2,... with a dotted key path, e.g. "
+                           "--grid updater.objective.lr=1e-4,5e-4"),
+        (["run.seed=1,2"], [], "--grid run.seed=1,2: seeds are --seeds (e.g. --seeds 1-5), not a grid key"),
+        (["a.b=1,2"], ["a.b=3"], "--grid a.b=1,2: a.b is already given (by --set or another --grid); "
+                                 "give each key once"),
+        (["a.b=1,1"], [], "--grid a.b=1,1: the value 1 appears twice; each value is one grid point"),
+    ])
+    def test_invalid(self, texts: list[str], overrides: list[str], message: str) -> None:
+        """A bad --grid names itself and the fix."""
+        with pytest.raises(HarlError) as info:
+            parse_grid(texts, overrides)
+        assert str(info.value) == message
+
+
+def state(status: str, tmp_path: Path, seed: int = 1) -> TrialState:
+    return TrialState(Trial(seed, ()), tmp_path / f"s{seed}", None, status)
+
+
+def test_exit_code(tmp_path: Path) -> None:
+    """0 when all finished, 130 when any was stopped, 1 when one failed."""
+    assert exit_code([state("finished", tmp_path), state("finished", tmp_path)]) == 0
+    assert exit_code([state("finished", tmp_path), state("stopped", tmp_path),
+                      state("not started", tmp_path)]) == 130
+    assert exit_code([state("finished", tmp_path), state("failed", tmp_path)]) == 1
 
 
 def test_follow_ups(tmp_path: Path) -> None:
-    """After a Ctrl-C the summary says how to resume the stopped seeds and start the others."""
-    sweep = Sweep(str(HAPPO), ["collector.n_envs=2"], [1, 2], 2, tmp_path / "s", True, Console())
-    results = [SeedResult(1, sweep.run_dir(1), "stopped", 100, None, None),
-               SeedResult(2, sweep.run_dir(2), "not started", None, None, None)]
-    assert follow_ups(sweep, results) == [
-        f"resume seed 1 with: harl train --resume {tmp_path / 's' / 'happo-mpe-spread-s1'}",
-        f"start seed 2 with: harl train {HAPPO} --set collector.n_envs=2 --set run.seed=2 "
-        f"--run-dir {tmp_path / 's' / 'happo-mpe-spread-s2'}",
-    ]
+    """After a stop the sweep says how to continue it; a failure is listed with its message."""
+    failed = state("failed", tmp_path, 2)
+    failed.message = "boom"
+    assert follow_ups(tmp_path, [state("stopped", tmp_path), failed]) == [
+        "seed 2 failed: boom", f"continue the sweep with: harl train --resume {tmp_path}"]
 
 
 @pytest.fixture(scope="module")
@@ -92,13 +131,19 @@ class TestSweep:
         for seed, run in enumerate(runs, start=1):
             assert (run / "pipeline.toml").read_text().count(f"\nseed = {seed}\n") == 1
             assert [r["iteration"] for r in read_metrics(run / "metrics.csv")] == ["1", "2"]
+        with (sweep_dir / "trials.csv").open() as f:
+            per_trial = list(csv.DictReader(f))
+        assert [(r["seed"], r["status"], r["retries"], r["started_at"], r["env_steps"]) for r in per_trial] == [
+            ("1", "finished", "0", "0", "100"), ("2", "finished", "0", "0", "100")]
+        assert per_trial[0]["eval_return"] == read_metrics(runs[0] / "metrics.csv")[-1]["eval_return"]
         with (sweep_dir / "summary.csv").open() as f:
-            summary = list(csv.DictReader(f))
-        assert [(r["seed"], r["status"], r["env_steps"]) for r in summary] == [("1", "finished", "100"),
-                                                                             ("2", "finished", "100")]
-        assert summary[0]["eval_return"] == read_metrics(runs[0] / "metrics.csv")[-1]["eval_return"]
-        assert f"sweep directory: {sweep_dir} (seeds 1, 2; one at a time)\n" in out
-        assert "2 seeds" in out and "over seeds" in out
+            (summary,) = list(csv.DictReader(f))
+        returns = np.array([float(r["eval_return"]) for r in per_trial])
+        assert summary["seeds"] == "1 2" and summary["status"] == "2 finished"
+        assert float(summary["eval_return_mean"]) == pytest.approx(returns.mean(), abs=1e-4)
+        assert float(summary["eval_return_std"]) == pytest.approx(returns.std(), abs=1e-4)
+        assert f"sweep directory: {sweep_dir} (2 trials, 2 to run; one at a time)\n" in out
+        assert f"{returns.mean():.2f} ± {returns.std():.2f}" in out
         assert f"curves: harl plot {sweep_dir}\n" in out
 
     def test_a_seed_of_a_sweep_equals_the_single_run(self, sweep: tuple[Path, str], tmp_path: Path) -> None:
@@ -127,9 +172,41 @@ class TestSweep:
                                            "  happo-mpe-spread · 2 seeds\n")
 
 
+def test_a_grid_with_a_failing_point(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trial that fails with a harl error (an env's NaN) is reported with its message, not retried;
+    the other grid point finishes; summary.csv has a row per point and harl plot a curve per point."""
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=60, env={"at": 25})
+    sweep_dir = tmp_path / "sweep"
+    assert main(["train", str(pipeline), "--grid", "env.kwargs.mode=ok,nan_reward", "--seeds", "1",
+                 "--run-dir", str(sweep_dir), "--quiet"]) == 1
+    out = capsys.readouterr().out
+    message = ('python env "tests.fakes.bad_env:make", environment 0, agent 1: rewards holds nan '
+               "(NaN or infinity)")
+    assert f"seed 1 (mode=nan_reward) failed: {message}" in out
+    with (sweep_dir / "trials.csv").open() as f:
+        per_trial = list(csv.DictReader(f))
+    assert [(r["point"], r["status"], r["retries"], r["env_steps"]) for r in per_trial] == [
+        ("mode=ok", "finished", "0", "60"), ("mode=nan_reward", "failed", "0", "40")]
+    assert per_trial[1]["message"].startswith(message)
+    with (sweep_dir / "summary.csv").open() as f:
+        assert [(r["env.kwargs.mode"], r["status"]) for r in csv.DictReader(f)] == [
+            ("ok", "1 finished"), ("nan_reward", "1 failed")]
+    pytest.importorskip("matplotlib", reason="harl plot needs matplotlib (pip install harl[plot])")
+    assert main(["plot", str(sweep_dir), "--metric", "train_return"]) == 0
+    assert "2 runs in 2 curves" in capsys.readouterr().out
+
+
 class TestErrors:
     @pytest.mark.parametrize(("args", "message"), [
-        (["--jobs", "2"], "--jobs only goes with --seeds (it runs several seeds at once)"),
+        (["--jobs", "2"], "--jobs only goes with --seeds or --grid (it runs several trials at once)"),
+        (["--ray"], "--ray runs a sweep's trials: it goes with --seeds or --grid"),
+        (["--storage", "/shared"], "--storage runs a sweep's trials: it goes with --seeds or --grid"),
+        (["--seeds", "1", "--ray", "--jobs", "2"], "--jobs is for local processes; on Ray the cluster's free "
+                                                   "CPUs decide how many trials run at once"),
+        (["--grid", "updater.objective.lr=1e-4,x"], f"--grid point lr=x: {HAPPO}: updater.objective.lr (from "
+                                                    "--set updater.objective.lr=x): expected a number, got "
+                                                    "\"x\"; write a number, e.g. --set updater.objective.lr=0.0005 "
+                                                    "(the default)"),
         (["--seeds", "1,2", "--set", "run.seed=3"], "--seeds sets run.seed for each run; drop --set run.seed=..."),
         (["--seeds", "1", "--jobs", "0"], "--jobs: expected a positive integer, got 0"),
     ])
@@ -138,15 +215,88 @@ class TestErrors:
         assert main(["train", str(HAPPO), *args]) == 2
         assert capsys.readouterr().err == f"harl: {message}\n"
 
-    def test_seeds_with_resume(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """--seeds starts new runs: with --resume it is refused."""
-        assert main(["train", "--resume", "runs/x", "--seeds", "1,2"]) == 2
-        assert capsys.readouterr().err == ("harl: --seeds starts new runs; resume each seed's run on its own "
-                                           "with harl train --resume RUN_DIR\n")
+    def test_seeds_with_resume_of_a_run(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """--resume with --seeds wants a sweep directory."""
+        assert main(["train", "--resume", str(tmp_path), "--seeds", "1,2"]) == 2
+        assert capsys.readouterr().err.startswith(f"harl: {tmp_path / 'sweep.json'}: cannot read the sweep's "
+                                                  "record")
 
     def test_sweep_directory_not_empty(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """A --run-dir that already holds files is refused before any run starts."""
         (tmp_path / "old.txt").write_text("x")
         assert main(["train", str(HAPPO), "--seeds", "1,2", "--run-dir", str(tmp_path)]) == 2
         assert capsys.readouterr().err == (f"harl: --run-dir {tmp_path}: not empty; a sweep needs a new "
-                                           "(or empty) directory\n")
+                                           "(or empty) directory (continue a stopped sweep with harl train "
+                                           f"--resume {tmp_path})\n")
+
+
+@pytest.mark.slow
+def test_a_killed_trial_process_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """--jobs 2: kill -9 of a trial's process after its checkpoint 2 runs it again from there, and it
+    ends with the metrics of the uninterrupted run."""
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=300, env={"sleep": 0.01})
+    sweep_dir = tmp_path / "jobs"
+    process = subprocess.Popen([sys.executable, "-m", "harl", "train", str(pipeline), "--seeds", "1,2", "--jobs", "2",
+                                "--run-dir", str(sweep_dir), "--quiet"], text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    victim = sweep_dir / "run-s1"
+    deadline = time.monotonic() + 120
+    while not (victim / "checkpoints" / "iter_0000002.pt").is_file():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0]
+        time.sleep(0.1)
+    os.kill(int((victim / "train.log").read_text().split()[1]), signal.SIGKILL)
+    out, _ = process.communicate(timeout=240)
+    assert process.returncode == 0, out
+    assert "seed 1: its process was killed (signal 9); retry 1/2 resumes at iteration" in out
+    with (sweep_dir / "trials.csv").open() as f:
+        found = list(csv.DictReader(f))
+    assert [(r["status"], r["retries"]) for r in found] == [("finished", "1"), ("finished", "0")]
+    resumed_at = int(found[0]["started_at"].split(";")[1])
+    assert resumed_at >= 2 and f"resuming {victim} at iteration {resumed_at}" in (victim / "train.log").read_text()
+    assert main(["train", str(pipeline), "--seeds", "1", "--run-dir", str(tmp_path / "one"), "--quiet"]) == 0
+    assert rows(victim) == rows(tmp_path / "one" / "run-s1")
+
+
+def test_resume_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--resume SWEEP_DIR runs the trials that did not finish, each from its newest checkpoint (here
+    seed 1 as if killed after checkpoint 1), to the metrics of the uninterrupted sweep; the same
+    command with other seeds is refused."""
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=60)
+    sweep_dir = tmp_path / "sweep"
+    assert main(["train", str(pipeline), "--seeds", "1,2", "--run-dir", str(sweep_dir), "--quiet"]) == 0
+    before = rows(sweep_dir / "run-s1")
+    for late in ("iter_0000002.pt", "iter_0000003.pt"):
+        (sweep_dir / "run-s1" / "checkpoints" / late).unlink()
+    summary = (sweep_dir / "trials.csv").read_text()
+    (sweep_dir / "trials.csv").write_text(summary.replace(",1,finished,", ",1,stopped,"))
+    capsys.readouterr()
+    assert main(["train", str(pipeline), "--seeds", "1,2,3", "--resume", str(sweep_dir)]) == 2
+    assert capsys.readouterr().err == (
+        f"harl: --resume {sweep_dir}: this sweep was started with other settings ({pipeline.resolve()} "
+        f"--seeds 1,2); repeat its command, or give --resume {sweep_dir} alone\n")
+    assert main(["train", str(pipeline), "--seeds", "1,2", "--resume", str(sweep_dir), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"sweep directory: {sweep_dir.resolve()} (2 trials, 1 to run; one at a time)" in out
+    assert f"resuming {(sweep_dir / 'run-s1').resolve()} at iteration 1 (20 env steps)" in out
+    assert rows(sweep_dir / "run-s1") == before
+    with (sweep_dir / "trials.csv").open() as f:
+        assert [(r["status"], r["started_at"]) for r in csv.DictReader(f)] == [("finished", "1"), ("finished", "")]
+
+
+def test_storage_holds_the_sweep_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--storage PATH: the sweep directory is made under PATH (not under logging.dir)."""
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=20)
+    assert main(["train", str(pipeline), "--seeds", "3", "--storage", str(tmp_path / "shared"), "--quiet"]) == 0
+    (sweep_dir,) = (tmp_path / "shared").iterdir()
+    assert sweep_dir.name.startswith("run-sweep-")
+    assert [p.name for p in sorted(sweep_dir.iterdir())] == ["run-s3", "summary.csv", "sweep.json", "trials.csv"]
+    assert f"sweep directory: {sweep_dir} (1 trial, 1 to run; one at a time)" in capsys.readouterr().out
+
+
+def test_ray_without_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ray where Ray is not installed names the extra, before any directory is made."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    assert main(["train", str(HAPPO), "--seeds", "1", "--ray", "--run-dir", str(tmp_path / "s")]) == 2
+    assert capsys.readouterr().err == ('harl: harl train --ray needs: pip install "harl[ray]" (the optional '
+                                       'package "ray" is not installed)\n')
+    assert not (tmp_path / "s").exists()

@@ -27,6 +27,7 @@ from rich.console import Console
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline
 from harl.errors import ConfigError, HarlError
+from harl.run import spec_of_run
 from harl.sweep import local, ray_backend
 from harl.sweep.grid import Trial, parse_grid, parse_seeds, point_label, trials
 from harl.sweep.report import write_summary, write_trials
@@ -97,7 +98,8 @@ class Sweep:
         for state, (_, _, text) in zip(states, planned):
             state.run_dir.mkdir()
             (state.run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
-        (sweep_dir / RECORD).write_text(json.dumps(attrs.asdict(request), indent=1) + "\n", encoding="utf-8")
+        record = {**attrs.asdict(request), "name": spec.run.name, "seed": spec.run.seed}
+        (sweep_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         return cls(sweep_dir, states, notes)
 
     @classmethod
@@ -113,18 +115,17 @@ class Sweep:
         if request is not None and request != recorded:
             raise HarlError(f"--resume {sweep_dir}: this sweep was started with other settings "
                             f"({_describe(recorded)}); repeat its command, or give --resume {sweep_dir} alone")
-        planned, notes = _validate(recorded)
+        sweep_dir = sweep_dir.resolve()
         previous = _previous_statuses(sweep_dir)
+        name = data.get("name", "run")
         states = []
-        for trial, spec, _ in planned:
-            state = TrialState(trial, sweep_dir.resolve() / trial.dir_name(planned[0][1].run.name), spec)
-            if not (state.run_dir / "pipeline.toml").is_file():
-                raise HarlError(f"{state.run_dir}: missing (or without pipeline.toml); the sweep directory "
-                                "is incomplete")
-            if previous.get(state.run_dir.name) == "finished":
+        for trial in trials(recorded.seeds or [data.get("seed", 1)], recorded.grid):
+            run_dir = sweep_dir / trial.dir_name(name)
+            state = TrialState(trial, run_dir, spec_of_run(run_dir)[0])  # its own pipeline.toml
+            if previous.get(run_dir.name) == "finished":
                 state.status = "finished"
             states.append(state)
-        return cls(sweep_dir.resolve(), states, notes)
+        return cls(sweep_dir, states, [])
 
     def run(self, jobs: int, address: str | None, max_retries: int, quiet: bool, console: Console) -> None:
         """Run the trials that have not finished, then write trials.csv and summary.csv."""
@@ -133,7 +134,8 @@ class Sweep:
             console.print(f"note: {note}", highlight=False)
         where = (f"on Ray ({address})" if address else
                  "one at a time" if jobs == 1 else f"{min(jobs, len(todo))} at a time")
-        console.print(f"sweep directory: {self.sweep_dir} ({len(self.states)} trials, {len(todo)} to run; "
+        n = len(self.states)
+        console.print(f"sweep directory: {self.sweep_dir} ({n} trial{'s' if n > 1 else ''}, {len(todo)} to run; "
                       f"{where})", highlight=False)
         display = Display(todo, console, quiet)
         try:
