@@ -23,6 +23,7 @@ from harl.run import start_run
 from tests.envs.test_vector import _actions
 from tests.fakes.bad_env import write_pipeline
 from tests.fakes.counting import CountingConfig
+from tests.ray_cluster import ENV as CLUSTER_ENV
 from tests.ray_cluster import OBJECT_STORE_BYTES, LocalCluster, needs_ray, ray_cluster  # noqa: F401
 
 ROOT = Path(__file__).parents[2]
@@ -62,6 +63,16 @@ def gone(pids: list[int], within: float = 10.0) -> bool:
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     return not any(alive(p) for p in pids)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_token_auth() -> Iterator[None]:
+    """Every Ray of this module runs as tests/ray_cluster.py's do, without token authentication:
+    a process keeps the mode of its first ``ray.init``, and the cluster's must match it."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in CLUSTER_ENV.items():
+            patch.setenv(name, value)
+        yield
 
 
 @needs_ray
