@@ -2,6 +2,7 @@
 
     python benchmarks/env_throughput.py                  # every family whose extra is installed
     python benchmarks/env_throughput.py --only vmas --steps 200
+    python benchmarks/env_throughput.py --only mpe --backends inline,subprocess,ray --workers 2
 
 One env step is one step of one environment (all agents acting).  Each case builds the
 vector env the way a pipeline does (``make_vector_env``, inline backend), steps it with
@@ -16,6 +17,9 @@ torch runs on one thread, as in training.  ``load`` is the 1-minute load average
 case ran (``uptime``'s first figure): on a shared machine, read every rate beside it.
 An env with image observations also reports the rollout buffer's bytes per env step, as
 stored (uint8 images: one byte a value) and as float32 would take them.
+torch runs on one thread, as in training.  ``--backends`` measures other vector backends
+too (worker processes, Ray actors: their CPU time is not this process's, so only the wall
+clock compares them); each line carries the machine's load average, as ``uptime`` shows it.
 """
 
 from __future__ import annotations
@@ -49,9 +53,10 @@ def random_actions(venv: Any, rng: np.random.Generator) -> list[np.ndarray]:
     return out
 
 
-def vector_rate(config: Any, n_envs: int, steps: int, numpy_view: bool = False) -> tuple[float, float]:
+def vector_rate(config: Any, n_envs: int, steps: int, numpy_view: bool = False, backend: str = "inline",
+                workers: int = 0) -> tuple[float, float]:
     """Env steps per second of wall-clock time and per second of this process's CPU time."""
-    venv = make_vector_env(config, n_envs, "inline", seed=0)
+    venv = make_vector_env(config, n_envs, backend, workers, seed=0)
     if numpy_view:
         venv = NumpyVectorEnv(venv)
     try:
@@ -156,9 +161,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=1000, help="vector steps per case (VMAS: a tenth of it)")
     p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, smax, football, air_combat, pettingzoo, gymma, python)")
+    p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, smax, football, air_combat, python)")
+    p.add_argument("--backends", default="inline", help="comma-separated: inline, subprocess, ray")
+    p.add_argument("--workers", type=int, default=0, help="worker processes / Ray actors (0: one per CPU)")
     args = p.parse_args()
     torch.set_num_threads(1)
-    for kind, name, config, n_envs, reference in cases():
+    for (kind, name, config, n_envs, reference), backend in ((c, b) for c in cases() for b in args.backends.split(",")):
         if args.only and kind != args.only:
             continue
         steps = max(20, args.steps // 10) if kind == "vmas" else args.steps
@@ -170,8 +178,15 @@ def main() -> None:
                                       "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu),
                                       "load": round(os.getloadavg()[0], 1), **image_bytes(config)}
             if reference == "parallel":
+            wall, cpu = vector_rate(config, n_envs, steps, backend=backend, workers=args.workers)
+            result: dict[str, Any] = {"kind": kind, "case": name, "n_envs": n_envs, "backend": backend,
+                                      "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu),
+                                      "load_1_5_15": [round(x, 2) for x in os.getloadavg()]}
+            if backend != "inline":
+                result["workers"] = args.workers
+            if reference == "parallel" and backend == "inline":
                 result["parallel_env_steps_per_s"] = round(mamujoco_parallel_rate(config, steps))
-            if kind == "vmas":
+            if kind == "vmas" and backend == "inline":
                 wall, cpu = vector_rate(config, n_envs, steps, numpy_view=True)
                 result.update(numpy_env_steps_per_s=round(wall), numpy_env_steps_per_cpu_s=round(cpu))
         except (MissingExtraError, InvalidSetting) as exc:  # InvalidSetting: e.g. magent2 not installed

@@ -138,7 +138,8 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
                             vector_factory(spec.env) is not None, source)
         with allocating("the environments and buffers", source):
             if venv is None:
-                venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000)
+                venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000,
+                                       restart_workers=col.restart_workers)
             opened.append(venv)
             if eval_venv is None:
                 eval_venv = make_vector_env(spec.env, spec.evaluator.n_envs, "inline", seed=run.seed * 1000 + 500)

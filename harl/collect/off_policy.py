@@ -28,7 +28,7 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBuffer
-from harl.collect.on_policy import CollectStats
+from harl.collect.on_policy import CollectStats, backend_checks
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.errors import EnvCrashedError
 from harl.nets.heads import avail_size
@@ -46,8 +46,10 @@ class OffPolicyCollectorConfig:
     train_interval: int = setting(50, "vector steps per iteration (each followed by an update round)", positive())
     updates_per_round: int = setting(50, "gradient steps per iteration (HARL: update_per_train x train_interval)", positive())
     warmup_steps: int = setting(10_000, "env steps of uniformly random actions before learning starts", in_range(0, None))
-    backend: str = setting("inline", "inline (one process) or subprocess (worker processes)", one_of(("inline", "subprocess")))
-    workers: int = setting(0, "subprocess workers (0: one per CPU core, at most n_envs)", in_range(0, None))
+    backend: str = setting("inline", "inline (one process), subprocess (worker processes) or ray (Ray actors, any node)",
+                           one_of(("inline", "subprocess", "ray")))
+    workers: int = setting(0, "subprocess workers or Ray actors (0: one per CPU core, at most n_envs)", in_range(0, None))
+    restart_workers: bool = setting(False, "ray backend: restart a dead worker and reset its envs instead of stopping")
 
 
 def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.Tensor | None],
@@ -179,6 +181,6 @@ class OffPolicyCollector:
         self.venv.close()
 
 
-register("collector", OffPolicyCollectorConfig, family="off_policy",
+register("collector", OffPolicyCollectorConfig, family="off_policy", check=backend_checks,
          factory=lambda config, parts: OffPolicyCollector(config, parts.venv, parts.team, parts.device,
                                                            seed=parts.env_seed))

@@ -15,6 +15,7 @@ Both paths store the same numbers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import attrs
@@ -43,8 +44,17 @@ class OnPolicyCollectorConfig:
     kind: str = kind_field("on_policy")
     rollout_length: int = setting(200, "env steps per env per iteration (T)", positive())
     n_envs: int = setting(20, "environments stepped together", positive())
-    backend: str = setting("inline", "inline (one process) or subprocess (worker processes)", one_of(("inline", "subprocess")))
-    workers: int = setting(0, "subprocess workers (0: one per CPU core, at most n_envs)", in_range(0, None))
+    backend: str = setting("inline", "inline (one process), subprocess (worker processes) or ray (Ray actors, any node)",
+                           one_of(("inline", "subprocess", "ray")))
+    workers: int = setting(0, "subprocess workers or Ray actors (0: one per CPU core, at most n_envs)", in_range(0, None))
+    restart_workers: bool = setting(False, "ray backend: restart a dead worker and reset its envs instead of stopping")
+
+
+def backend_checks(config: Any, built: Any) -> Iterator[tuple[list[str], str]]:
+    """``restart_workers`` restarts Ray actors only."""
+    if config.restart_workers and config.backend != "ray":
+        yield (["collector", "restart_workers"], f'applies to backend = "ray" only, but backend = '
+               f'"{config.backend}"; remove the key or set backend = "ray"')
 
 
 @attrs.frozen
@@ -178,6 +188,6 @@ class OnPolicyCollector:
         self.venv.close()
 
 
-register("collector", OnPolicyCollectorConfig, family="on_policy", default=True,
+register("collector", OnPolicyCollectorConfig, family="on_policy", default=True, check=backend_checks,
          factory=lambda config, parts: OnPolicyCollector(config, parts.venv, parts.team, parts.critic,
                                                           parts.device, seed=parts.env_seed))

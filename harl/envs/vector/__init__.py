@@ -21,15 +21,17 @@ from harl.envs.vector.subprocess import SubprocessVectorEnv
 
 __all__ = ["BACKENDS", "InlineVectorEnv", "NumpyVectorEnv", "SubprocessVectorEnv", "as_numpy", "make_vector_env"]
 
-BACKENDS = ("inline", "subprocess")
+BACKENDS = ("inline", "subprocess", "ray")
 
 
 def make_vector_env(
-    env_config: Any, n_envs: int, backend: str = "inline", workers: int = 0, seed: int = 0
+    env_config: Any, n_envs: int, backend: str = "inline", workers: int = 0, seed: int = 0,
+    restart_workers: bool = False,
 ) -> VectorEnv:
     """``n_envs`` copies of the env that ``env_config`` describes; env ``k`` is seeded ``seed + k``.
 
-    ``workers`` (subprocess backend only): 0 means one per env, at most one per CPU.
+    ``workers`` (subprocess and ray backends): 0 means one per env, at most one per CPU of
+    this machine.  ``restart_workers`` (ray backend): restart a dead worker instead of stopping.
     A natively vectorised kind (a ``VectorFactory``, e.g. VMAS) is built as one simulator
     of ``n_envs`` environments in this process; ``backend`` and ``workers`` do not apply.
     """
@@ -44,4 +46,9 @@ def make_vector_env(
         if workers <= 0:
             workers = min(n_envs, os.cpu_count() or 1)
         return SubprocessVectorEnv(env_config, n_envs, workers, seed)
+    if backend == "ray":  # imports ray only when chosen
+        from harl.envs.vector.ray_actors import RayVectorEnv
+
+        workers = workers if workers > 0 else min(n_envs, os.cpu_count() or 1)
+        return RayVectorEnv(env_config, n_envs, workers, seed, restart_workers)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
