@@ -173,15 +173,10 @@ def main() -> None:
         try:
             if callable(config):  # a config that builds (and checks) its env when made: only when asked
                 config = config()
-            wall, cpu = vector_rate(config, n_envs, steps)
-            result: dict[str, Any] = {"kind": kind, "case": name, "n_envs": n_envs,
-                                      "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu),
-                                      "load": round(os.getloadavg()[0], 1), **image_bytes(config)}
-            if reference == "parallel":
             wall, cpu = vector_rate(config, n_envs, steps, backend=backend, workers=args.workers)
             result: dict[str, Any] = {"kind": kind, "case": name, "n_envs": n_envs, "backend": backend,
                                       "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu),
-                                      "load_1_5_15": [round(x, 2) for x in os.getloadavg()]}
+                                      "load_1_5_15": [round(x, 2) for x in os.getloadavg()], **image_bytes(config)}
             if backend != "inline":
                 result["workers"] = args.workers
             if reference == "parallel" and backend == "inline":

@@ -29,7 +29,7 @@ from gymnasium import spaces
 
 from harl.envs.protocol import VectorStep
 from harl.envs.vector.inline import InlineVectorEnv, Reset, _one_line
-from harl.envs.vector.subprocess import _concat_resets, _concat_steps
+from harl.envs.vector.subprocess import _concat_resets
 from harl.errors import EnvCrashedError, HarlError, MissingExtraError
 from harl.signals import ignore_in_worker
 
@@ -68,6 +68,31 @@ def connect(cpus: int) -> bool:
         ray.init(address="local", num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES,
                  include_dashboard=False, logging_level=logging.WARNING)
     return True
+
+
+def _concat_steps(parts: list[VectorStep]) -> VectorStep:
+    """One VectorStep of the actors' batches, in worker order."""
+    if len(parts) == 1:
+        return parts[0]
+    n_agents = len(parts[0].obs)
+    avail = None
+    if parts[0].avail is not None:
+        avail = [np.concatenate([p.avail[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
+    return VectorStep(
+        obs=[np.concatenate([p.obs[i] for p in parts]) for i in range(n_agents)],
+        state=np.concatenate([p.state for p in parts]),
+        avail=avail,
+        rewards=np.concatenate([p.rewards for p in parts]),
+        terminated=np.concatenate([p.terminated for p in parts]),
+        truncated=np.concatenate([p.truncated for p in parts]),
+        active=np.concatenate([p.active for p in parts]),
+        final_state=np.concatenate([p.final_state for p in parts]),
+        episode_infos=[info for p in parts for info in p.episode_infos],
+        final_obs=[np.concatenate([p.final_obs[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
+        if parts[0].final_obs is not None else None,
+        final_avail=[np.concatenate([p.final_avail[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
+        if parts[0].final_avail is not None else None,
+    )
 
 
 class EnvWorker:
