@@ -78,9 +78,8 @@ def main() -> int:
     args = p.parse_args()
     results: dict[str, list[tuple[float, float, str]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cases = commands(args, Path(tmp))
         for r in range(args.rounds):
-            for name, (cmd, cwd) in cases.items():
+            for name, (cmd, cwd) in commands(args, Path(tmp) / f"round-{r + 1}").items():
                 wall, cpu = timed(cmd, cwd)
                 load = " ".join(f"{x:.2f}" for x in os.getloadavg())
                 results.setdefault(name, []).append((wall, cpu, load))

@@ -6,6 +6,9 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 
 class HarlError(Exception):
     """A problem the user can fix (bad pipeline, bad run directory, missing package)."""
@@ -23,6 +26,14 @@ class MissingExtraError(HarlError):
             f'{what} needs: pip install "harl[{extra}]" '
             f'(the optional package "{module}" is not installed)'
         )
+
+
+def import_extra(module: str, what: str, extra: str) -> ModuleType:
+    """``module``, or a ``MissingExtraError`` naming ``what`` needs it and the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(what, extra, module) from exc
 
 
 class EnvCrashedError(HarlError):

@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.actions import env_action, unsupported_action
+from harl.envs.gymnasium_handle import GymnasiumHandle
 from harl.envs.protocol import EnvStep
 from harl.errors import ConfigError, MissingExtraError
 from harl.settings import in_range, kind_field, setting
@@ -75,7 +76,7 @@ def _check_action_space(space: spaces.Space, env_id: str) -> None:
         raise ConfigError(f'env.id: "{env_id}" has {problem}')
 
 
-class GymEnv:
+class GymEnv(GymnasiumHandle):
     """One gymnasium env seen as a team of one (see the module docstring)."""
 
     n_agents = 1
@@ -116,20 +117,6 @@ class GymEnv:
         truncated = bool(truncated) and not terminated
         rewards = np.array([reward], dtype=np.float32)
         return EnvStep([flat], flat, None, rewards, terminated, truncated)
-
-    def get_rng_state(self) -> dict[str, Any]:
-        """The env's ``np_random`` state (what an unseeded ``reset`` draws from)."""
-        return self._env.unwrapped.np_random.bit_generator.state
-
-    def set_rng_state(self, state: dict[str, Any]) -> None:
-        self._env.unwrapped.np_random.bit_generator.state = state
-
-    def render(self) -> Any:
-        """A frame; needs ``make_gym_env(config, render_mode="rgb_array")``."""
-        return self._env.render()
-
-    def close(self) -> None:
-        self._env.close()
 
 
 def make_gym_env(config: GymConfig, render_mode: str | None = None) -> GymEnv:

@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.actions import env_action, unsupported_action
+from harl.envs.gymnasium_handle import GymnasiumHandle
 from harl.envs.protocol import EnvStep
 from harl.errors import ConfigError, MissingExtraError
 from harl.settings import in_range, kind_field, setting
@@ -77,7 +78,7 @@ def _per_agent(space: spaces.Space, what: str, env_id: str) -> list[spaces.Space
     return list(space.spaces)
 
 
-class GymmaEnv:
+class GymmaEnv(GymnasiumHandle):
     """One gymnasium multi-agent env (see the module docstring)."""
 
     def __init__(self, config: GymmaConfig, render_mode: str | None = None) -> None:
@@ -120,20 +121,6 @@ class GymmaEnv:
         # A terminal state wins over the time limit: its value is zero either way.
         truncated = bool(np.all(truncated)) and not terminated
         return EnvStep(obs, state, None, reward, terminated, truncated)
-
-    def get_rng_state(self) -> dict[str, Any]:
-        """The env's ``np_random`` state (what an unseeded ``reset`` draws from)."""
-        return self._env.unwrapped.np_random.bit_generator.state
-
-    def set_rng_state(self, state: dict[str, Any]) -> None:
-        self._env.unwrapped.np_random.bit_generator.state = state
-
-    def render(self) -> Any:
-        """A frame; needs ``make_gymma_env(config, render_mode="rgb_array")``."""
-        return self._env.render()
-
-    def close(self) -> None:
-        self._env.close()
 
 
 def make_gymma_env(config: GymmaConfig, render_mode: str | None = None) -> GymmaEnv:

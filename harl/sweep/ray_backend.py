@@ -19,17 +19,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harl.errors import HarlError, MissingExtraError
+from harl.errors import HarlError, import_extra
 from harl.sweep.state import Display, TrialState
 from harl.sweep.trial import Outcome, run_logged
 
 
 def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingExtraError("harl train --ray", "ray", "ray") from exc
-    return ray
+    """The ``ray`` module, or a ``MissingExtraError`` naming ``--ray`` and the extra."""
+    return import_extra("ray", "harl train --ray", "ray")
 
 
 def connect(address: str) -> bool:

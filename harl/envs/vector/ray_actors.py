@@ -30,7 +30,7 @@ from gymnasium import spaces
 from harl.envs.protocol import VectorStep
 from harl.envs.vector.inline import InlineVectorEnv, Reset, _one_line
 from harl.envs.vector.subprocess import _concat_resets
-from harl.errors import EnvCrashedError, HarlError, MissingExtraError
+from harl.errors import EnvCrashedError, HarlError, import_extra
 from harl.signals import ignore_in_worker
 
 TIMEOUT_S = 300.0
@@ -49,11 +49,7 @@ _RESEED = 1_000_003
 
 def import_ray() -> Any:
     """The ``ray`` module, or a ``MissingExtraError`` that names the key and the fix."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingExtraError('[collector] backend = "ray"', "ray", "ray") from exc
-    return ray
+    return import_extra("ray", '[collector] backend = "ray"', "ray")
 
 
 def connect(cpus: int) -> bool:
