@@ -3,6 +3,7 @@
     python benchmarks/env_throughput.py                  # every family whose extra is installed
     python benchmarks/env_throughput.py --only vmas --steps 200
     python benchmarks/env_throughput.py --only mpe --backends inline,subprocess,ray --workers 2
+    python benchmarks/env_throughput.py --only mamujoco --case "Ant 4x2" --backends inline,subprocess,ray --workers 1,2
 
 One env step is one step of one environment (all agents acting).  Each case builds the
 vector env the way a pipeline does (``make_vector_env``, inline backend), steps it with
@@ -161,24 +162,26 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=1000, help="vector steps per case (VMAS: a tenth of it)")
     p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, smax, football, air_combat, pettingzoo, gymma, python)")
-    p.add_argument("--only", help="one env kind (mpe, mamujoco, gym, vmas, smax, football, air_combat, python)")
     p.add_argument("--backends", default="inline", help="comma-separated: inline, subprocess, ray")
-    p.add_argument("--workers", type=int, default=0, help="worker processes / Ray actors (0: one per CPU)")
+    p.add_argument("--workers", default="0", help="comma-separated worker processes / Ray actors per case "
+                   "(0: one per CPU), e.g. 1,2; the inline backend runs once")
+    p.add_argument("--case", help="only the cases whose name contains this, e.g. 'Ant 4x2'")
     args = p.parse_args()
     torch.set_num_threads(1)
-    for (kind, name, config, n_envs, reference), backend in ((c, b) for c in cases() for b in args.backends.split(",")):
-        if args.only and kind != args.only:
+    runs = [(b, int(w)) for b in args.backends.split(",") for w in (["0"] if b == "inline" else args.workers.split(","))]
+    for (kind, name, config, n_envs, reference), (backend, workers) in ((c, r) for c in cases() for r in runs):
+        if (args.only and kind != args.only) or (args.case and args.case not in name):
             continue
         steps = max(20, args.steps // 10) if kind == "vmas" else args.steps
         try:
             if callable(config):  # a config that builds (and checks) its env when made: only when asked
                 config = config()
-            wall, cpu = vector_rate(config, n_envs, steps, backend=backend, workers=args.workers)
+            wall, cpu = vector_rate(config, n_envs, steps, backend=backend, workers=workers)
             result: dict[str, Any] = {"kind": kind, "case": name, "n_envs": n_envs, "backend": backend,
                                       "env_steps_per_s": round(wall), "env_steps_per_cpu_s": round(cpu),
                                       "load_1_5_15": [round(x, 2) for x in os.getloadavg()], **image_bytes(config)}
             if backend != "inline":
-                result["workers"] = args.workers
+                result["workers"] = workers
             if reference == "parallel" and backend == "inline":
                 result["parallel_env_steps_per_s"] = round(mamujoco_parallel_rate(config, steps))
             if kind == "vmas" and backend == "inline":

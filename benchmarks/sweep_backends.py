@@ -6,7 +6,8 @@ kill -9 of trials' Ray workers at random moments.
 1. ``harl train PIPELINE --seeds 1-4 --grid updater.objective.lr=5e-4,1e-3 --jobs 2``
    and the same with ``--ray ADDRESS`` on a head and a worker node started on this machine
    (``ray start``, 1 CPU each, as in tests/ray_cluster.py): wall times side by side, and
-   every trial's metrics.csv compared (wall-clock columns aside).
+   every trial's metrics.csv compared (wall-clock columns aside).  Each trial runs its envs
+   inline (``--set collector.backend=inline``): one CPU per trial, in both sweeps alike.
 2. The Ray sweep again (checkpoints every ``--checkpoint-every`` iterations), killing the
    Ray worker process of a running trial ``--kills`` times at random moments: each trial's
    ``started_at`` (trials.csv: the iteration each attempt resumed from) is printed, and its
@@ -51,7 +52,8 @@ def sweep(args: argparse.Namespace, sweep_dir: Path, *backend: str,
     cmd = [sys.executable, "-m", "harl", "train", args.pipeline, "--seeds", args.seeds, "--grid", args.grid,
            "--quiet", "--run-dir", str(sweep_dir), *backend,
            "--set", f"run.total_env_steps={args.steps}",
-           "--set", f"checkpoint.every_iterations={args.checkpoint_every}"]
+           "--set", f"checkpoint.every_iterations={args.checkpoint_every}",
+           *(a for override in args.set for a in ("--set", override))]
     return subprocess.Popen(cmd, cwd=ROOT, text=True, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -121,6 +123,9 @@ def main() -> int:
     p.add_argument("--seeds", default="1-4")
     p.add_argument("--grid", default="updater.objective.lr=5e-4,1e-3")
     p.add_argument("--checkpoint-every", type=int, default=5)
+    p.add_argument("--set", action="append", default=["collector.backend=inline"],
+                   help="pipeline overrides for every trial (default: the envs inline, one CPU per trial, "
+                        "as each node of the local cluster has one)")
     p.add_argument("--kills", type=int, default=5)
     p.add_argument("--kill-every", type=float, default=40.0, help="mean seconds between kills")
     p.add_argument("--kill-seed", type=int, default=0)
