@@ -300,3 +300,16 @@ def test_ray_without_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert capsys.readouterr().err == ('harl: harl train --ray needs: pip install "harl[ray]" (the optional '
                                        'package "ray" is not installed)\n')
     assert not (tmp_path / "s").exists()
+
+
+def test_a_half_written_metrics_row_is_left_out(tmp_path: Path) -> None:
+    """A trial killed mid-row leaves a partial last line: the sweep's reports read the rows
+    before it instead of failing in the sweep's final bookkeeping."""
+    from harl.sweep.report import final_numbers
+    from harl.sweep.state import env_steps_so_far
+
+    (tmp_path / "metrics.csv").write_text("iteration,env_steps,eval_return,eval_return_std\n"
+                                          "1,20,-5.5,1.5\n2,40,,\n3,6")
+    assert env_steps_so_far(tmp_path) == 40
+    assert final_numbers(tmp_path) == (40, -5.5, 1.5)
+    assert final_numbers(tmp_path / "missing") == (None, None, None)

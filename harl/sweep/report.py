@@ -13,22 +13,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from harl.sweep.grid import point_label
-from harl.sweep.state import TrialState
+from harl.sweep.state import TrialState, metrics_rows
 
 
 def final_numbers(run_dir: Path) -> tuple[int | None, float | None, float | None]:
     """(env steps, last evaluation return, its std over episodes) from a run's metrics.csv."""
-    path = run_dir / "metrics.csv"
-    if not path.is_file():
-        return None, None, None
-    with path.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = metrics_rows(run_dir)
     env_steps = int(rows[-1]["env_steps"]) if rows else None
     evaluated = [r for r in rows if r.get("eval_return")]
     if not evaluated:
         return env_steps, None, None
     last = evaluated[-1]
-    return env_steps, float(last["eval_return"]), float(last["eval_return_std"] or "nan")
+    try:
+        return env_steps, float(last["eval_return"]), float(last.get("eval_return_std") or "nan")
+    except ValueError:
+        return env_steps, None, None
 
 
 def _number(x: float | None) -> str:

@@ -55,14 +55,23 @@ class TrialState:
         return True
 
 
-def env_steps_so_far(run_dir: Path) -> int:
-    """The env steps of the last complete row of a run's metrics.csv (0 if none yet)."""
+def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
+    """A run's metrics.csv rows, as far as they are complete (a trial may be writing one as
+    it is read, or may have died mid-row); [] when there is no file yet."""
     try:
         with (run_dir / "metrics.csv").open(newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
-        return int(rows[-1]["env_steps"]) if rows else 0
-    except (OSError, KeyError, ValueError):
-        return 0
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return []
+    while rows and (None in rows[-1].values() or not (rows[-1].get("env_steps") or "").isdigit()):
+        rows.pop()
+    return rows
+
+
+def env_steps_so_far(run_dir: Path) -> int:
+    """The env steps of the last complete row of a run's metrics.csv (0 if none yet)."""
+    rows = metrics_rows(run_dir)
+    return int(rows[-1]["env_steps"]) if rows else 0
 
 
 class Display:

@@ -163,3 +163,28 @@ def test_same_seed_same_metrics_inline_and_subprocess(tmp_path: Path, pipeline: 
     shared = _train(pipeline, tmp_path / "subprocess", "subprocess", settings)
     assert len(inline) >= 3 and any(row.get("eval_return") for row in inline)
     assert shared == inline
+
+
+def test_uint8_images_travel_as_uint8_and_match_inline() -> None:
+    """Image observations and an image state keep their dtype through the segment (a quarter of
+    float32's bytes), with the inline backend's values; a vector state stays float32."""
+    from tests.fakes.images import ImagesConfig
+
+    for config in (ImagesConfig(), ImagesConfig(state="vector")):
+        inline, sub = (make_vector_env(config, 4, backend, workers=2, seed=3) for backend in ("inline", "subprocess"))
+        try:
+            assert sub._layout.fields["obs0"].dtype == "uint8"
+            assert sub._layout.fields["state"].dtype == ("uint8" if config.state == "image" else "float32")
+            for a, b in zip(inline.reset(seed=3), sub.reset(seed=3)):
+                if a is not None:
+                    for x, y in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b]):
+                        assert np.asarray(y).dtype == np.asarray(x).dtype
+                        np.testing.assert_array_equal(y, x)
+            actions = [np.ones((4, 1), np.float32), np.zeros((4, 1), np.float32)]
+            s1, s2 = inline.step(actions), sub.step(actions)
+            for x, y in zip([*s1.obs, s1.state], [*s2.obs, s2.state]):
+                assert y.dtype == x.dtype
+                np.testing.assert_array_equal(y, x)
+        finally:
+            inline.close()
+            sub.close()

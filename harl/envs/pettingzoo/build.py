@@ -31,18 +31,21 @@ def wrapper(table: dict[str, Any], i: int) -> tuple[Any, dict[str, Any]]:
     return resolve_factory(table["wrapper"], f"{where}.wrapper"), table.get("kwargs", {})
 
 
+_DEPENDENCIES = ('; install the env family\'s dependencies (pip install "pettingzoo[sisl]" for the sisl '
+                 'envs, "pettingzoo[butterfly]" for butterfly, ...)')
+
+
 def _import_env_module(name: str) -> Any:
     try:
         return import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
-            raise _invalid("env", f'importing "{name}" failed: {exc}') from None
+            raise _invalid("env", f'importing "{name}" failed: {exc}{_DEPENDENCIES}') from None
         if exc.name == "pettingzoo":
             raise MissingExtraError('env kind "pettingzoo"', "pettingzoo", "pettingzoo") from None
         raise _invalid("env", f'cannot import module "{name}" ({exc}){_sibling_hint(name)}') from None
     except ImportError as exc:  # e.g. a family's own dependency (Box2D for sisl) is missing
-        raise _invalid("env", f'importing "{name}" failed: {exc}; install the env family\'s '
-                              'dependencies (pip install "pettingzoo[sisl]" for the sisl envs, ...)') from None
+        raise _invalid("env", f'importing "{name}" failed: {exc}{_DEPENDENCIES}') from None
 
 
 def _sibling_hint(name: str) -> str:

@@ -40,11 +40,17 @@ def _action_shape(space: spaces.Space) -> tuple[int, ...]:
     return (1,) if isinstance(space, spaces.Discrete) else tuple(space.shape or ())
 
 
+def _observation_dtype(space: spaces.Space) -> str:
+    """uint8 images travel as uint8 (as inline envs return them: a quarter of the bytes); the rest as float32."""
+    return "uint8" if getattr(space, "dtype", None) == np.uint8 else "float32"
+
+
 @attrs.frozen
 class StepLayout:
     """Where each array lives in the segment; picklable, so workers get the same map.
 
-    Fields: ``action{i}`` (float32, what the collectors send), ``obs{i}``, ``final_obs{i}``, ``avail{i}``,
+    Fields: ``action{i}`` (float32, what the collectors send), ``obs{i}``, ``final_obs{i}`` (uint8
+    for uint8 image spaces, else float32), ``avail{i}``,
     ``final_avail{i}`` (float32; ones where an env gives no mask), ``state``,
     ``final_state``, ``rewards``, ``terminated``, ``truncated`` and ``active``.
     """
@@ -62,9 +68,11 @@ class StepLayout:
             (f"action{i}", _action_shape(s), "float32") for i, s in enumerate(action_spaces)]
         for i, space in enumerate(observation_spaces):
             width = (avail_width(action_spaces[i]),)
-            specs += [(f"obs{i}", space.shape, "float32"), (f"final_obs{i}", space.shape, "float32"),
+            obs = _observation_dtype(space)
+            specs += [(f"obs{i}", space.shape, obs), (f"final_obs{i}", space.shape, obs),
                       (f"avail{i}", width, "float32"), (f"final_avail{i}", width, "float32")]
-        specs += [("state", state_space.shape, "float32"), ("final_state", state_space.shape, "float32"),
+        state = _observation_dtype(state_space)
+        specs += [("state", state_space.shape, state), ("final_state", state_space.shape, state),
                   ("rewards", (n_agents,), "float32"), ("terminated", (), "bool"), ("truncated", (), "bool"),
                   ("active", (n_agents,), "bool")]
         fields, offset = {}, 0
