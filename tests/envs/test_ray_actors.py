@@ -244,6 +244,28 @@ class TestOnLocalRay:
             venv.close()
         assert gone(pids)
 
+    def test_an_actor_that_dies_between_steps_cuts_its_episodes_at_the_next_step(self) -> None:
+        """Killed before ``episode_starts`` (as after a rollout): the call is answered by the restarted
+        actor, and the next step ends the old episodes (the collector still holds their observations)
+        as a time limit and begins the fresh ones, instead of mixing two episodes in one transition."""
+        venv = make_vector_env(CountingConfig(episode_length=5), n_envs=3, backend="ray", workers=2, seed=10,
+                               restart_workers=True)
+        try:
+            venv.reset()
+            before = venv.step(_actions(3))
+            os.kill(venv.worker_pids[1], signal.SIGKILL)
+            with pytest.warns(RuntimeWarning, match="episodes are cut short at the next step"):
+                starts = venv.episode_starts()
+            assert len(starts) == 3 and venv.restarts == 1 and venv.lost_steps == 0
+            step = venv.step(_actions(3))
+            assert venv.lost_steps == 1
+            assert step.truncated.tolist() == [False, False, True] and step.rewards[2].tolist() == [0, 0, 0]
+            np.testing.assert_array_equal(step.final_state[2], before.state[2])
+            assert step.state[:2, 2].tolist() == [2, 2] and step.state[2].tolist()[:3] == [12 + 1_000_003, 0, 0]
+            assert venv.step(_actions(3)).state[:, 2].tolist() == [3, 3, 1]
+        finally:
+            venv.close()
+
     def test_hung_actor_is_reported(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """An env step that never returns (here: longer than a shortened timeout) is reported, and its
         actor killed, instead of the run hanging."""

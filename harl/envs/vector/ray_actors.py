@@ -163,8 +163,9 @@ class RayVectorEnv:
     """Environments in ``workers`` Ray actors, each stepping a contiguous chunk.
 
     ``restart_workers``: a worker whose actor dies is started again and its envs reset
-    (seeded anew) instead of the run stopping; the step that was in flight for them is
-    lost and shows in the batch as a time limit with reward 0 at their last observation.
+    (seeded anew) instead of the run stopping; the step that was in flight for them (or, when
+    it died outside a step, their next step) is lost and shows in the batch as a time limit
+    with reward 0 at their last observation.
     ``lost_steps`` and ``restarts`` count what was lost, and a ``RuntimeWarning`` says it.
     """
 
@@ -186,6 +187,9 @@ class RayVectorEnv:
         self._actor_class = self._ray.remote(num_cpus=1, max_restarts=0)(EnvWorker)
         self._last: list[Reset | None] = [None] * workers  # each chunk's current obs, state, avail
         self._lengths = np.zeros(n_envs, dtype=np.int64)  # steps of each env's current episode
+        self._pending: dict[int, Reset] = {}
+        """Workers restarted outside a step: the fresh envs' first observations, which the next
+        ``step`` returns for them after cutting their old episodes short (the collector holds the old ones)."""
         try:
             ready = self._start(self._workers, [seed + w.start for w in self._workers])
         except BaseException:
@@ -227,8 +231,11 @@ class RayVectorEnv:
 
     def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
         """Step every env with its row of ``actions``; ended episodes are reset (unseeded)."""
-        args = [([a[w.start:w.stop] for a in actions],) for w in self._check_open()]
-        parts = self._call("step", args, "stepping")
+        workers = self._check_open()
+        live = [w for w in workers if w.index not in self._pending]
+        args = [([a[w.start:w.stop] for a in actions],) for w in live]
+        stepped = iter(self._call("step", args, "stepping", live) if live else [])
+        parts = [next(stepped) if w.index not in self._pending else self._cut_pending(w) for w in workers]
         for w, part in enumerate(parts):
             self._last[w] = (part.obs, part.state, part.avail)
         step = _concat_steps(parts)
@@ -273,6 +280,7 @@ class RayVectorEnv:
     # ----------------------------------------------------------------- calls and failures
 
     def _resets(self, parts: list[Reset]) -> Reset:
+        self._pending.clear()
         self._last = list(parts)
         self._lengths[:] = 0
         return _concat_resets(parts)
@@ -282,9 +290,10 @@ class RayVectorEnv:
             raise RuntimeError("this vector env is closed")
         return self._workers
 
-    def _call(self, command: str, args: list[tuple[Any, ...]], doing: str) -> list[Any]:
-        """``command`` on every actor, each with its own arguments; a dead one may be restarted."""
-        workers = self._workers
+    def _call(self, command: str, args: list[tuple[Any, ...]], doing: str,
+              workers: list[_Worker] | None = None) -> list[Any]:
+        """``command`` on every actor (or on ``workers``), each with its own arguments; a dead one may be restarted."""
+        workers = self._workers if workers is None else workers
         refs = [w.actor.call.remote(command, *a) for w, a in zip(workers, args)]
         replies = self._gather(workers, refs, doing, TIMEOUT_S, restartable=self.restart_workers)
         for w, reply in enumerate(replies):
@@ -335,8 +344,10 @@ class RayVectorEnv:
         chunk = slice(worker.start, worker.stop)
         text = (f"Environment worker {worker.index} (hosting {worker.envs_text()}; Ray actor {old}) died "
                 f"while {doing} ({dead.reason}); restarted it as {worker.where} and reset its envs")
-        if command != "step":  # nothing was lost: the call is repeated on the fresh envs
-            warnings.warn(f"{text}.", RuntimeWarning, stacklevel=4)
+        if command != "step":  # the call is repeated on the fresh envs; the next step cuts the old episodes
+            if command not in ("reset", "restart"):
+                self._pending[worker.index] = reset
+            warnings.warn(f"{text}; its episodes are cut short at the next step.", RuntimeWarning, stacklevel=4)
             return self._gather([worker], [worker.actor.call.remote(command, *args)], doing,
                                 TIMEOUT_S, restartable=False)[0]
         lost, cut = worker.stop - worker.start, self._lengths[chunk]
@@ -344,6 +355,12 @@ class RayVectorEnv:
         warnings.warn(f"{text}: {lost} env steps lost (the step in flight), {lost} episodes cut short "
                       f"after {cut.mean():.0f} steps on average.", RuntimeWarning, stacklevel=4)
         return _cut_short(self._last[worker.index], reset)  # type: ignore[arg-type]
+
+    def _cut_pending(self, worker: _Worker) -> VectorStep:
+        """The step of a worker restarted since the last one: its actions are not run (lost), its
+        old episodes end as a time limit and its fresh ones begin (as when it dies in a step)."""
+        self.lost_steps += worker.stop - worker.start
+        return _cut_short(self._last[worker.index], self._pending.pop(worker.index))  # type: ignore[arg-type]
 
     def _crashed(self, worker: _Worker, what: str, fix: str) -> EnvCrashedError:
         """Shut every actor down and describe what happened to this one."""
