@@ -188,3 +188,27 @@ def test_uint8_images_travel_as_uint8_and_match_inline() -> None:
         finally:
             inline.close()
             sub.close()
+
+
+def test_no_room_for_the_segment_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/dev/shm full: the message names the key and the fixes, and no worker is left running."""
+    from multiprocessing import shared_memory
+
+    from harl.errors import HarlError
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shared_memory, "SharedMemory", full)
+    started: list[SubprocessVectorEnv] = []
+    real_init = SubprocessVectorEnv.__init__
+
+    def init(self: SubprocessVectorEnv, *args: object, **kwargs: object) -> None:
+        started.append(self)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(SubprocessVectorEnv, "__init__", init)
+    with pytest.raises(HarlError, match=r'backend = "subprocess": cannot create the [\d,]+-byte shared-memory '
+                                        r".*No space left on device.*lower \[collector\] n_envs"):
+        make_vector_env(CountingConfig(), 4, "subprocess", workers=2, seed=0)
+    assert not any(w.process.is_alive() for w in started[0]._workers)

@@ -38,7 +38,7 @@ from gymnasium import spaces
 from harl.envs.protocol import VectorStep
 from harl.envs.vector.inline import InlineVectorEnv, Reset
 from harl.envs.vector.shared import StepLayout, release
-from harl.errors import EnvCrashedError
+from harl.errors import EnvCrashedError, HarlError
 from harl.signals import ignore_in_worker
 
 _POLL_S = 0.2
@@ -214,7 +214,14 @@ class SubprocessVectorEnv:
         self.state_space: spaces.Box = ready[0][3]
 
         self._layout = StepLayout.build(n_envs, self.observation_spaces, self.state_space, self.action_spaces)
-        segment = shared_memory.SharedMemory(create=True, size=self._layout.size)
+        try:
+            segment = shared_memory.SharedMemory(create=True, size=self._layout.size)
+        except OSError as exc:  # /dev/shm full or too small (a container's default is 64 MB)
+            self.close()
+            raise HarlError(
+                f'[collector] backend = "subprocess": cannot create the {self._layout.size:,}-byte shared-memory '
+                f"segment for {n_envs} envs' steps ({exc}); free space in /dev/shm (or enlarge it, e.g. "
+                'docker --shm-size), lower [collector] n_envs, or use backend = "inline"') from None
         self._segments.append(segment)
         self._views = self._layout.views(segment.buf)
         self._slots: list[np.ndarray] = self._layout.actions(self._views)
