@@ -3,7 +3,8 @@
 One backend per module: ``inline`` steps its environments one after the other in this
 process and does all the per-step bookkeeping (stacking, auto-reset, episode returns);
 ``subprocess`` splits them into chunks, one ``InlineVectorEnv`` per worker process, so
-that logic is written once, and ``shared`` lays out the shared-memory segment its workers
+that logic is written once (``ray_actors`` does the same with Ray actors; ``chunks`` has
+what the two share), and ``shared`` lays out the shared-memory segment its workers
 write each step into.  ``numpy_view`` shows a tensor-native vector env (VMAS)
 through numpy arrays, for code that wants them.
 """
@@ -42,13 +43,12 @@ def make_vector_env(
         return native(env_config, n_envs, seed)
     if backend == "inline":
         return InlineVectorEnv(env_config, n_envs, seed)
+    if workers <= 0:
+        workers = min(n_envs, os.cpu_count() or 1)
     if backend == "subprocess":
-        if workers <= 0:
-            workers = min(n_envs, os.cpu_count() or 1)
         return SubprocessVectorEnv(env_config, n_envs, workers, seed)
     if backend == "ray":  # imports ray only when chosen
         from harl.envs.vector.ray_actors import RayVectorEnv
 
-        workers = workers if workers > 0 else min(n_envs, os.cpu_count() or 1)
         return RayVectorEnv(env_config, n_envs, workers, seed, restart_workers)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")

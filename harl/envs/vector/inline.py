@@ -15,6 +15,13 @@ from harl.errors import EnvCrashedError, HarlError
 
 Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
 
+
+def per_env(items: Sequence[Any], n_envs: int, command: str, what: str) -> None:
+    """One of ``items`` per env (every backend's ``restart`` and ``set_rng_state``), else a ValueError."""
+    if len(items) != n_envs:
+        raise ValueError(f"{command} needs {n_envs} {what}, got {len(items)}")
+
+
 def _rng_state(env: Any) -> Any:
     """The env's RNG state (its optional ``get_rng_state``), or None."""
     get = getattr(env, "get_rng_state", None)
@@ -77,8 +84,7 @@ class InlineVectorEnv:
         An episode that had run some steps starts over from its first one.  An env whose
         RNG state could not be read (no ``get_rng_state``) starts from its first seed.
         """
-        if len(starts) != self.n_envs:
-            raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
+        per_env(starts, self.n_envs, "restart", "episode starts")
         seeds: list[int | None] = []
         for k, (env, start) in enumerate(zip(self.envs, starts)):
             seed = start["seed"]
@@ -96,8 +102,7 @@ class InlineVectorEnv:
 
     def set_rng_state(self, states: Sequence[Any]) -> None:
         """Restore ``get_rng_state``'s states; the next unseeded ``reset`` continues from them."""
-        if len(states) != self.n_envs:
-            raise ValueError(f"set_rng_state needs {self.n_envs} states, got {len(states)}")
+        per_env(states, self.n_envs, "set_rng_state", "states")
         for env, state in zip(self.envs, states):
             if state is not None and hasattr(env, "set_rng_state"):
                 env.set_rng_state(state)

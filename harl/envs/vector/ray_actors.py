@@ -28,8 +28,8 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.protocol import VectorStep
-from harl.envs.vector.inline import InlineVectorEnv, Reset, _one_line
-from harl.envs.vector.subprocess import _concat_resets
+from harl.envs.vector.chunks import INLINE_HINT, chunk_bounds, concat_resets, concat_steps, envs_text
+from harl.envs.vector.inline import InlineVectorEnv, Reset, _one_line, per_env
 from harl.errors import EnvCrashedError, HarlError, import_extra
 from harl.signals import ignore_in_worker
 
@@ -41,7 +41,6 @@ OBJECT_STORE_BYTES = 200 * 1024**2
 """Object store of a local Ray: a step's arrays are small, and /dev/shm is shared."""
 _CLOSE_S = 2.0
 """How long ``close`` lets the actors close their envs before killing them."""
-_INLINE = 'Try [collector] backend = "inline" to see the full traceback.'
 _RESTART = "[collector] restart_workers = true restarts a dead worker instead of stopping."
 _RESEED = 1_000_003
 """A restarted worker's envs get fresh seeds ``seed + k + _RESEED * restarts``."""
@@ -64,31 +63,6 @@ def connect(cpus: int) -> bool:
         ray.init(address="local", num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES,
                  include_dashboard=False, logging_level=logging.WARNING)
     return True
-
-
-def _concat_steps(parts: list[VectorStep]) -> VectorStep:
-    """One VectorStep of the actors' batches, in worker order."""
-    if len(parts) == 1:
-        return parts[0]
-    n_agents = len(parts[0].obs)
-    avail = None
-    if parts[0].avail is not None:
-        avail = [np.concatenate([p.avail[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
-    return VectorStep(
-        obs=[np.concatenate([p.obs[i] for p in parts]) for i in range(n_agents)],
-        state=np.concatenate([p.state for p in parts]),
-        avail=avail,
-        rewards=np.concatenate([p.rewards for p in parts]),
-        terminated=np.concatenate([p.terminated for p in parts]),
-        truncated=np.concatenate([p.truncated for p in parts]),
-        active=np.concatenate([p.active for p in parts]),
-        final_state=np.concatenate([p.final_state for p in parts]),
-        episode_infos=[info for p in parts for info in p.episode_infos],
-        final_obs=[np.concatenate([p.final_obs[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
-        if parts[0].final_obs is not None else None,
-        final_avail=[np.concatenate([p.final_avail[i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
-        if parts[0].final_avail is not None else None,
-    )
 
 
 class EnvWorker:
@@ -135,8 +109,7 @@ class _Worker:
     """The Ray node id of the actor."""
 
     def envs_text(self) -> str:
-        last = self.stop - 1
-        return f"env {self.start}" if last == self.start else f"envs {self.start}-{last}"
+        return envs_text(self.start, self.stop)
 
     def name(self) -> str:
         return f"Environment worker {self.index} (hosting {self.envs_text()}; Ray actor {self.where})"
@@ -178,8 +151,7 @@ class RayVectorEnv:
         self.restart_workers = restart_workers
         self.restarts = 0
         self.lost_steps = 0
-        bounds = np.linspace(0, n_envs, workers + 1).round().astype(int)
-        self._workers = [_Worker(w, int(bounds[w]), int(bounds[w + 1])) for w in range(workers)]
+        self._workers = [_Worker(w, start, stop) for w, (start, stop) in enumerate(chunk_bounds(n_envs, workers))]
         self._closed = False
         self._finalizer = weakref.finalize(self, _shutdown, self._workers, started)
         self._env_config = env_config
@@ -238,7 +210,7 @@ class RayVectorEnv:
         parts = [next(stepped) if w.index not in self._pending else self._cut_pending(w) for w in workers]
         for w, part in enumerate(parts):
             self._last[w] = (part.obs, part.state, part.avail)
-        step = _concat_steps(parts)
+        step = concat_steps(parts)
         self._lengths += 1
         self._lengths[step.terminated | step.truncated] = 0
         return step
@@ -250,8 +222,7 @@ class RayVectorEnv:
 
     def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
         """Begin each env's episode again as ``starts`` says (see ``InlineVectorEnv.restart``)."""
-        if len(starts) != self.n_envs:
-            raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
+        per_env(starts, self.n_envs, "restart", "episode starts")
         args = [(list(starts[w.start:w.stop]),) for w in self._check_open()]
         return self._resets(self._call("restart", args, "resetting"))
 
@@ -262,8 +233,7 @@ class RayVectorEnv:
 
     def set_rng_state(self, states: Sequence[Any]) -> None:
         """Restore ``get_rng_state``'s states; the next unseeded ``reset`` continues from them."""
-        if len(states) != self.n_envs:
-            raise ValueError(f"set_rng_state needs {self.n_envs} states, got {len(states)}")
+        per_env(states, self.n_envs, "set_rng_state", "states")
         args = [(list(states[w.start:w.stop]),) for w in self._check_open()]
         self._call("set_rng_state", args, "restoring its RNG state")
 
@@ -283,7 +253,7 @@ class RayVectorEnv:
         self._pending.clear()
         self._last = list(parts)
         self._lengths[:] = 0
-        return _concat_resets(parts)
+        return concat_resets(parts)
 
     def _check_open(self) -> list[_Worker]:
         if self._closed:
@@ -323,7 +293,7 @@ class RayVectorEnv:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else exc
                 what = (f"reported: {str(cause).rstrip('.')}" if isinstance(cause, HarlError)
                         else f"raised {_one_line(cause)} while {doing}")
-                raise self._crashed(worker, what, _INLINE) from exc
+                raise self._crashed(worker, what, INLINE_HINT) from exc
             except ray.exceptions.RayActorError as exc:
                 reason = _first_line(exc).rstrip(".")
                 if not restartable:

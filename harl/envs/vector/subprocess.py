@@ -36,7 +36,8 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.protocol import VectorStep
-from harl.envs.vector.inline import InlineVectorEnv, Reset
+from harl.envs.vector.chunks import INLINE_HINT, chunk_bounds, concat_resets, envs_text
+from harl.envs.vector.inline import InlineVectorEnv, Reset, per_env
 from harl.envs.vector.shared import StepLayout, release
 from harl.errors import EnvCrashedError, HarlError
 from harl.signals import ignore_in_worker
@@ -45,7 +46,6 @@ _POLL_S = 0.2
 """How often a waiting parent checks that the worker it waits on is still alive."""
 _JOIN_S = 2.0
 """How long ``close`` waits for workers to exit before terminating them."""
-_HINT = 'Try [collector] backend = "inline" to see the full traceback.'
 
 
 class _RemoteTraceback(Exception):
@@ -64,8 +64,7 @@ class _Worker:
     conn: Connection
 
     def envs_text(self) -> str:
-        last = self.stop - 1
-        return f"env {self.start}" if last == self.start else f"envs {self.start}-{last}"
+        return envs_text(self.start, self.stop)
 
 
 @contextlib.contextmanager
@@ -164,18 +163,6 @@ def _shutdown(workers: list[_Worker], segments: list[shared_memory.SharedMemory]
     segments.clear()
 
 
-def _concat_resets(parts: list[Reset]) -> Reset:
-    if len(parts) == 1:
-        return parts[0]
-    n_agents = len(parts[0][0])
-    obs = [np.concatenate([p[0][i] for p in parts]) for i in range(n_agents)]
-    state = np.concatenate([p[1] for p in parts])
-    avail = None
-    if parts[0][2] is not None:
-        avail = [np.concatenate([p[2][i] for p in parts]) for i in range(n_agents)]  # type: ignore[index]
-    return obs, state, avail
-
-
 class SubprocessVectorEnv:
     """Environments in ``workers`` spawned processes, each stepping a contiguous chunk."""
 
@@ -191,10 +178,8 @@ class SubprocessVectorEnv:
 
         context = mp.get_context("spawn")
         config_bytes = pickle.dumps(env_config)
-        bounds = np.linspace(0, n_envs, workers + 1).round().astype(int)
         with _parent_main_hidden():
-            for index in range(workers):
-                start, stop = int(bounds[index]), int(bounds[index + 1])
+            for index, (start, stop) in enumerate(chunk_bounds(n_envs, workers)):
                 parent_conn, child_conn = context.Pipe()
                 process = context.Process(
                     target=_worker_main,
@@ -231,7 +216,7 @@ class SubprocessVectorEnv:
         """Reset every env; env ``k`` gets ``seed + k`` (the constructor's seed on the first call)."""
         for worker in self._check_open():
             self._send(worker, ("reset", None if seed is None else seed + worker.start), "resetting")
-        return _concat_resets([self._receive(worker, "resetting") for worker in self._workers])
+        return concat_resets([self._receive(worker, "resetting") for worker in self._workers])
 
     def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
         """Step every env with its row of ``actions``; ended episodes are reset (unseeded).
@@ -255,10 +240,9 @@ class SubprocessVectorEnv:
 
     def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
         """Begin each env's episode again as ``starts`` says (see ``InlineVectorEnv.restart``)."""
-        if len(starts) != self.n_envs:
-            raise ValueError(f"restart needs {self.n_envs} episode starts, got {len(starts)}")
+        per_env(starts, self.n_envs, "restart", "episode starts")
         chunks = [list(starts[w.start:w.stop]) for w in self._workers]
-        return _concat_resets(self._call("restart", chunks, "resetting"))
+        return concat_resets(self._call("restart", chunks, "resetting"))
 
     def get_rng_state(self) -> list[Any]:
         """Each env's RNG state now (None for an env without ``get_rng_state``)."""
@@ -266,8 +250,7 @@ class SubprocessVectorEnv:
 
     def set_rng_state(self, states: Sequence[Any]) -> None:
         """Restore ``get_rng_state``'s states; the next unseeded ``reset`` continues from them."""
-        if len(states) != self.n_envs:
-            raise ValueError(f"set_rng_state needs {self.n_envs} states, got {len(states)}")
+        per_env(states, self.n_envs, "set_rng_state", "states")
         self._call("set_rng_state", [list(states[w.start:w.stop]) for w in self._workers],
                    "restoring its RNG state")
 
@@ -331,4 +314,4 @@ class SubprocessVectorEnv:
                 what = f"was killed by {name} while {doing}"
             else:
                 what = f"died with exit code {code} while {doing}"
-        return EnvCrashedError(f"{where} {what}. {_HINT}")
+        return EnvCrashedError(f"{where} {what}. {INLINE_HINT}")

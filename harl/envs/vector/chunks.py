@@ -1,0 +1,59 @@
+"""What the multi-worker backends (subprocess, Ray) share: how the envs are split among the
+workers, how the workers' batches are joined, and how a worker's envs are named in messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harl.envs.protocol import VectorStep
+from harl.envs.vector.inline import Reset
+
+INLINE_HINT = 'Try [collector] backend = "inline" to see the full traceback.'
+
+
+def chunk_bounds(n_envs: int, workers: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each worker's contiguous envs, as even as ``n_envs`` allows."""
+    bounds = np.linspace(0, n_envs, workers + 1).round().astype(int)
+    return [(int(bounds[w]), int(bounds[w + 1])) for w in range(workers)]
+
+
+def envs_text(start: int, stop: int) -> str:
+    """``env 3`` or ``envs 3-5``: a worker's envs, for messages."""
+    last = stop - 1
+    return f"env {start}" if last == start else f"envs {start}-{last}"
+
+
+def _per_agent(lists: list[Any]) -> list[np.ndarray] | None:
+    """The parts' per-agent arrays joined agent by agent (None where the first part has none)."""
+    if lists[0] is None:
+        return None
+    return [np.concatenate(arrays) for arrays in zip(*lists)]
+
+
+def concat_resets(parts: list[Reset]) -> Reset:
+    """One reset batch of the workers' ``(obs, state, avail)``, in worker order."""
+    if len(parts) == 1:
+        return parts[0]
+    return (_per_agent([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),  # type: ignore[return-value]
+            _per_agent([p[2] for p in parts]))
+
+
+def concat_steps(parts: list[VectorStep]) -> VectorStep:
+    """One VectorStep of the workers' batches, in worker order."""
+    if len(parts) == 1:
+        return parts[0]
+    return VectorStep(
+        obs=_per_agent([p.obs for p in parts]),  # type: ignore[arg-type]
+        state=np.concatenate([p.state for p in parts]),
+        avail=_per_agent([p.avail for p in parts]),
+        rewards=np.concatenate([p.rewards for p in parts]),
+        terminated=np.concatenate([p.terminated for p in parts]),
+        truncated=np.concatenate([p.truncated for p in parts]),
+        active=np.concatenate([p.active for p in parts]),
+        final_state=np.concatenate([p.final_state for p in parts]),
+        episode_infos=[info for p in parts for info in p.episode_infos],
+        final_obs=_per_agent([p.final_obs for p in parts]),
+        final_avail=_per_agent([p.final_avail for p in parts]),
+    )
