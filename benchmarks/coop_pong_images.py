@@ -1,72 +1,113 @@
-"""PettingZoo's cooperative_pong as a harl image env (``[env] kind = "python"``), downsampled.
+"""PettingZoo's cooperative_pong as a harl image env (``[env] kind = "python"``), max-pooled.
 
     [env]
     kind = "python"
     factory = "benchmarks.coop_pong_images:make_env"
     [env.kwargs]
-    stride = 8            # every 8th pixel of the 280 x 480 RGB screen: 35 x 60 x 3 uint8
+    pool = 10             # 10 x 10 max-pool of the 280 x 480 screen: 28 x 48 x 1 uint8
+    grayscale = true      # the game draws white on black: one channel says everything
 
-Both paddles see the screen (HWC uint8, as PettingZoo gives it) and the state is the same
-screen.  The learning and throughput figures of docs/images.md use it; once PettingZoo's
-own kind (``kind = "pettingzoo"`` with a resize wrapper) is in, it is the general path.
+Both paddles see the whole screen (PettingZoo's observation) and the state is the same screen.
+
+Why not PettingZoo's own observations: cooperative_pong (PettingZoo 1.27) draws its screen
+only when a ``render_mode`` is set; with the default ``render_mode=None`` every observation is
+black.  With ``render_mode="rgb_array"`` the parallel env copies the full screen six times per
+step (two renders, four observes) and steps at ~100 env-steps per CPU second here.  This
+factory steps PettingZoo's AEC env with no render mode (same game, same RNG, same rewards),
+draws the screen once per step with the game's own ``draw()`` and pools the surface's pixels
+directly: ~1,300 env-steps per CPU second.  ``tests/envs/test_coop_pong_images.py`` pins its
+frames, rewards and episode ends to the pooled observations of
+``parallel_env(render_mode="rgb_array")``.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 from gymnasium import spaces
 
 from harl.envs.protocol import EnvStep
-from harl.errors import MissingExtraError
+from harl.errors import HarlError, MissingExtraError
+
+
+def max_pool(image: np.ndarray, pool: int) -> np.ndarray:
+    """``pool`` x ``pool`` max-pool over the first two axes of a 3-D image (any strides; edges
+    that do not fill a window dropped): a 10-pixel ball stays lit at any position, where
+    striding can step over it.  One axis at a time: numpy reduces a single axis far faster."""
+    a, b = image.shape[0] // pool, image.shape[1] // pool
+    x = image[: a * pool, : b * pool]
+    x = x.reshape(a * pool, b, pool, x.shape[2]).max(axis=2)
+    return x.reshape(a, pool, b, x.shape[2]).max(axis=1)
 
 
 class CoopPongImages:
-    """Two paddles, Discrete(3) actions each, per-agent rewards, terminated on a miss, truncated at max_cycles."""
+    """Two paddles, Discrete(3) actions each, shared reward, terminated on a miss, truncated at max_cycles."""
 
     n_agents = 2
 
-    def __init__(self, stride: int = 8, max_cycles: int = 900) -> None:
+    def __init__(self, pool: int = 10, grayscale: bool = True, max_cycles: int = 900) -> None:
         try:
+            import pygame
             from pettingzoo.butterfly import cooperative_pong_v6
         except ImportError as exc:
             raise MissingExtraError("benchmarks/coop_pong_images.py", "pettingzoo", exc.name or "pettingzoo") from None
-
-        self.env = cooperative_pong_v6.parallel_env(max_cycles=max_cycles)
+        if pool < 1:
+            raise HarlError(f"benchmarks/coop_pong_images.py: env.kwargs.pool = {pool}; it must be 1 or more")
+        self._pixels3d = pygame.surfarray.pixels3d
+        with warnings.catch_warnings():  # the game's render() warns that no render mode is set
+            warnings.simplefilter("ignore")
+            self.env = cooperative_pong_v6.raw_env(max_cycles=max_cycles)
+        if not all(hasattr(self.env, "env") and hasattr(self.env.env, name) for name in ("draw", "screen")):
+            raise HarlError(
+                "benchmarks/coop_pong_images.py: this PettingZoo's cooperative_pong has no game object with "
+                "draw() and screen (written against PettingZoo 1.27); use kind = \"pettingzoo\" with "
+                "[env.kwargs] render_mode = \"rgb_array\" instead"
+            )
         self.agents = list(self.env.possible_agents)
-        self.stride = stride
+        self.pool, self.grayscale = pool, grayscale
         h, w, c = self.env.observation_space(self.agents[0]).shape
-        shape = (-(-h // stride), -(-w // stride), c)
+        shape = (h // pool, w // pool, 1 if grayscale else c)
         self.observation_spaces = [spaces.Box(0, 255, shape, np.uint8) for _ in self.agents]
         self.action_spaces = [self.env.action_space(a) for a in self.agents]
         self.state_space = spaces.Box(0, 255, shape, np.uint8)
 
-    def _small(self, image: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(image[:: self.stride, :: self.stride])
+    def frame(self) -> np.ndarray:
+        """The screen as the players see it: drawn, pooled, HWC uint8."""
+        game = self.env.env
+        game.draw()
+        surface = self._pixels3d(game.screen)  # (W, H, 3), a view that locks the surface
+        if self.grayscale:  # the brightest channel, taken on the view: ~5x faster than pooling RGB
+            surface = np.maximum(np.maximum(surface[..., 0], surface[..., 1]), surface[..., 2])[..., None]
+        small = max_pool(surface, self.pool)
+        del surface
+        return np.ascontiguousarray(small.transpose(1, 0, 2))
 
-    def _observe(self, obs: dict) -> tuple[list[np.ndarray], np.ndarray, None]:
-        images = [self._small(obs[a]) for a in self.agents]
-        return images, images[0], None
+    def _observe(self) -> tuple[list[np.ndarray], np.ndarray, None]:
+        image = self.frame()
+        return [image, image.copy()], image, None
 
     def reset(self, seed: int | None = None) -> tuple[list[np.ndarray], np.ndarray, None]:
-        obs, _ = self.env.reset(seed=seed)
-        self._last = obs
-        return self._observe(obs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.env.reset(seed=seed)
+        return self._observe()
 
     def step(self, actions: Sequence[np.ndarray]) -> EnvStep:
-        act = {a: int(np.asarray(x).item()) for a, x in zip(self.agents, actions)}
-        obs, rewards, terminated, truncated, _ = self.env.step(act)
-        self._last = obs or self._last  # PettingZoo returns no observations once every agent is done
-        images, state, avail = self._observe(self._last)
-        r = np.array([rewards.get(a, 0.0) for a in self.agents], dtype=np.float32)
-        done_t = any(terminated.get(a, False) for a in self.agents)
-        done_c = not done_t and any(truncated.get(a, False) for a in self.agents)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for action in actions:  # AEC order: paddle_0 then paddle_1, as parallel_env steps it
+                self.env.step(int(np.asarray(action).item()))
+        images, state, avail = self._observe()
+        r = np.array([self.env.rewards[a] for a in self.agents], dtype=np.float32)
+        done_t = any(self.env.terminations[a] for a in self.agents)
+        done_c = not done_t and any(self.env.truncations[a] for a in self.agents)
         return EnvStep(images, state, avail, r, done_t, done_c, None, {})
 
     def close(self) -> None:
         self.env.close()
 
 
-def make_env(stride: int = 8, max_cycles: int = 900) -> CoopPongImages:
-    return CoopPongImages(stride, max_cycles)
+def make_env(pool: int = 10, grayscale: bool = True, max_cycles: int = 900) -> CoopPongImages:
+    return CoopPongImages(pool, grayscale, max_cycles)

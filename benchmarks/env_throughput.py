@@ -145,16 +145,16 @@ def cases() -> list[tuple[str, str, Any, int, str | None]]:
         ("air_combat", "2v2_noweapon", AirCombatConfig(task="2v2_noweapon"), 1, None),
         ("pettingzoo", "sisl multiwalker_v9", lambda: PettingZooConfig(env="pettingzoo.sisl.multiwalker_v9"), 8, None),
         ("pettingzoo", "sisl pursuit_v5 (8 agents)", lambda: PettingZooConfig(env="pettingzoo.sisl.pursuit_v5"), 8, None),
-        ("pettingzoo", "butterfly cooperative_pong_v6 (resized 64x64)", lambda: PettingZooConfig(
-            env="pettingzoo.butterfly.cooperative_pong_v6", state="observations",
+        ("pettingzoo", "butterfly cooperative_pong_v6 (drawn, resized 64x64)", lambda: PettingZooConfig(
+            env="pettingzoo.butterfly.cooperative_pong_v6", state="observations", kwargs={"render_mode": "rgb_array"},
             wrappers=[{"wrapper": "supersuit:resize_v1", "kwargs": {"x_size": 64, "y_size": 64}}]), 8, None),
         ("pettingzoo", "magent2 battle_v4 (map 12, 4 agents)", lambda: PettingZooConfig(
             env="magent2.environments.battle_v4", kwargs={"map_size": 12}), 8, None),
         ("gymma", "LBF Foraging-8x8-2p-2f-coop-v3", lambda: GymmaConfig(), 10, None),
         ("gymma", "RWARE rware-tiny-2ag-v2", lambda: GymmaConfig(id="rware:rware-tiny-2ag-v2"), 10, None),
         ("python", "examples/custom_env.py", PythonEnvConfig(factory="examples.custom_env:make_env"), 8, None),
-        ("python", "cooperative_pong 28x48 RGB (images)",
-         PythonEnvConfig(factory="benchmarks.coop_pong_images:make_env", kwargs={"stride": 10}), 8, None),
+        ("python", "cooperative_pong 14x24x1 (benchmarks/coop_pong_images.py, pool 20)",
+         PythonEnvConfig(factory="benchmarks.coop_pong_images:make_env", kwargs={"pool": 20}), 8, None),
     ]
 
 

@@ -17,6 +17,7 @@ in "everything allowed".
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,14 +74,24 @@ class EnvOutputCheck:
         self.action_spaces = list(action_spaces)
         self.widths = [avail_width(s) for s in action_spaces]
         self.steps_left = FULL_CHECK_STEPS
+        self.blank_images = {i for i, s in enumerate(observation_spaces) if len(s.shape) == 3}
+        """Agents with image observations not yet seen to hold two different pixel values."""
 
     @property
     def active(self) -> bool:
         return self.steps_left > 0
 
     def counted_step(self) -> None:
-        """One vector step done: fewer full checks left."""
+        """One vector step done: fewer full checks left; the last one warns about blank images."""
         self.steps_left -= 1
+        if self.steps_left == 0 and self.blank_images:
+            agents = ", ".join(str(i) for i in sorted(self.blank_images))
+            warnings.warn(
+                f"{self.name}: the image observations of agent(s) {agents} were one flat colour in every "
+                f"env, at every reset and for the first {FULL_CHECK_STEPS} steps; nothing can be learned "
+                "from them. The env may not be drawing its screen: PettingZoo's cooperative_pong, for "
+                'one, draws only when a render mode is set ([env.kwargs] render_mode = "rgb_array").',
+                RuntimeWarning, stacklevel=3)
 
     def _fail(self, k: int, what: str) -> EnvProtocolError:
         return EnvProtocolError(
@@ -121,6 +132,8 @@ class EnvOutputCheck:
                                 f"agent), got {count}")
         for i, o in enumerate(obs):
             self._array(k, call, "obs", o, self.obs_shapes[i], agent=i)
+        for i in [i for i in self.blank_images if np.ptp(obs[i]) > 0]:
+            self.blank_images.discard(i)
 
     def _array(self, k: int, call: str, field: str, value: Any, shape: tuple[int, ...],
                agent: int | None = None) -> None:

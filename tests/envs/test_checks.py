@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,31 @@ class TestNonFinite:
         rewards[2, 1] = -np.inf
         with pytest.raises(NonFiniteError, match="^e, environment 2, agent 1: rewards holds -inf"):
             check_finite("e", "rewards", rewards)
+
+
+class TestBlankImages:
+    """An env whose images never change (it does not draw its screen) is named once, after the full checks."""
+
+    def run(self, blank_agent: int, steps: int = FULL_CHECK_STEPS) -> list[str]:
+        from tests.fakes.images import ImagesConfig
+
+        env = make_vector_env(ImagesConfig(blank_agent=blank_agent), 2, "inline")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                env.reset(seed=0)
+                for _ in range(steps):
+                    env.step([np.zeros((2,), dtype=np.int64)] * 2)
+        finally:
+            env.close()
+        return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+    def test_a_black_agent_is_named_after_the_last_full_check(self):
+        assert self.run(1, FULL_CHECK_STEPS - 1) == []
+        (message,) = self.run(1, FULL_CHECK_STEPS + 3)
+        assert message.startswith('images env: the image observations of agent(s) 1 were one flat colour in '
+                                  f"every env, at every reset and for the first {FULL_CHECK_STEPS} steps")
+        assert 'render_mode = "rgb_array"' in message
+
+    def test_lit_images_give_no_warning(self):
+        assert self.run(-1, FULL_CHECK_STEPS + 3) == []

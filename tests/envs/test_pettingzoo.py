@@ -197,10 +197,13 @@ class TestSisl:
 
 
 def test_image_env_through_a_resize_wrapper() -> None:
-    """cooperative_pong's 280x480 frames, resized by supersuit: uint8 images, state stacked as channels."""
+    """cooperative_pong's 280x480 frames, resized by supersuit: uint8 images, state stacked as channels.
+
+    It draws its screen only with a render mode (black observations without one)."""
     pytest.importorskip("supersuit")
     config = PettingZooConfig(
-        env="pettingzoo.butterfly.cooperative_pong_v6", kwargs={"max_cycles": 10}, state="observations",
+        env="pettingzoo.butterfly.cooperative_pong_v6", kwargs={"max_cycles": 10, "render_mode": "rgb_array"},
+        state="observations",
         wrappers=[{"wrapper": "supersuit:resize_v1", "kwargs": {"x_size": 16, "y_size": 12}}])
     env = make_pettingzoo_env(config)
     assert env.observation_spaces[0] == spaces.Box(0, 255, (12, 16, 3), np.uint8)
@@ -209,9 +212,10 @@ def test_image_env_through_a_resize_wrapper() -> None:
     import supersuit
     from pettingzoo.butterfly import cooperative_pong_v6
 
-    reference = supersuit.resize_v1(cooperative_pong_v6.parallel_env(max_cycles=10), x_size=16, y_size=12)
+    reference = supersuit.resize_v1(cooperative_pong_v6.parallel_env(max_cycles=10, render_mode="rgb_array"),
+                                    x_size=16, y_size=12)
     ref_obs, _ = reference.reset(seed=0)
-    assert obs[0].dtype == np.uint8
+    assert obs[0].dtype == np.uint8 and obs[0].max() > 0
     np.testing.assert_array_equal(obs[0], ref_obs["paddle_0"])
     np.testing.assert_array_equal(state[..., 3:], obs[1])
     for _ in range(10):

@@ -31,6 +31,7 @@ class ImagesConfig:
     state: str = setting("image", "an image state or a vector one", one_of(("image", "vector")))
     actions: str = setting("discrete", "Discrete(2) or Box(1) actions", one_of(("discrete", "box")))
     episode_length: int = setting(4, "steps per episode")
+    blank_agent: int = setting(-1, "an agent whose images stay black, as an env that never draws (-1: none)")
 
 
 class ImagesEnv:
@@ -55,7 +56,7 @@ class ImagesEnv:
         obs = []
         for i, (row, col) in enumerate(self.pixels):
             image = np.zeros((SIZE, SIZE, 3), dtype=np.uint8)
-            image[row, col, i] = 255
+            image[row, col, i] = 0 if i == self.config.blank_agent else 255
             state[row, col, i] = 255
             obs.append(image if self.config.channels == "last" else image.transpose(2, 0, 1).copy())
         if self.config.state == "vector":
