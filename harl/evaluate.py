@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from harl.envs.protocol import VectorEnv, is_tensor_native
-from harl.settings import in_range, positive, setting
+from harl.settings import in_range, one_of, positive, setting
 
 
 @attrs.frozen
@@ -28,6 +28,12 @@ class EvaluatorConfig:
     episodes: int = setting(20, "episodes per evaluation", positive())
     n_envs: int = setting(10, "evaluation environments stepped together", positive())
     deterministic: bool = setting(True, "take the most likely action instead of sampling")
+    counting: str = setting(
+        "per_env", 'which episodes count: "per_env" (each env gives its share of `episodes`, the first '
+        'ones it finishes, so long and short episodes weigh as they occur) or "first_finished" (HARL: '
+        "the first episodes to end in any env, all of those ending on the last step; where lengths "
+        "vary, short episodes end first and the mean leans towards them)",
+        one_of(("per_env", "first_finished")))
 
 
 @attrs.frozen
@@ -90,6 +96,7 @@ class Evaluator:
         done: list[dict[str, Any]] = []
         hidden = self.policy.initial_hidden(self.venv.n_envs, self.device)  # None: feed-forward
         starts = torch.ones(self.venv.n_envs, device=self.device)
+        count = _PerEnvCount(self.venv.n_envs, wanted) if self.config.counting == "per_env" else None
         while len(done) < wanted:
             obs_t = [torch.as_tensor(o, device=self.device) for o in obs]
             avail_t = None if avail is None else [torch.as_tensor(a, device=self.device) for a in avail]
@@ -98,8 +105,30 @@ class Evaluator:
             step = self.venv.step(actions if self.native else [a.cpu().numpy() for a in actions])
             obs, avail = step.obs, step.avail
             starts = torch.as_tensor(step.terminated | step.truncated, dtype=torch.float32, device=self.device)
-            done.extend(step.episode_infos)
-        return summarize_episodes(done[:wanted])
+            done.extend(step.episode_infos if count is None else count.take(starts, step.episode_infos))
+        return summarize_episodes(done)
+
+
+class _PerEnvCount:
+    """Env ``k`` contributes its first ``quota[k]`` episodes (the ``wanted`` split evenly over the envs).
+
+    Counting the first episodes to end anywhere under-counts long ones: with one env in a
+    900-step episode the others finish many short ones meanwhile.
+    """
+
+    def __init__(self, n_envs: int, wanted: int) -> None:
+        self.quota = [wanted // n_envs + (k < wanted % n_envs) for k in range(n_envs)]
+        self.taken = [0] * n_envs
+
+    def take(self, ended: torch.Tensor, infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The episodes to keep of one step's ``infos`` (one per ended env, in env order)."""
+        envs = ended.nonzero().flatten().tolist()  # no numpy: tensor-native envs stay on their device
+        if len(envs) != len(infos):  # episodes cut short by a restarted worker carry no info
+            return []
+        keep = [info for k, info in zip(envs, infos) if self.taken[k] < self.quota[k]]
+        for k in envs:
+            self.taken[k] += 1
+        return keep
 
     def close(self) -> None:
         self.venv.close()

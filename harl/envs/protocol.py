@@ -116,7 +116,7 @@ class VectorStep:
     final_state: Array
     """``(n_envs, *state_shape)``: the pre-reset state where an episode ended, else ``state``."""
     episode_infos: list[dict[str, Any]]
-    """One dict per episode that ended this step: ``return``, ``length`` and env metrics."""
+    """One dict per episode that ended this step, in env order: ``return``, ``length`` and env metrics."""
     final_obs: list[Array] | None = None
     """Per agent, the pre-reset observation where an episode ended, else ``obs`` (off-policy
     transitions bootstrap from it on truncation).  None only from backends that lack it."""
