@@ -108,6 +108,9 @@ class Evaluator:
             done.extend(step.episode_infos if count is None else count.take(starts, step.episode_infos))
         return summarize_episodes(done)
 
+    def close(self) -> None:
+        self.venv.close()
+
 
 class _PerEnvCount:
     """Env ``k`` contributes its first ``quota[k]`` episodes (the ``wanted`` split evenly over the envs).
@@ -129,6 +132,3 @@ class _PerEnvCount:
         for k in envs:
             self.taken[k] += 1
         return keep
-
-    def close(self) -> None:
-        self.venv.close()

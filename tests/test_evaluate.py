@@ -21,6 +21,10 @@ class LengthsVectorEnv:
         self.lengths = np.array(lengths)
         self.n_envs = len(lengths)
         self.t = np.zeros(self.n_envs, dtype=np.int64)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def reset(self, seed: int | None = None) -> tuple[list[np.ndarray], np.ndarray, None]:
         self.t[:] = 0
@@ -71,3 +75,9 @@ def test_first_finished_is_harls_count_and_leans_short():
 
 def test_fewer_episodes_than_envs_use_the_first_envs():
     assert evaluate([3, 1, 1], 1, "per_env") == [3.0, 3.0, 1]
+
+
+def test_close_closes_the_eval_envs():
+    venv = LengthsVectorEnv([1])
+    Evaluator(EvaluatorConfig(n_envs=1), venv, StillPolicy(), torch.device("cpu"), seed=0).close()
+    assert venv.closed
