@@ -105,9 +105,18 @@ class CoopPongImages:
         done_c = not done_t and any(self.env.truncations[a] for a in self.agents)
         return EnvStep(images, state, avail, r, done_t, done_c, None, {})
 
+    def render(self) -> np.ndarray:
+        """The full 280 x 480 RGB screen as drawn at the last reset or step (for ``harl render``)."""
+        surface = self._pixels3d(self.env.env.screen)
+        frame = np.ascontiguousarray(surface.transpose(1, 0, 2))
+        del surface
+        return frame
+
     def close(self) -> None:
         self.env.close()
 
 
-def make_env(pool: int = 10, grayscale: bool = True, max_cycles: int = 900) -> CoopPongImages:
+def make_env(pool: int = 10, grayscale: bool = True, max_cycles: int = 900,
+             render_mode: str | None = None) -> CoopPongImages:
+    """``render_mode`` is taken for ``harl render``; the screen is drawn every step either way."""
     return CoopPongImages(pool, grayscale, max_cycles)

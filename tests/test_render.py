@@ -84,6 +84,18 @@ def test_env_without_rendering() -> None:
         'its factory accepts render_mode="rgb_array" and the env has render())')
 
 
+def test_python_env_without_render_mode() -> None:
+    """A kind = "python" factory that takes no render_mode is refused naming the key and the fix."""
+    from harl.envs.python_env import PythonEnvConfig
+
+    with pytest.raises(HarlError) as info:
+        make_render_env(PythonEnvConfig(factory="examples.custom_env:make_env"))
+    assert str(info.value) == (
+        'env.factory: "examples.custom_env:make_env" takes no render_mode, so harl render cannot film it; '
+        "give it a render_mode=None parameter and the env a render() method returning an (H, W, 3) uint8 "
+        "frame")
+
+
 def test_off_policy_run_in_a_gymnasium_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An off-policy (HATD3) run on gymnasium's Pendulum renders too: one frame per step plus the reset's."""
     pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")

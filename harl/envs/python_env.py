@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from harl.errors import ConfigError, EnvCrashedError
+from harl.errors import ConfigError, EnvCrashedError, HarlError
 from harl.settings import InvalidSetting, kind_field, setting
 from harl.user_import import import_module as _import_module
 
@@ -126,13 +126,34 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def make_python_env(config: PythonEnvConfig) -> Any:
-    """Call the factory with ``kwargs`` and check that the result is a ``MultiAgentEnv``."""
+def make_python_env(config: PythonEnvConfig, render_mode: str | None = None) -> Any:
+    """Call the factory with ``kwargs`` and check that the result is a ``MultiAgentEnv``.
+
+    ``render_mode`` (``harl render``) is passed on to a factory that takes one.
+    """
     factory = resolve_factory(config.factory)
+    kwargs = dict(config.kwargs)
+    if render_mode is not None:
+        if not _takes(factory, "render_mode"):
+            raise HarlError(
+                f'env.factory: "{config.factory}" takes no render_mode, so harl render cannot film it; give '
+                "it a render_mode=None parameter and the env a render() method returning an (H, W, 3) "
+                "uint8 frame"
+            )
+        kwargs["render_mode"] = render_mode
     try:
-        env = factory(**config.kwargs)
+        env = factory(**kwargs)
     except Exception as exc:  # noqa: BLE001 - any failure in the user's constructor
         raise EnvCrashedError(
             f'env.factory: "{config.factory}" raised {type(exc).__name__}: {exc} while building the environment'
         ) from exc
     return check_env(env, config.factory)
+
+
+def _takes(factory: Callable[..., Any], name: str) -> bool:
+    """Whether ``factory`` accepts the keyword ``name`` (by name or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # builtins and C callables may have none
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)

@@ -72,3 +72,14 @@ def test_frames_rewards_and_ends_match_pettingzoo_rgb_array(grayscale):
             for img in (*step.obs, step.state):
                 np.testing.assert_array_equal(img, expected(obs["paddle_0"]))
     assert episodes == 3 and ends >= 1  # at least one miss among random paddles
+
+
+def test_harl_render_builds_it_and_gets_the_full_screen():
+    from harl.envs.python_env import PythonEnvConfig
+    from harl.render import make_render_env
+
+    env = make_render_env(PythonEnvConfig(factory="benchmarks.coop_pong_images:make_env", kwargs={"pool": 20}))
+    images, _, _ = env.reset(seed=0)
+    frame = env.render()
+    assert frame.shape == (280, 480, 3) and frame.dtype == np.uint8
+    np.testing.assert_array_equal(max_pool(frame, 20).max(axis=2, keepdims=True), images[0])
