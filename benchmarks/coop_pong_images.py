@@ -105,6 +105,14 @@ class CoopPongImages:
         done_c = not done_t and any(self.env.truncations[a] for a in self.agents)
         return EnvStep(images, state, avail, r, done_t, done_c, None, {})
 
+    def get_rng_state(self) -> dict:
+        """The game's random stream (the ball's serve angles), for an exact resume."""
+        return self.env.randomizer.bit_generator.state
+
+    def set_rng_state(self, state: dict) -> None:
+        """The next unseeded reset serves as the run would have."""
+        self.env.randomizer.bit_generator.state = state
+
     def render(self) -> np.ndarray:
         """The full 280 x 480 RGB screen as drawn at the last reset or step (for ``harl render``)."""
         surface = self._pixels3d(self.env.env.screen)
