@@ -102,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--metric", help="a metrics.csv column (default: eval_return if evaluated, else train_return)")
     pl.add_argument("--out", metavar="FILE.png", help="default: <metric>.png in the one directory given, "
                     "else in the current directory")
+    pl.add_argument("--smooth", type=int, default=1, metavar="N", help="draw each run's trailing mean over "
+                    "its last N points (default 1: the points as logged)")
 
     r = sub.add_parser("render", help="film a run's policy (deterministic) to a .gif or .mp4",
                        description="Run a checkpoint's policy deterministically in an env that renders "
@@ -359,7 +361,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 def cmd_plot(args: argparse.Namespace, console: Console) -> int:
     from harl.plot import plot
 
-    out, groups = plot(args.run_dirs, args.metric, Path(args.out) if args.out else None)
+    out, groups = plot(args.run_dirs, args.metric, Path(args.out) if args.out else None, args.smooth)
     runs = sum(len(g.runs) for g in groups)
     console.print(f"wrote {out}: {runs} run{'s' if runs > 1 else ''} in {len(groups)} "
                   f"curve{'s' if len(groups) > 1 else ''}", highlight=False)

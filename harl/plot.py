@@ -125,6 +125,16 @@ def curve(run: Run, metric: str) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def smooth(y: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over the last ``window`` points (fewer at the start); 1 leaves ``y`` as it is."""
+    if window <= 1 or len(y) == 0:
+        return y
+    sums = np.cumsum(np.concatenate([[0.0], y]))
+    ends = np.arange(1, len(y) + 1)
+    starts = np.maximum(ends - window, 0)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -135,8 +145,9 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def group_runs(runs: Sequence[Run], metric: str) -> list[Group]:
-    """One group per distinct pipeline (seeds together), with its mean and std curve."""
+def group_runs(runs: Sequence[Run], metric: str, window: int = 1) -> list[Group]:
+    """One group per distinct pipeline (seeds together), with its mean and std curve (each
+    run's curve smoothed over ``window`` points first)."""
     by_key: dict[str, list[Run]] = {}
     for run in runs:
         by_key.setdefault(json.dumps(run.key, sort_keys=True, default=str), []).append(run)
@@ -154,7 +165,7 @@ def group_runs(runs: Sequence[Run], metric: str) -> list[Group]:
             label += f" · {len(members)} seed{'s' if len(members) > 1 else ''}"
         else:
             label += f" · {len(members)} runs (seeds {', '.join(map(str, seeds))})"
-        x, mean, std = band([curve(r, metric) for r in members])
+        x, mean, std = band([(x, smooth(y, window)) for x, y in (curve(r, metric) for r in members)])
         groups.append(Group(label, members, x, mean, std))
     return groups
 
@@ -186,8 +197,12 @@ def _steps(value: float, _: object = None) -> str:
     return f"{value:g}"
 
 
-def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None) -> tuple[Path, list[Group]]:
-    """Draw the curves of the runs under ``paths``; returns the PNG written and the groups."""
+def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None,
+         window: int = 1) -> tuple[Path, list[Group]]:
+    """Draw the curves of the runs under ``paths`` (each a trailing mean over ``window`` of its
+    points); returns the PNG written and the groups."""
+    if window < 1:
+        raise HarlError(f"--smooth {window}: expected a number of points, 1 or more (1: no smoothing)")
     try:
         from matplotlib.figure import Figure
         from matplotlib.ticker import FuncFormatter
@@ -205,7 +220,7 @@ def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None) -> t
         hint = f' (did you mean "{near[0]}"?)' if near else ""
         raise HarlError(f"--metric {metric}: no such numeric column in these runs' metrics.csv{hint}; "
                         f"columns: {', '.join(c for c in columns if c != 'env_steps')}")
-    groups = [g for g in group_runs(runs, metric) if len(g.x)]
+    groups = [g for g in group_runs(runs, metric, window) if len(g.x)]
     if not groups:
         raise HarlError(f"--metric {metric}: the runs' curves share no range of env steps to plot")
 
@@ -220,7 +235,9 @@ def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None) -> t
     banded = any(g.std is not None for g in groups)
     ax.set_xlabel("env steps")
     ax.set_ylabel(metric)
-    ax.set_title(metric + (" (mean ± std over seeds)" if banded else ""))
+    smoothed = f", mean of the last {window} points" if window > 1 else ""
+    ax.set_title(metric + (f" (mean ± std over seeds{smoothed})" if banded else
+                           f" ({smoothed[2:]})" if smoothed else ""))
     ax.xaxis.set_major_formatter(FuncFormatter(_steps))
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize="small", frameon=False)
