@@ -132,8 +132,7 @@ class EnvOutputCheck:
                                 f"agent), got {count}")
         for i, o in enumerate(obs):
             self._array(k, call, "obs", o, self.obs_shapes[i], agent=i)
-        for i in [i for i in self.blank_images if np.ptp(obs[i]) > 0]:
-            self.blank_images.discard(i)
+        self.blank_images -= {i for i in self.blank_images if np.ptp(obs[i]) > 0}
 
     def _array(self, k: int, call: str, field: str, value: Any, shape: tuple[int, ...],
                agent: int | None = None) -> None:
