@@ -68,8 +68,13 @@ def _sweep_process(pipeline: Path, cluster: LocalCluster, *args: str) -> subproc
 
 
 def _wait_for_checkpoint(run_dir: Path, iteration: int, process: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Until the run has a checkpoint at ``iteration`` or later (older ones are pruned as it goes on)."""
     deadline = time.monotonic() + timeout
-    while not (run_dir / "checkpoints" / f"iter_{iteration:07d}.pt").is_file():
+
+    def reached() -> bool:
+        return any(int(p.stem[5:]) >= iteration for p in (run_dir / "checkpoints").glob("iter_*.pt"))
+
+    while not reached():
         assert process.poll() is None, process.communicate()[0]
         assert time.monotonic() < deadline, f"no checkpoint {iteration} in {timeout} s"
         time.sleep(0.1)
@@ -81,7 +86,9 @@ def test_two_nodes_a_killed_worker_resumes_from_its_checkpoint(ray_cluster: Loca
     """Two trials on a head and a worker node (1 CPU each); kill -9 of one trial's Ray worker after
     its checkpoint 2: the trial runs again from that checkpoint, and both trials end with the
     metrics of the uninterrupted local runs."""
-    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=300, env={"sleep": 0.01})
+    # 0.03 s per env step: a trial lasts ~10 s, so both are still running when Ctrl-C comes
+    # (at 0.01 a loaded CI machine once saw both trials finish while the test waited for the later one)
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=300, env={"sleep": 0.03})
     sweep_dir = tmp_path / "ray"
     process = _sweep_process(pipeline, ray_cluster, "--run-dir", str(sweep_dir))
     victim = sweep_dir / "run-s1"
@@ -106,7 +113,9 @@ def test_two_nodes_a_killed_worker_resumes_from_its_checkpoint(ray_cluster: Loca
 def test_two_nodes_ctrl_c_then_resume_the_sweep(ray_cluster: LocalCluster, tmp_path: Path) -> None:  # noqa: F811
     """Ctrl-C stops the running trials after their iteration with a checkpoint (exit 130);
     the same command with --resume SWEEP_DIR finishes them with the uninterrupted metrics."""
-    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=300, env={"sleep": 0.01})
+    # 0.03 s per env step: a trial lasts ~10 s, so both are still running when Ctrl-C comes
+    # (at 0.01 a loaded CI machine once saw both trials finish while the test waited for the later one)
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=300, env={"sleep": 0.03})
     sweep_dir = tmp_path / "ray"
     process = _sweep_process(pipeline, ray_cluster, "--run-dir", str(sweep_dir))
     for name in ("run-s1", "run-s2"):  # Ray may start one trial later than the other
