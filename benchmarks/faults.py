@@ -39,10 +39,10 @@ from typing import Any
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harl.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint  # noqa: E402
 from harl.cli import main  # noqa: E402
 from harl.errors import HarlError  # noqa: E402
 from harl.logging.csv_log import read_metrics  # noqa: E402
+from harl.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint  # noqa: E402
 from tests.fakes.bad_env import write_pipeline  # noqa: E402
 from tests.procs import group, workers  # noqa: E402
 

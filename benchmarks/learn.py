@@ -16,7 +16,7 @@ import sys
 import time
 
 from harl.logging.csv_log import read_metrics
-from harl.run import start_run
+from harl.run.lifecycle import start_run
 
 
 def main() -> int:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import attrs
 
+from harl.config.run import LoggingConfig
 from harl.logging.tracker import open_trackers
-from harl.run_config import LoggingConfig
 
 PIPELINE = '[run]\nseed = 1\n[env]\nkind = "mpe"\n[updater.objective]\nkind = "ppo"\nclip = 0.2\n'
 

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from harl.cli_help import TRAIN_EXAMPLES, command_list, harl_version
 from harl.errors import HarlError
-from harl.signals import exit_status, shielded
+from harl.run.signals import exit_status, shielded
 
 EPILOG = """\
 examples:
@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
-    from harl.run import resume_run, start_run
+    from harl.run.lifecycle import resume_run, start_run
     from harl.sweep.plan import RECORD
 
     sweep = args.seeds or args.grid or (args.resume and (Path(args.resume) / RECORD).is_file())
@@ -334,9 +334,9 @@ def _summary(doc: str, title: str) -> str:
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     import attrs
 
-    from harl.checkpoint import latest_checkpoint, load_checkpoint
     from harl.compose import build_stages
-    from harl.run import restore, spec_of_run
+    from harl.run.checkpoint import latest_checkpoint, load_checkpoint
+    from harl.run.lifecycle import restore, spec_of_run
 
     run_dir = Path(args.run_dir)
     spec, _ = spec_of_run(run_dir)

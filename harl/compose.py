@@ -22,10 +22,10 @@ from harl.envs.registry import make_env, vector_factory
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError
 from harl.evaluate import Evaluator
-from harl.policy.actor import stochastic_team
+from harl.policy.on_policy import stochastic_team
 from harl.sizes import allocating, check_env_count
-from harl.update.off_policy_updater import OffPolicyUpdater
-from harl.update.updater import OnPolicyUpdater
+from harl.update.off_policy import OffPolicyUpdater
+from harl.update.on_policy import OnPolicyUpdater
 
 
 def resolve_device(name: str, source: str = "pipeline") -> torch.device:

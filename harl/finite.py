@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from harl.checkpoint import list_checkpoints
 from harl.errors import NonFiniteError
+from harl.run.checkpoint import list_checkpoints
 
 _AGENT_KEY = re.compile(r"^agent(\d+)_(.+)$")
 

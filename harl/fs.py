@@ -4,18 +4,20 @@ A long run meets a full disk sooner or later.  Every file a run writes (its dire
 ``pipeline.toml``, ``metrics.csv``, checkpoints) goes through ``writing``, which turns the
 ``OSError`` into a ``ResourceError`` saying which file, why in words, and that the newest
 complete checkpoint is intact: checkpoints are written to a temporary file and renamed
-(``harl.checkpoint.atomic_write_bytes``), so a failed write never touches an older one.
+(``harl.run.checkpoint.atomic_write_bytes``), so a failed write never touches an older one.
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
+import os
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from harl.errors import ResourceError
-from harl.run_files import list_checkpoints
 
 _REASONS = {
     errno.ENOSPC: "the disk is full",
@@ -43,23 +45,50 @@ def reason(exc: OSError, path: Path) -> str:
     return _REASONS.get(exc.errno or 0, exc.strerror or str(exc))
 
 
-def checkpoint_note(run_dir: Path | None) -> str:
-    """What is left of the run: its newest complete checkpoint, which a failed write never touches."""
-    if run_dir is None:
-        return ""
-    found = list_checkpoints(run_dir) if run_dir.is_dir() else []
-    if not found:
-        return "; no checkpoint of this run was written yet"
-    return (f"; the newest complete checkpoint, {found[-1]}, is intact: free some space and continue "
-            f"with harl train --resume {run_dir}")
-
-
 @contextmanager
-def writing(path: Path, what: str, run_dir: Path | None = None, fix: str = "") -> Iterator[None]:
-    """An ``OSError`` in the block becomes a ``ResourceError`` about writing ``what`` at ``path``."""
+def writing(path: Path, what: str, fix: str = "", note: Callable[[], str] = str) -> Iterator[None]:
+    """An ``OSError`` in the block becomes a ``ResourceError`` about writing ``what`` at ``path``;
+    ``note()`` adds what is left (asked only after a failure)."""
     try:
         yield
     except OSError as exc:
         advice = f"; {fix}" if fix else ""
-        raise ResourceError(f"{path}: cannot write {what}: {reason(exc, path)}{advice}"
-                            f"{checkpoint_note(run_dir)}") from None
+        raise ResourceError(f"{path}: cannot write {what}: {reason(exc, path)}{advice}{note()}") from None
+
+
+TEMP_SUFFIX = ".tmp"
+
+
+def atomic_write_bytes(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Call ``write(file)`` on a temp file next to ``path``, fsync, then rename it into place.
+
+    If ``write`` raises, the temp file is removed and ``path`` is untouched (an older file
+    under that name stays as it was).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -23,9 +23,7 @@ import numpy as np
 import torch
 
 from harl.errors import HarlError
-from harl.exported import MANIFEST
-
-"""The manifest beside an export's files (written by ``harl.export.manifest``)."""
+from harl.export.manifest import MANIFEST
 
 
 class TeamActor:

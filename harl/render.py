@@ -124,9 +124,9 @@ def _small(spec: Any) -> Any:
 def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path | None,
                fps: int | None = None) -> RenderResult:
     """Load the run's newest (or the named) checkpoint and film ``episodes`` episodes."""
-    from harl.checkpoint import latest_checkpoint, load_checkpoint
     from harl.compose import build_stages
-    from harl.run import restore, spec_of_run
+    from harl.run.checkpoint import latest_checkpoint, load_checkpoint
+    from harl.run.lifecycle import restore, spec_of_run
 
     if episodes < 1:
         raise HarlError(f"--episodes: expected a positive integer, got {episodes}")

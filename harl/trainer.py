@@ -30,7 +30,6 @@ import attrs
 import numpy as np
 import torch
 
-from harl.checkpoint import list_checkpoints, save_checkpoint
 from harl.errors import ResourceError
 from harl.evaluate import EvalStats
 from harl.finite import NonFiniteUpdateError, check_update
@@ -38,7 +37,8 @@ from harl.logging.csv_log import CSVLogger
 from harl.logging.progress import ProgressView, StageTimes
 from harl.logging.tensorboard import TensorBoardLogger
 from harl.logging.tracker import open_trackers
-from harl.signals import GracefulStop
+from harl.run.checkpoint import list_checkpoints, save_checkpoint
+from harl.run.signals import GracefulStop
 
 
 @attrs.define
@@ -56,7 +56,7 @@ class TrainResult:
     interrupted: bool
     run_dir: Path
     signum: int = 0
-    """The signal that stopped the run (0: none; see ``harl.signals``)."""
+    """The signal that stopped the run (0: none; see ``harl.run.signals``)."""
 
 
 BASE_COLUMNS = ["iteration", "env_steps", "episodes", "wall_time", "steps_per_s",
@@ -125,7 +125,7 @@ class Trainer:
         return last or iteration == 1 or (every > 0 and iteration % every == 0)
 
     def train(self, progress: ProgressView | None = None, quiet: bool = False) -> TrainResult:
-        """Run iterations until the budget is spent, Ctrl-C or SIGTERM (see ``harl.signals``).
+        """Run iterations until the budget is spent, Ctrl-C or SIGTERM (see ``harl.run.signals``).
 
         ``quiet``: no progress display and no log lines (batch jobs).
         """

@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from examples.custom_env import make_env
 from harl.logging.csv_log import read_metrics
-from harl.run import start_run
+from harl.run.lifecycle import start_run
 from tests.train_briefly import train_briefly
 
 ROOT = Path(__file__).parent.parent

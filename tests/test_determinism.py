@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from harl.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from harl.cli import main
 from harl.collect.on_policy import OnPolicyCollector
 from harl.logging.csv_log import read_metrics
+from harl.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 
 pytest.importorskip("mpe2", reason="these runs use MPE (pip install harl[mpe])")
 

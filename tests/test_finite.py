@@ -10,10 +10,10 @@ import attrs
 import pytest
 import torch
 
-from harl.checkpoint import list_checkpoints, load_checkpoint
 from harl.cli import main
 from harl.errors import NonFiniteError
-from harl.run import start_run
+from harl.run.checkpoint import list_checkpoints, load_checkpoint
+from harl.run.lifecycle import start_run
 from tests.fakes.bad_env import write_pipeline
 
 ROOT = Path(__file__).parents[1]

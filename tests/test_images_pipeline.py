@@ -14,7 +14,7 @@ from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
 from harl.nets.cnn import CNNBase, PlainCNN
 from harl.nets.q import EncodedStack
-from harl.run import resume_run, start_run
+from harl.run.lifecycle import resume_run, start_run
 from harl.sizes import rollout_bytes_per_step
 from tests.fakes import images
 

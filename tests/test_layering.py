@@ -12,10 +12,11 @@ from pathlib import Path
 HARL = Path(__file__).parent.parent / "harl"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("harl.errors", "harl.exported", "harl.fs", "harl.run_files", "harl.signals", "harl.resume_check", "harl.settings", "harl.user_import", "harl.registry", "harl.run_config"),
+    ("harl.errors", "harl.fs", "harl.run.files", "harl.run.signals", "harl.settings", "harl.user_import",
+     "harl.registry", "harl.config.run"),
     ("harl.nets", "harl.policy", "harl.sizes"),
     ("harl.envs", "harl.buffers", "harl.returns"),
-    ("harl.collect", "harl.update", "harl.evaluate", "harl.checkpoint", "harl.logging", "harl.finite"),
+    ("harl.collect", "harl.update", "harl.evaluate", "harl.run.checkpoint", "harl.logging", "harl.finite"),
     ("harl.config",),
     ("harl.compose", "harl.trainer"),
     ("harl.run", "harl.render", "harl.sweep", "harl.plot", "harl.export", "harl.inference"),

@@ -11,7 +11,7 @@ import torch
 from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
-from harl.run import resume_run, start_run
+from harl.run.lifecycle import resume_run, start_run
 from tests.fakes import counting, matrix
 from tests.fakes.matrix import PAYOFF
 

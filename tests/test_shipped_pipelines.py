@@ -9,7 +9,7 @@ import pytest
 from harl.config.loading import read_toml
 from harl.errors import MissingExtraError
 from harl.logging.csv_log import read_metrics
-from harl.run import start_run
+from harl.run.lifecycle import start_run
 
 PIPELINES = sorted(Path(__file__).parent.parent.glob("pipelines/*.toml"))
 LONG_EPISODES = {"mamujoco": "env.max_episode_steps", "gym": "env.max_episode_steps", "vmas": "env.max_steps",

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from harl.logging.csv_log import read_metrics
-from harl.run import start_run
+from harl.run.lifecycle import start_run
 
 
 def train_briefly(pipeline: Path, overrides: list[str], run_dir: Path,

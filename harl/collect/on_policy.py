@@ -24,7 +24,7 @@ import torch
 from harl.buffers.rollout import RolloutBuffer
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.errors import EnvCrashedError
-from harl.policy.actor import TeamPolicy
+from harl.policy.on_policy import TeamPolicy
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import attrs
 
+from harl.config.run import CheckpointConfig, LoggingConfig, RunConfig
 from harl.evaluate import EvaluatorConfig
-from harl.policy.actor import PolicyConfig
-from harl.run_config import CheckpointConfig, LoggingConfig, RunConfig
+from harl.policy.on_policy import PolicyConfig
 
 
 @attrs.frozen

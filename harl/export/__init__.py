@@ -44,9 +44,9 @@ class LoadedTeam:
 
 def load_team(run_dir: Path, checkpoint: Path | None = None) -> LoadedTeam:
     """The run's team on the CPU (its newest checkpoint unless ``checkpoint``); builds one env for its spaces."""
-    from harl.checkpoint import latest_checkpoint, load_checkpoint
     from harl.compose import build_stages
-    from harl.run import restore, spec_of_run
+    from harl.run.checkpoint import latest_checkpoint, load_checkpoint
+    from harl.run.lifecycle import restore, spec_of_run
 
     spec, text = spec_of_run(run_dir)
     path = checkpoint or latest_checkpoint(run_dir)

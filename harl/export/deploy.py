@@ -27,14 +27,14 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.nets.heads import GaussianHead, avail_size
-from harl.policy.actor import Actor
+from harl.nets.plain import masked_argmax
 from harl.policy.off_policy import (
     CategoricalActor,
     DeterministicActor,
     DuelingQActor,
     SquashedGaussianActor,
-    masked_argmax,
 )
+from harl.policy.on_policy import Actor
 
 PARAMS = {"gaussian": ["mean", "std"], "squashed_gaussian": ["mu", "log_std"],
           "categorical": ["logits"], "deterministic": [], "q": ["q_values"]}

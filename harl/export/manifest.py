@@ -17,10 +17,12 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.export.deploy import PARAMS, DeployActor
-from harl.exported import MANIFEST
 from harl.nets.heads import avail_size
 
 FORMAT_VERSION = 1
+MANIFEST = "policy.json"
+"""The manifest beside an export's files: spaces, inputs, outputs, the run's pipeline
+(read back by ``harl.load_policy``)."""
 
 
 def harl_version() -> str:

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harl.checkpoint import atomic_write_bytes
-from harl.fs import writing
+from harl.fs import atomic_write_bytes
+from harl.run.files import writing
 
 
 class CSVLogger:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, plain_mlp
+from harl.nets.plain import OFF_POLICY_ACTIVATIONS, plain_mlp
 
 
 def full_precision(x: torch.Tensor) -> contextlib.AbstractContextManager[None]:

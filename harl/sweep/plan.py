@@ -27,7 +27,7 @@ from rich.console import Console
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline
 from harl.errors import ConfigError, HarlError
-from harl.run import spec_of_run
+from harl.run.lifecycle import spec_of_run
 from harl.sweep import local, ray_backend
 from harl.sweep.grid import Trial, parse_grid, parse_seeds, point_label, trials
 from harl.sweep.report import write_summary, write_trials

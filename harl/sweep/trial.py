@@ -20,8 +20,8 @@ from pathlib import Path
 import attrs
 
 from harl.errors import HarlError
-from harl.run_files import PATTERN, list_checkpoints
-from harl.signals import exit_status, shielded
+from harl.run.files import PATTERN, list_checkpoints
+from harl.run.signals import exit_status, shielded
 
 LOG = "train.log"
 
@@ -47,7 +47,7 @@ def checkpoint_iteration(run_dir: Path) -> int:
 
 def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
     """Start or resume the run in ``run_dir`` and train it to its end (or a stop signal)."""
-    from harl.run import resume_run, start_run
+    from harl.run.lifecycle import resume_run, start_run
 
     def say(text: str) -> None:
         print(text, flush=True)

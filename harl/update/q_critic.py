@@ -36,8 +36,8 @@ from torch.nn import functional as F
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
 from harl.nets.image import CHANNEL_ORDERS, ENCODERS
+from harl.nets.plain import OFF_POLICY_ACTIVATIONS, masked_argmax, off_policy_encoder, prefixed
 from harl.nets.q import DuelingNet, EncodedStack, StackedMLP
-from harl.policy.off_policy import OFF_POLICY_ACTIVATIONS, masked_argmax, off_policy_encoder, prefixed
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting

@@ -7,7 +7,7 @@ agent, each agent's own reward.  The choice is this config's ``state_type`` and 
 Recurrent critic: when ``[policy] recurrent`` is "naive" or "chunked" the critic gets a GRU
 after its MLP too (as HARL's ``use_recurrent_policy`` gives actor and critic one), trained on
 the same sequences as the actors.  Its state is ``(B, H)`` for EP and ``(B, A, H)`` for FP
-(one per agent copy); rows are sequence-major as for the actors (see harl.policy.actor).
+(one per agent copy); rows are sequence-major as for the actors (see harl.policy.on_policy).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from harl.envs.checks import FULL_CHECK_STEPS, check_finite, stack_avail
 from harl.envs.python_env import PythonEnvConfig
 from harl.envs.vector import make_vector_env
 from harl.errors import EnvCrashedError, EnvProtocolError, NonFiniteError
-from harl.policy.actor import PolicyConfig, TeamPolicy
+from harl.policy.on_policy import PolicyConfig, TeamPolicy
 from harl.update.v_critic import VCritic, VCriticConfig
 from tests.fakes.bad_env import write_pipeline
 

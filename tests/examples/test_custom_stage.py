@@ -12,7 +12,7 @@ from examples.custom_stage.kl_ppo import adapt_beta, kl_estimate
 from examples.custom_stage.td_lambda import lambda_returns
 from harl.logging.csv_log import read_metrics
 from harl.returns.gae import gae
-from harl.run import start_run
+from harl.run.lifecycle import start_run
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples" / "custom_stage"
 

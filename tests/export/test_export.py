@@ -20,7 +20,7 @@ from harl.cli import main
 from harl.export import load_team
 from harl.export.deploy import team_actors
 from harl.nets.heads import avail_size
-from harl.policy.actor import Actor
+from harl.policy.on_policy import Actor
 from tests.fakes import counting, images
 from tests.train_briefly import train_briefly
 

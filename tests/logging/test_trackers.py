@@ -11,7 +11,7 @@ import pytest
 from harl.cli import main
 from harl.logging.csv_log import read_metrics
 from harl.logging.tracker_data import IDS, flatten, numeric
-from harl.run import resume_run
+from harl.run.lifecycle import resume_run
 from tests.fakes import counting
 from tests.logging import wandb_records
 from tests.train_briefly import train_briefly

@@ -9,7 +9,7 @@ from gymnasium import spaces
 
 from harl.errors import ConfigError
 from harl.nets.heads import CategoricalHead, GaussianHead
-from harl.policy.actor import PolicyConfig, TeamPolicy
+from harl.policy.on_policy import PolicyConfig, TeamPolicy
 
 
 def test_gaussian_log_prob_and_entropy_match_torch() -> None:

@@ -31,7 +31,7 @@ from harl.envs.protocol import VectorStep
 from harl.envs.vector.chunks import INLINE_HINT, chunk_bounds, concat_resets, concat_steps, envs_text
 from harl.envs.vector.inline import InlineVectorEnv, Reset, _one_line, per_env
 from harl.errors import EnvCrashedError, HarlError, import_extra
-from harl.signals import ignore_in_worker
+from harl.run.signals import ignore_in_worker
 
 TIMEOUT_S = 300.0
 """An actor that has not answered one call after this long is taken as hung."""

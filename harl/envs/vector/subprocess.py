@@ -40,7 +40,7 @@ from harl.envs.vector.chunks import INLINE_HINT, chunk_bounds, concat_resets, en
 from harl.envs.vector.inline import InlineVectorEnv, Reset, per_env
 from harl.envs.vector.shared import StepLayout, release
 from harl.errors import EnvCrashedError, HarlError
-from harl.signals import ignore_in_worker
+from harl.run.signals import ignore_in_worker
 
 _POLL_S = 0.2
 """How often a waiting parent checks that the worker it waits on is still alive."""

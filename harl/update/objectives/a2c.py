@@ -14,7 +14,7 @@ from __future__ import annotations
 import attrs
 import torch
 
-from harl.policy.actor import Actor
+from harl.policy.on_policy import Actor
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.common import masked_mean

@@ -26,15 +26,9 @@ from torch import nn
 
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
-from harl.policy.actor import PolicyConfig, describe_space
-from harl.policy.off_policy import (
-    OFF_POLICY_ACTIVATIONS,
-    DuelingQActor,
-    KeptForward,
-    OffPolicyTeam,
-    masked_argmax,
-    team_builder,
-)
+from harl.nets.plain import OFF_POLICY_ACTIVATIONS, masked_argmax
+from harl.policy.off_policy import DuelingQActor, KeptForward, OffPolicyTeam, team_builder
+from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
 from harl.update.common import clip_grads, masked_mean, polyak_update

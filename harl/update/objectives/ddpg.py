@@ -23,8 +23,8 @@ from torch import nn
 
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
-from harl.policy.actor import PolicyConfig, describe_space
 from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam, team_builder
+from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.common import clip_grads, masked_mean, polyak_update

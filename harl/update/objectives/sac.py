@@ -32,7 +32,6 @@ from torch import nn
 
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
-from harl.policy.actor import PolicyConfig, describe_space
 from harl.policy.off_policy import (
     CategoricalActor,
     KeptForward,
@@ -41,6 +40,7 @@ from harl.policy.off_policy import (
     box_bounds,
     team_builder,
 )
+from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.common import clip_grads, masked_mean

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from harl.buffers.rollout import AgentBatch, minibatch_rows
-from harl.policy.actor import Actor
+from harl.policy.on_policy import Actor
 from harl.update.common import AgentStats, aggregate_ratio, clip_grads, masked_mean, ratio_aggregation
 
 Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

@@ -37,7 +37,7 @@ from torch import nn
 from harl.buffers.rollout import AgentBatch
 from harl.errors import ConfigError
 from harl.nets.heads import CategoricalHead
-from harl.policy.actor import Actor
+from harl.policy.on_policy import Actor
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.common import aggregate_ratio, masked_mean

@@ -1,4 +1,4 @@
-"""harl.checkpoint: atomic writes, pruning, finding the newest, clear load errors."""
+"""harl.run.checkpoint: atomic writes, pruning, finding the newest, clear load errors."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from typing import BinaryIO
 import pytest
 import torch
 
-from harl.checkpoint import (
+from harl.errors import CheckpointError
+from harl.fs import atomic_write_bytes
+from harl.run.checkpoint import (
     FORMAT_VERSION,
-    atomic_write_bytes,
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from harl.errors import CheckpointError
 
 
 class WriterFailed(Exception):

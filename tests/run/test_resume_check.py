@@ -1,4 +1,4 @@
-"""harl.resume_check and bad run paths: a resume after a shape-changing edit, a non-UTF-8
+"""harl.run.resume_check and bad run paths: a resume after a shape-changing edit, a non-UTF-8
 pipeline.toml, --run-dir or logging.dir that is a file: each one clear exit 2."""
 
 from __future__ import annotations

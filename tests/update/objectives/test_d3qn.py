@@ -8,8 +8,8 @@ from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
-from harl.policy.actor import PolicyConfig
 from harl.policy.off_policy import OffPolicyTeam
+from harl.policy.on_policy import PolicyConfig
 from harl.update.objectives.d3qn import D3QNConfig, make_actor, make_learner
 from harl.update.q_critic import JointQCritic, JointQCriticConfig
 

@@ -1,5 +1,5 @@
 """harl.sweep and harl train --seeds/--grid: seed lists, grids, sweep directories, the summaries,
-parallel jobs, retries and resume (Ray: tests/test_sweep_ray.py)."""
+parallel jobs, retries and resume (Ray: tests/sweep/test_sweep_ray.py)."""
 
 from __future__ import annotations
 

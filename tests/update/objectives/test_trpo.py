@@ -10,7 +10,7 @@ from harl.buffers.rollout import AgentBatch
 from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
-from harl.policy.actor import Actor, PolicyConfig
+from harl.policy.on_policy import Actor, PolicyConfig
 from harl.update.common import masked_mean
 from harl.update.objectives.trpo import (
     TRPOConfig,

@@ -1,4 +1,4 @@
-"""harl.signals and the Trainer's exits, met as a user meets them: a real ``harl train``
+"""harl.run.signals and the Trainer's exits, met as a user meets them: a real ``harl train``
 process, a scheduler's SIGTERM, a double Ctrl-C, an env worker killed with SIGKILL."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from harl.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from harl.logging.csv_log import read_metrics
-from harl.signals import exit_status
+from harl.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from harl.run.signals import exit_status
 from tests.fakes.bad_env import write_pipeline
 from tests.procs import group, workers
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 TIMEOUT = 120
 
 
@@ -151,7 +151,7 @@ def test_worker_dies_during_the_update_before_a_scheduled_save(tmp_path: Path) -
     """A worker that dies while the networks update: the scheduled checkpoint's query of the envs fails,
     and the exit-save takes the state of the last whole collect instead of asking the closed env."""
     from harl.errors import EnvCrashedError
-    from harl.run import start_run
+    from harl.run.lifecycle import start_run
 
     pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=200, every=2, backend="subprocess", workers=2)
     trainer, _ = start_run(pipeline, [], tmp_path / "run")

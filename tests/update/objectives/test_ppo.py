@@ -9,7 +9,7 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.rollout import AgentBatch
-from harl.policy.actor import Actor, PolicyConfig
+from harl.policy.on_policy import Actor, PolicyConfig
 from harl.update.common import aggregate_ratio, ratio_aggregation
 from harl.update.objectives.ppo import PPOConfig, ppo_loss
 from harl.update.objectives.surrogate import SurrogateLearner

@@ -6,16 +6,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harl.checkpoint import latest_checkpoint, load_checkpoint
 from harl.compose import Stages, build_stages
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline, structure_pipeline
 from harl.config.spec import PipelineSpec
 from harl.errors import CheckpointError, ConfigError
-from harl.fs import writing
 from harl.logging.tensorboard import require_tensorboard
 from harl.logging.tracker import require_trackers
-from harl.resume_check import check_resumable
+from harl.run.checkpoint import latest_checkpoint, load_checkpoint
+from harl.run.files import writing
+from harl.run.resume_check import check_resumable
 from harl.trainer import Counters, Trainer, set_rng_state
 
 try:

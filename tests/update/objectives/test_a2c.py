@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.rollout import AgentBatch
-from harl.policy.actor import Actor, PolicyConfig
+from harl.policy.on_policy import Actor, PolicyConfig
 from harl.update.objectives.a2c import A2CConfig, a2c_learner, a2c_loss
 
 

@@ -16,7 +16,7 @@ from harl.returns.n_step import NStepConfig, NStepReturns
 from harl.update.objectives.ddpg import DeterministicLearner
 from harl.update.objectives.sac import SACConfig, SACLearner
 from harl.update.objectives.td3 import TD3Config
-from harl.update.off_policy_updater import OffPolicyUpdater, actor_round
+from harl.update.off_policy import OffPolicyUpdater, actor_round
 from harl.update.q_critic import QCritic, QCriticConfig, QCriticLearner
 from harl.update.sequential import SequentialConfig
 from harl.update.simultaneous import SimultaneousConfig

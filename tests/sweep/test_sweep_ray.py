@@ -21,7 +21,7 @@ from tests.ray_cluster import LocalCluster, needs_ray, ray_cluster, ray_local  #
 
 pytestmark = needs_ray
 WALL_CLOCK = ("wall_time", "steps_per_s")
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def rows(run_dir: Path) -> list[dict[str, str]]:

@@ -8,57 +8,16 @@ name: the newest complete checkpoint is always the latest one listed.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import torch
 
 from harl.errors import CheckpointError
-from harl.fs import writing
-from harl.run_files import PATTERN, checkpoint_dir, list_checkpoints
+from harl.fs import TEMP_SUFFIX, atomic_write_bytes
+from harl.run.files import PATTERN, checkpoint_dir, list_checkpoints, writing
 
 FORMAT_VERSION = 1
-
-
-TEMP_SUFFIX = ".tmp"
-
-
-def atomic_write_bytes(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Call ``write(file)`` on a temp file next to ``path``, fsync, then rename it into place.
-
-    If ``write`` raises, the temp file is removed and ``path`` is untouched (an older file
-    under that name stays as it was).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def save_checkpoint(run_dir: Path, iteration: int, state: dict[str, Any], keep: int) -> Path:

@@ -14,8 +14,8 @@ from harl.errors import ConfigError
 from harl.update.simultaneous import SimultaneousConfig
 from tests.fakes import counting  # noqa: F401 - registers env kind "counting"
 
-PIPELINES = sorted((Path(__file__).parents[1] / "pipelines").glob("*.toml"))
-HAPPO = Path(__file__).parents[1] / "pipelines" / "happo_mpe_spread.toml"
+PIPELINES = sorted((Path(__file__).parents[2] / "pipelines").glob("*.toml"))
+HAPPO = Path(__file__).parents[2] / "pipelines" / "happo_mpe_spread.toml"
 
 
 def edited(tmp_path: Path, old: str, new: str, source: Path = HAPPO) -> Path:
