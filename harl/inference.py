@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from harl.errors import HarlError
-from harl.export.manifest import MANIFEST
+from harl.run.files import MANIFEST
 
 
 class TeamActor:

@@ -18,11 +18,9 @@ from gymnasium import spaces
 
 from harl.export.deploy import PARAMS, DeployActor
 from harl.nets.heads import avail_size
+from harl.run.files import MANIFEST
 
 FORMAT_VERSION = 1
-MANIFEST = "policy.json"
-"""The manifest beside an export's files: spaces, inputs, outputs, the run's pipeline
-(read back by ``harl.load_policy``)."""
 
 
 def harl_version() -> str:

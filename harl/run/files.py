@@ -1,5 +1,7 @@
-"""A run directory's layout (its checkpoints), known to the checkpoint writer, to the metrics
-sink and to the messages that tell a user which complete checkpoint survived a failed write."""
+"""The layouts of the folders harl writes, known to their writers and readers alike: a run
+directory's checkpoints (the checkpoint writer, the metrics sink, the messages that tell a user
+which complete checkpoint survived a failed write) and an export folder's manifest (``harl
+export`` writes it, ``harl.load_policy`` reads it)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ from pathlib import Path
 from harl import fs
 
 PATTERN = re.compile(r"^iter_(\d+)\.pt$")
+
+MANIFEST = "policy.json"
+"""The manifest beside an export's files: spaces, inputs, outputs, the run's pipeline."""
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
