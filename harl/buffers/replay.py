@@ -89,7 +89,7 @@ class ReplayBuffer:
         S = max(2, -(-capacity // n_envs))
         self.rows, self.n_envs, self.n_agents = S, E, A
         self.device = torch.device(device)
-        f32 = dict(dtype=torch.float32, device=self.device)
+        f32: dict[str, Any] = dict(dtype=torch.float32, device=self.device)
 
         def per_agent(width: Sequence[int]) -> list[torch.Tensor]:
             return [torch.empty(S, E, w, **f32) for w in width]

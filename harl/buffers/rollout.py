@@ -128,7 +128,7 @@ class RolloutBuffer:
         self.sequence_length = sequence_length
         self.length, self.n_envs, self.n_agents, self.fp_state = T, E, A, fp_state
         self.device = torch.device(device)
-        f32 = dict(dtype=torch.float32, device=self.device)
+        f32: dict[str, Any] = dict(dtype=torch.float32, device=self.device)
         vshape = (E, A) if fp_state else (E,)
         self.obs = [torch.zeros(T + 1, E, *s.shape, dtype=storage_dtype(s), device=self.device)
                     for s in observation_spaces]
@@ -183,7 +183,7 @@ class RolloutBuffer:
         if t >= self.length:
             raise IndexError(f"the rollout holds {self.length} steps; call roll_over() before inserting more")
         self.values[t] = record.values
-        if self.critic_hidden is not None:
+        if self.critic_hidden is not None and record.critic_hidden is not None:
             self.critic_hidden[t + 1] = record.critic_hidden
         for i in range(self.n_agents):
             self.actions[i][t] = record.actions[i]

@@ -72,8 +72,8 @@ def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, paramet
 @torch.no_grad()
 def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
     """``target <- (1 - tau) * target + tau * online``, parameter by parameter (tau = 1 copies)."""
-    t_params = list(target.parameters())
-    o_params = list(online.parameters())
+    t_params: list[torch.Tensor] = list(target.parameters())
+    o_params: list[torch.Tensor] = list(online.parameters())
     if t_params:
         torch._foreach_lerp_(t_params, o_params, tau)
 
