@@ -27,9 +27,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the package, tests and benchmarks."""
+    """ruff over the package, tests and benchmarks; mypy over the package ([tool.mypy] in pyproject.toml)."""
     session.install("ruff")
     session.run("ruff", "check", "harl", "tests", "benchmarks", "examples", "noxfile.py")
+    session.install(TORCH)  # mypy reads torch's, numpy's, gymnasium's and attrs' own types
+    session.install("-e", ".", "mypy>=1.10")
+    session.run("mypy", "harl")
 
 
 @nox.session

@@ -1,14 +1,18 @@
 """The composition root: a PipelineSpec becomes Stages, on- and off-policy alike.
 
 This is the only place that builds stages.  Which class a kind builds is the registry's
-business (``harl.registry``); what one stage needs from another table comes from
-``harl.config.checks.wiring``.  Every stage gets its parts through its constructor.
+business (``harl.registry``; each family's updater too); what one stage needs from another
+table comes from ``harl.config.checks.wiring``.  Every stage gets its parts through its
+constructor.
+
+Words: the *team* is the agents' actors (one ``nn.Module``); a *learner* is one agent's
+objective-driven updater of its actor; the *critic* is the value network and the *critic
+learner* what fits it.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -16,16 +20,18 @@ import numpy as np
 import torch
 
 from harl import registry
+from harl.buffers.replay import ReplayBuffer
 from harl.config.checks import Wiring, wiring
 from harl.config.spec import PipelineSpec
+from harl.envs.protocol import VectorEnv
 from harl.envs.registry import make_env, vector_factory
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError
 from harl.evaluate import Evaluator
+from harl.nets.cnn import CNNBase, PlainCNN
 from harl.policy.on_policy import stochastic_team
-from harl.sizes import allocating, check_env_count
-from harl.update.off_policy import OffPolicyUpdater
-from harl.update.on_policy import OnPolicyUpdater
+from harl.protocols import Buffer, Collector, ReturnComputer, Updater
+from harl.sizes import allocating, check_env_count, human, replay_bytes_per_transition, rollout_bytes_per_step
 
 
 def resolve_device(name: str, source: str = "pipeline") -> torch.device:
@@ -47,68 +53,124 @@ def seed_everything(seed: int) -> None:
 
 @attrs.define
 class Stages:
-    """Every built stage of one pipeline; the Trainer runs them, a checkpoint saves them."""
+    """Every built stage of one pipeline; the Trainer runs them, a checkpoint saves them.
 
-    venv: Any
-    eval_venv: Any
-    policy: Any
-    critic: Any
-    buffer: Any
-    collector: Any
-    returns: Any
-    updater: Any
-    evaluator: Any
+    A context manager: ``with build_stages(spec) as stages: ...`` closes every env it opened.
+    """
+
+    venv: VectorEnv
+    eval_venv: VectorEnv
+    team: torch.nn.Module
+    """The agents' actors (``OnPolicyTeam`` or ``OffPolicyTeam``)."""
+    critic: torch.nn.Module
+    """The critic network (its learner is inside the updater)."""
+    buffer: Buffer
+    collector: Collector
+    returns: ReturnComputer
+    updater: Updater
+    evaluator: Evaluator
     device: torch.device
     save_buffer: bool = False
     """``[checkpoint] replay_buffer``: also save the buffer's contents (it can hold gigabytes)."""
+    spec: PipelineSpec | None = None
+    """The pipeline these stages were built from (``describe`` reads its kinds and settings)."""
 
-    STATEFUL = ("policy", "critic", "updater", "collector", "evaluator")
-    """Slots whose ``state_dict()`` a checkpoint holds: networks and optimisers, the collector's
-    episode starts and the evaluator's env RNG states, so a resumed run continues exactly.
-    The buffer only with ``save_buffer``: without it a resumed off-policy run refills it,
-    and updates wait until it holds more than ``warmup_steps``."""
+    STATEFUL = (("policy", "team"), ("critic", "critic"), ("updater", "updater"), ("collector", "collector"),
+                ("evaluator", "evaluator"))
+    """(checkpoint key, slot) of the stages whose ``state_dict()`` a checkpoint holds: networks and
+    optimisers, the collector's episode starts and the evaluator's env RNG states, so a resumed run
+    continues exactly.  The buffer only with ``save_buffer``: without it a resumed off-policy run
+    refills it, and updates wait until it holds more than ``warmup_steps``.  The team's key stays
+    ``policy`` so older checkpoints load."""
+
+    @property
+    def policy(self) -> torch.nn.Module:
+        """The team (its older name)."""
+        return self.team
+
+    def __enter__(self) -> Stages:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint holds of the stages (the Trainer adds counters and RNG states)."""
-        state = {name: stage.state_dict() for name in self.STATEFUL
+        state = {key: stage.state_dict() for key, name in self.STATEFUL
                  if hasattr(stage := getattr(self, name), "state_dict")}
         if self.save_buffer:
-            state["buffer"] = self.buffer.state_dict()
+            state["buffer"] = self.buffer.state_dict()  # type: ignore[attr-defined]
         return state
 
     def load_state_dict(self, state: dict[str, Any], networks_only: bool = False) -> None:
         """Restore ``state_dict()``; slots missing from ``state`` (older checkpoints) keep their state.
 
-        ``networks_only``: just the policy and critic (to evaluate or render a checkpoint).
+        ``networks_only``: just the team and critic (to evaluate or render a checkpoint).
         """
-        self.policy.load_state_dict(state["policy"])
+        self.team.load_state_dict(state["policy"])
         self.critic.load_state_dict(state["critic"])
         if networks_only:
             return
-        for name in (*self.STATEFUL[2:], "buffer"):
+        for key, name in (*self.STATEFUL[2:], ("buffer", "buffer")):
             stage = getattr(self, name)
-            if name in state and hasattr(stage, "load_state_dict"):
-                stage.load_state_dict(state[name])
+            if key in state and hasattr(stage, "load_state_dict"):
+                stage.load_state_dict(state[key])
 
     def close(self) -> None:
+        """Close the envs (training and evaluation) these stages own."""
         self.venv.close()
         self.eval_venv.close()
 
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(slot, kind, what was built) per stage: the rows of ``harl check``'s table."""
+        spec = self.spec
+        if spec is None:
+            raise ValueError("describe() needs the spec these stages were built from (build_stages sets it)")
+        venv, kind = self.venv, registry.kind_name
+        settings = {slot: ", ".join(f"{k}={v}" for k, v in attrs.asdict(config, recurse=False).items()
+                                    if k not in ("kind", "objective"))[:60]
+                    for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
+        first_env = next(iter(getattr(self.eval_venv, "envs", ())), None)
+        state = getattr(first_env, "summary", f"state {tuple(venv.state_space.shape)}")  # an env's own words
+        memory = _replay_memory(spec, venv) if isinstance(self.buffer, ReplayBuffer) else _rollout_memory(self)
+        n_actor = sum(p.numel() for p in self.team.parameters())
+        return [
+            ("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, {state}"),
+            ("collector", kind(spec.collector), f"{self.collector.steps_per_iteration:,} env steps per iteration"),
+            ("buffer", kind(spec.buffer), memory or settings["buffer"] or type(self.buffer).__name__),
+            ("returns", kind(spec.returns), settings["returns"]),
+            ("critic", kind(spec.critic), f"{_encoders(self.critic)} encoder, "
+             f"{sum(p.numel() for p in self.critic.parameters()):,} parameters"),
+            ("updater", kind(spec.updater), f"objective {kind(spec.updater.objective)}"),
+            ("policy", _encoders(self.team), f"{len(self.team.actors)} actor(s), {n_actor:,} parameters, "  # type: ignore[arg-type]
+             f"device {self.device}"),
+            ("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations"),
+        ]
 
-def _on_policy_updater(spec: PipelineSpec, learners: list[Any], critic_learner: Any, parts: registry.Parts,
-                       w: Wiring) -> OnPolicyUpdater:
-    return OnPolicyUpdater(spec.updater, learners, critic_learner, parts.n_agents, parts.generator)
+
+def _encoders(module: torch.nn.Module) -> str:
+    """What reads the inputs of ``module``'s networks: cnn (an image encoder is among them) or mlp."""
+    return "cnn" if any(isinstance(m, (CNNBase, PlainCNN)) for m in module.modules()) else "mlp"
 
 
-def _off_policy_updater(spec: PipelineSpec, learners: list[Any], critic_learner: Any, parts: registry.Parts,
-                        w: Wiring) -> OffPolicyUpdater:
-    return OffPolicyUpdater(spec.updater, learners, critic_learner, parts.returns, w.batch_size,
-                            w.updates_per_round, w.warmup_steps, w.policy_freq, parts.generator,
-                            spec.run.precision)
+def _rollout_memory(stages: Stages) -> str:
+    """The rollout buffer's row: bytes per env step (uint8 images count 1 byte a value)."""
+    venv, buffer = stages.venv, stages.buffer
+    if not hasattr(buffer, "fp_state"):
+        return ""
+    per = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces, int(np.prod(venv.state_space.shape)),
+                                 buffer.fp_state, stages.team.hidden_size, stages.critic.hidden_size,  # type: ignore[arg-type]
+                                 venv.state_space)
+    return f"{per:,} bytes per env step, {buffer.length} x {buffer.n_envs} steps"  # type: ignore[attr-defined]
 
 
-UPDATERS: dict[str, Callable[..., Any]] = {"on_policy": _on_policy_updater, "off_policy": _off_policy_updater}
-"""Family -> how its updater drives the objective's learners and the critic's learner."""
+def _replay_memory(spec: PipelineSpec, venv: VectorEnv) -> str:
+    """The replay buffer's row: capacity, batch and memory once full."""
+    per = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces,
+                                      int(np.prod(venv.state_space.shape)), venv.state_space)
+    capacity = spec.buffer.capacity
+    return (f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes per "
+            f"transition x {capacity:,} = {human(per * capacity)}")
 
 
 def _build(config: Any, parts: registry.Parts, *extra: Any) -> Any:
@@ -164,9 +226,10 @@ def _compose(spec: PipelineSpec, source: str, venv: Any, eval_venv: Any, device:
     parts.returns = _build(spec.returns, parts)
     learners = [_build(objective, parts, i) for i in range(len(parts.team.actors))]
     critic_learner = registry.entry_of(spec.critic).parts["learner"](parts.critic, spec.critic, parts)
-    updater = UPDATERS[w.family](spec, learners, critic_learner, parts, w)
+    updater = registry.updater_builder(w.family)(spec.updater, learners, critic_learner, parts)
     buffer = _build(spec.buffer, parts)
     collector = _build(spec.collector, parts)
     evaluator = Evaluator(spec.evaluator, eval_venv, parts.team, device, seed=run.seed * 1000 + 500)
     return Stages(venv, eval_venv, parts.team, parts.critic, buffer, collector, parts.returns, updater,
-                  evaluator, device, save_buffer=w.family == "off_policy" and spec.checkpoint.replay_buffer)
+                  evaluator, device, save_buffer=w.family == "off_policy" and spec.checkpoint.replay_buffer,
+                  spec=spec)

@@ -5,8 +5,19 @@ A kind registers itself at the bottom of the module that defines it::
     register("returns", GAEConfig, lambda config, parts: GAE(config), family="on_policy")
 
 and the loader, the family checks, ``harl stages`` and the composition root read this
-registry; none of them lists kinds.  harl's own kinds are found by importing the modules
-of the stage packages (``STAGE_PACKAGES``), so a new objective is one new module there.
+registry; none of them lists kinds.  harl's own kinds are found by importing, the first
+time a slot is asked for, the modules that can define them (``BUILTIN``): every module of
+the stage packages, the top-level modules of ``harl/envs`` (an env kind registers at the
+bottom of its adapter) and of ``harl/logging`` (sinks).  So a new objective, env kind or
+sink is one new module, and no table lists them.  Scanning instead of a name convention
+(kind "vmas" lives in ``vmas_env.py``) or entry points (which need an install) keeps a
+kind's name free and works from a source checkout; it stays cheap because adapters and
+sinks import their optional package only when their kind is built (a test holds them to
+it).  A subprocess env worker never scans: unpickling its env config imports the config's
+module, which registers its kind.
+
+The updater of each family (``on_policy``, ``off_policy``) registers with
+``register_updater`` at the bottom of its module, the same way.
 
 A user's kind is ``kind = "my_pkg.module:Name"`` (``Name`` an attrs config class that its
 module registered) or the name of an entry point in the ``harl.stages`` group of an
@@ -30,8 +41,9 @@ from harl.user_import import import_module
 FAMILIES = ("on_policy", "off_policy", "both")
 """``on_policy``: rollouts, V critics, advantages; ``off_policy``: replay, Q critics."""
 
-SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective")
-"""Slots whose table has a ``kind``; ``updater.objective`` is nested in ``[updater]``."""
+SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective", "sink")
+"""Slots whose table has a ``kind``; ``updater.objective`` is nested in ``[updater]``; ``sink``:
+the run's logging sinks (csv, tensorboard, mlflow, wandb, a user's own), set by ``[logging]``."""
 
 PROTOCOLS: dict[str, tuple[str, ...]] = {
     "collector": ("collect", "steps_per_iteration"),
@@ -42,15 +54,27 @@ PROTOCOLS: dict[str, tuple[str, ...]] = {
     "updater.objective/on_policy": ("ratio",),
     "updater.objective/off_policy": ("stat_names", "next_action", "initial_action", "updated_action", "soft_update",
                                      "state_dict", "load_state_dict"),
+    "sink": ("write", "close"),
 }
 """The attributes a built stage of each slot must have (docs/your-own-stage.md explains them)."""
 
 STAGE_PACKAGES = ("harl.collect", "harl.buffers", "harl.returns", "harl.update")
-"""Packages whose modules register harl's own kinds on import."""
+"""Packages whose modules (all, recursively) register harl's own stage kinds on import."""
+
+BUILTIN: dict[str, tuple[tuple[str, bool], ...]] = {
+    **{slot: tuple((p, True) for p in STAGE_PACKAGES) for slot in SLOTS if slot not in ("env", "sink")},
+    "env": (("harl.envs", False),),
+    "sink": (("harl.logging", False),),
+}
+"""slot -> (package, recursive): where harl's own kinds of the slot are defined.  Env adapters and
+sinks sit at the top level of their package (a package of its own, like ``harl.envs.smax``'s
+siblings ``air_combat/``, registers in its ``__init__``)."""
 
 ENTRY_POINT_GROUP = "harl.stages"
 
 Check = Callable[[Any, Mapping[str, Any]], Iterable[tuple[list[str], str]]]
+UpdaterBuilder = Callable[[Any, list[Any], Any, "Parts"], Any]
+"""``build(updater_config, learners, critic_learner, parts)`` -> the family's updater."""
 
 
 @attrs.frozen
@@ -62,7 +86,9 @@ class Entry:
     config: type
     """The attrs class whose fields are the table's keys."""
     factory: Callable[..., Any] | None
-    """Builds the stage: ``factory(config, parts)`` (objectives: ``factory(config, parts, agent)``)."""
+    """Builds the stage: ``factory(config, parts)`` (objectives: ``factory(config, parts, agent)``;
+    env kinds: ``factory(config)`` -> one env, or with ``vectorised=True`` in ``parts``
+    ``factory(config, n_envs, seed)`` -> a whole ``VectorEnv``; sinks: as their package says)."""
     family: str = "both"
     provides: tuple[str, ...] = ()
     """Capabilities other kinds may require (a critic: ``state_values``, ``q_values``, ...)."""
@@ -73,7 +99,7 @@ class Entry:
     default: bool = False
     """The kind a table without ``kind`` gets."""
     parts: Mapping[str, Any] = attrs.field(factory=dict)
-    """Slot-specific extras (an objective's ``team`` builder, a critic's ``learner``)."""
+    """Slot-specific extras (an objective's ``team`` builder, a critic's ``learner``, an env's ``vectorised``)."""
     module: str = ""
 
     @property
@@ -115,7 +141,8 @@ class Parts:
 
 _ENTRIES: dict[str, dict[str, Entry]] = {slot: {} for slot in SLOTS}
 _BY_CLASS: dict[type, Entry] = {}
-_loaded = False
+_loaded: set[str] = set()
+_UPDATERS: dict[str, UpdaterBuilder] = {}
 
 
 def _kind_default(config: type) -> str | None:
@@ -130,8 +157,8 @@ def register(slot: str, config: type, factory: Callable[..., Any] | None, *, fam
 
     A user's class registered without a name is found by ``"module:Name"`` only.
     """
-    if slot not in SLOTS or slot == "env":
-        raise ValueError(f"no stage slot {slot!r}; slots: {', '.join(SLOTS[1:])}")
+    if slot not in SLOTS:
+        raise ValueError(f"no stage slot {slot!r}; slots: {', '.join(SLOTS)}")
     if family not in FAMILIES:
         raise ValueError(f"family {family!r}: expected one of {', '.join(FAMILIES)}")
     if not attrs.has(config):
@@ -145,49 +172,52 @@ def register(slot: str, config: type, factory: Callable[..., Any] | None, *, fam
     return entry
 
 
-def _load_builtin() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for package in STAGE_PACKAGES:
+def _load(slot: str) -> None:
+    """Import the modules that define harl's own kinds of ``slot`` (each package once)."""
+    for package, recursive in BUILTIN[slot]:
+        if package in _loaded:
+            continue
+        _loaded.add(package)
         pkg = importlib.import_module(package)
-        for info in pkgutil.walk_packages(pkg.__path__, package + "."):
+        walk = pkgutil.walk_packages if recursive else pkgutil.iter_modules
+        for info in walk(pkg.__path__, package + "."):
             importlib.import_module(info.name)
+
+
+def _load_all() -> None:
+    for slot in SLOTS:
+        _load(slot)
 
 
 def kinds(slot: str) -> list[Entry]:
     """The named kinds of ``slot``: the default first, then on-policy, off-policy, both; by name."""
-    if slot == "env":
-        return _env_entries()
-    _load_builtin()
+    _load(slot)
     entries = list(_ENTRIES[slot].values())
     return sorted(entries, key=lambda e: (not e.default, FAMILIES.index(e.family), e.kind))
 
 
-def _env_entries() -> list[Entry]:
-    # Found by name, as the stage packages are: the registry sits below every stage it lists.
-    env_kinds = importlib.import_module("harl.envs.registry").ENV_KINDS
-    return [Entry("env", kind, cls, factory, default=kind == "mpe", module=cls.__module__)
-            for cls, (kind, factory) in env_kinds.items()]
-
-
 def entry_of(config: Any) -> Entry:
-    """The entry of a built config (harl's or a user's)."""
-    _load_builtin()
+    """The entry of a built config (harl's or a user's).
+
+    A config's class was registered when its module was imported, which creating (or
+    unpickling) the config did; only a class registered nowhere makes the registry load
+    every slot's modules before it gives up.
+    """
     cls = type(config)
+    if cls not in _BY_CLASS:
+        _load_all()
     if cls in _BY_CLASS:
         return _BY_CLASS[cls]
-    for entry in _env_entries():
-        if entry.config is cls:
-            return entry
     raise KeyError(cls)
 
 
 def entry_of_class(cls: Any) -> Entry | None:
     """The entry registered for a config class (None for anything else)."""
-    _load_builtin()
-    return _BY_CLASS.get(cls) if isinstance(cls, type) else None
+    if not isinstance(cls, type):
+        return None
+    if cls not in _BY_CLASS:
+        _load_all()
+    return _BY_CLASS.get(cls)
 
 
 def kind_name(config: Any) -> str:
@@ -202,6 +232,19 @@ def of_family(slot: str, family: str) -> list[str]:
 
 def providers(slot: str, capability: str, family: str) -> list[str]:
     return [e.kind for e in kinds(slot) if capability in e.provides and e.family in (family, "both")]
+
+
+def register_updater(family: str, build: UpdaterBuilder) -> None:
+    """Register how ``family``'s updater is built: ``build(updater_config, learners, critic_learner, parts)``."""
+    if family not in FAMILIES[:2]:
+        raise ValueError(f"family {family!r}: expected one of {', '.join(FAMILIES[:2])}")
+    _UPDATERS[family] = build
+
+
+def updater_builder(family: str) -> UpdaterBuilder:
+    """The registered builder of ``family``'s updater."""
+    _load("updater")
+    return _UPDATERS[family]
 
 
 # --------------------------------------------------------------------------- users' kinds
@@ -221,7 +264,7 @@ def resolve(slot: str, kind: str) -> Entry | None:
     named = {e.kind: e for e in kinds(slot)}
     if kind in named:
         return named[kind]
-    if slot == "env":
+    if slot == "env":  # an env of your own: kind = "python" (harl.envs.python_env) or a registered class
         return None
     if ":" in kind:
         return _user_entry(slot, kind, _import(kind))

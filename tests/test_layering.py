@@ -1,4 +1,5 @@
-"""Imports go one way (DESIGN.md section 4, rule 2): parsed from the source with ast, so it stays true.
+"""Imports go one way (DESIGN.md section 4, rule 2), and no stage writes another's attributes
+(section 4b): parsed from the source with ast, so it stays true.
 
 Layers, lowest first; a module may import its own layer and lower ones, never a higher one:
 settings/errors -> nets -> envs, buffers, returns -> collect, update -> compose -> run, cli.
@@ -13,7 +14,7 @@ HARL = Path(__file__).parent.parent / "harl"
 
 LAYERS: list[tuple[str, ...]] = [
     ("harl.errors", "harl.fs", "harl.run.files", "harl.run.signals", "harl.settings", "harl.user_import",
-     "harl.registry", "harl.config.run"),
+     "harl.registry", "harl.config.run", "harl.protocols"),
     ("harl.nets", "harl.policy", "harl.sizes"),
     ("harl.envs", "harl.buffers", "harl.returns"),
     ("harl.collect", "harl.update", "harl.evaluate", "harl.run.checkpoint", "harl.logging", "harl.finite"),
@@ -93,3 +94,83 @@ def test_no_import_cycles() -> None:
         if state[name] == 0:
             visit(name, [name])
     assert cycles == []
+
+
+STAGE_NAMES = {"buffer", "collector", "returns", "updater", "evaluator", "critic_learner", "team", "venv"}
+"""Names that hold another stage wherever they appear (a parameter, ``self.buffer``, ``stages.buffer``)."""
+OWNERS = {"buffer": ("harl/buffers/",), "venv": ("harl/envs/",)}
+"""Packages whose modules define that stage and so may write its attributes."""
+
+
+def foreign_writes(source: str, where: str) -> list[str]:
+    """``x.attr = ...`` / ``x.attr += ...`` / ``x.attr[i] = ...`` / ``x.attr[i].copy_(...)`` where
+    ``x`` is a stage name (or ``self.<stage name>``, ``stages.<stage name>``) this module does not own."""
+    owned = {name for name, homes in OWNERS.items() if any(where.startswith(h) for h in homes)}
+
+    def stage_of(node: ast.AST) -> str | None:
+        """The stage a target's base names: ``buffer``, ``self.buffer`` or ``stages.buffer`` -> "buffer"."""
+        if isinstance(node, ast.Name):
+            return node.id if node.id in STAGE_NAMES else None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in STAGE_NAMES:
+            return node.attr
+        return None
+
+    def written(target: ast.AST) -> str | None:
+        while isinstance(target, ast.Subscript):  # buffer.obs[i][t] = ...
+            target = target.value
+        if isinstance(target, ast.Attribute):
+            stage = stage_of(target.value)
+            if stage is not None and stage not in owned:
+                return f"{ast.unparse(target)}"
+        return None
+
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("copy_", "fill_", "zero_", "add_", "mul_")):
+            targets = [node.func.value]  # buffer.obs[i][0].copy_(x) writes buffer.obs
+        for target in targets:
+            for leaf in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                hit = written(leaf)
+                if hit:
+                    found.append((node.lineno, f"{where}:{node.lineno} writes {hit}"))
+    return [text for _, text in sorted(found)]
+
+
+def test_no_stage_writes_another_stages_attributes() -> None:
+    """A collector hands the buffer records, a returns stage calls ``set_targets``: no module outside
+    the buffer's own package assigns ``buffer.<attr>`` (or writes into its arrays), and so on for
+    every stage name; the trainer and tests may read, never write."""
+    offenders = []
+    for path in sorted(HARL.rglob("*.py")):
+        where = str(path.relative_to(HARL.parent))
+        offenders += foreign_writes(path.read_text(encoding="utf-8"), where)
+    assert offenders == []
+
+
+def test_the_foreign_write_check_can_fail() -> None:
+    """The check sees each kind of write it is meant to forbid, and lets reads and owners through."""
+    bad = (
+        "def collect(self, buffer):\n"
+        "    buffer.final_values[t] = v\n"
+        "    buffer.obs[i][t + 1].copy_(o)\n"
+        "    self.buffer.step += 1\n"
+        "    stages.returns.config = None\n"
+        "    buffer.advantages, buffer.returns = a, r\n"
+    )
+    assert foreign_writes(bad, "harl/collect/x.py") == [
+        "harl/collect/x.py:2 writes buffer.final_values",
+        "harl/collect/x.py:3 writes buffer.obs",
+        "harl/collect/x.py:4 writes self.buffer.step",
+        "harl/collect/x.py:5 writes stages.returns.config",
+        "harl/collect/x.py:6 writes buffer.advantages",
+        "harl/collect/x.py:6 writes buffer.returns",
+    ]
+    fine = "def f(self, buffer):\n    x = buffer.obs[0]\n    buffer.insert(r)\n    self.buffer = buffer\n"
+    assert foreign_writes(fine, "harl/collect/x.py") == []
+    assert foreign_writes("def f(buffer):\n    buffer.obs[0] = 1\n", "harl/buffers/x.py") == []

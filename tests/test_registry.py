@@ -42,7 +42,7 @@ def returns(kind: str, **keys: Any) -> dict[str, Any]:
 class TestHarlKinds:
     def test_each_slot_lists_its_kinds_default_first(self) -> None:
         """Slot tables are derived from the modules that register themselves."""
-        names = {slot: [e.kind for e in registry.kinds(slot)] for slot in registry.SLOTS[1:]}
+        names = {slot: [e.kind for e in registry.kinds(slot)] for slot in registry.SLOTS if slot not in ("env", "sink")}
         assert names == {
             "collector": ["on_policy", "off_policy"], "buffer": ["rollout", "replay"],
             "returns": ["gae", "n_step"], "critic": ["v", "joint_q", "q"],
@@ -60,6 +60,51 @@ class TestHarlKinds:
     def test_a_registration_outside_the_slots_is_refused(self) -> None:
         with pytest.raises(ValueError, match="no stage slot 'policy'"):
             registry.register("policy", user_stages.UnregisteredConfig, None)
+
+    def test_env_kinds_are_registered_by_their_adapters(self) -> None:
+        """Each adapter module registers its kind at its bottom; mpe is the default; VMAS builds a whole vector env."""
+        names = [e.kind for e in registry.kinds("env")]
+        assert names[0] == "mpe"
+        assert {"mpe", "mamujoco", "gym", "vmas", "python", "smax", "mpe_torch", "football", "air_combat",
+                "pettingzoo", "gymma"} <= set(names)
+        by_kind = {e.kind: e for e in registry.kinds("env")}
+        assert by_kind["vmas"].module == "harl.envs.vmas_env" and by_kind["vmas"].parts == {"vectorised": True}
+        assert by_kind["mpe"].module == "harl.envs.mpe" and by_kind["mpe"].parts == {}
+
+    def test_listing_env_kinds_imports_no_simulator(self) -> None:
+        """Finding the env kinds imports every adapter, and so none may import its optional package at the top."""
+        code = ("import sys; from harl import registry; registry.kinds('env'); "
+                "print(sorted(m for m in ('mpe2', 'vmas', 'jax', 'jaxmarl', 'gfootball', 'jsbsim', 'mujoco', "
+                "'pettingzoo', 'gymnasium_robotics', 'ray', 'lbforaging', 'rware') if m in sys.modules))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+        assert out.stdout.strip() == "[]"
+
+    def test_each_family_registers_its_updater(self) -> None:
+        """compose holds no table of updaters: update/on_policy.py and update/off_policy.py register theirs."""
+        from harl.update.off_policy import build_off_policy_updater
+        from harl.update.on_policy import build_on_policy_updater
+
+        assert registry.updater_builder("on_policy") is build_on_policy_updater
+        assert registry.updater_builder("off_policy") is build_off_policy_updater
+        with pytest.raises(ValueError, match="family 'both'"):
+            registry.register_updater("both", build_on_policy_updater)
+
+    def test_a_sink_registers_like_any_kind(self) -> None:
+        """The sink slot takes harl's sinks and a user's: found by name and by "module:Name", checked for write/close."""
+        entry = registry.resolve("sink", f"{M}:PrintSinkConfig")
+        assert entry is not None and entry.slot == "sink" and entry.config is user_stages.PrintSinkConfig
+        assert "print" in [e.kind for e in registry.kinds("sink")]
+        with pytest.raises(ConfigError, match="lacks close: a sink stage needs write, close"):
+            registry.check_protocol(entry, type("HalfSink", (), {"write": lambda self, row: None})(), "x.toml: sink")
+
+    def test_slot_protocols_name_what_the_registry_checks(self) -> None:
+        """``harl.protocols``' members and ``registry.PROTOCOLS`` agree, so the type checker and the
+        build-time check ask a user's stage for the same things."""
+        from harl.protocols import SLOT_PROTOCOLS
+
+        for slot, protocol in SLOT_PROTOCOLS.items():
+            members = {n for n in vars(protocol) if not n.startswith("_")}
+            assert members == set(registry.PROTOCOLS[slot]), slot
 
 
 class TestBadUserStages:

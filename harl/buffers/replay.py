@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from harl.buffers.records import Transition
 from harl.nets.heads import action_width, avail_size
 from harl.nets.image import storage_dtype
 from harl.registry import register
@@ -78,7 +79,7 @@ def _as(x: Any, like: torch.Tensor) -> torch.Tensor:
 
 
 class ReplayBuffer:
-    """Per-agent circular storage; ``add`` one vector step, ``sample_index`` for batches."""
+    """Per-agent circular storage; ``insert`` one ``Transition`` per vector step, ``sample_index`` for batches."""
 
     def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
                  state_dim: int, n_envs: int, capacity: int, device: torch.device | str = "cpu",
@@ -88,7 +89,7 @@ class ReplayBuffer:
         S = max(2, -(-capacity // n_envs))
         self.rows, self.n_envs, self.n_agents = S, E, A
         self.device = torch.device(device)
-        f32 = dict(dtype=torch.float32, device=self.device)
+        f32: dict[str, Any] = dict(dtype=torch.float32, device=self.device)
 
         def per_agent(width: Sequence[int]) -> list[torch.Tensor]:
             return [torch.empty(S, E, w, **f32) for w in width]
@@ -112,7 +113,7 @@ class ReplayBuffer:
         self.terminated = torch.zeros(S, E, dtype=torch.bool, device=self.device)
         self.truncated = torch.zeros(S, E, dtype=torch.bool, device=self.device)
         self.head = 0
-        """The row the next ``add`` writes."""
+        """The row the next ``insert`` writes."""
         self.filled = 0
         """Rows holding data (at most S)."""
         self.env_steps = 0
@@ -123,10 +124,12 @@ class ReplayBuffer:
         """Transitions stored."""
         return self.filled * self.n_envs
 
-    def add(self, obs: Sequence[Any], avail: Sequence[Any] | None, state: Any, actions: Sequence[Any],
-            rewards: Any, terminated: Any, truncated: Any, active: Any, next_obs: Sequence[Any],
-            next_avail: Sequence[Any] | None, next_state: Any) -> None:
+    def insert(self, transition: Transition) -> None:
         """Store one vector step: arrays with a leading ``n_envs`` axis (numpy or torch)."""
+        obs, avail, state, actions = transition.obs, transition.avail, transition.state, transition.actions
+        next_obs, next_avail, next_state = transition.next_obs, transition.next_avail, transition.next_state
+        rewards, active = transition.rewards, transition.active
+        terminated, truncated = transition.terminated, transition.truncated
         r = self.head
         for i in range(self.n_agents):
             self.obs[i][r] = _as(obs[i], self.obs[i]).reshape(self.n_envs, -1)

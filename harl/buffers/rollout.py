@@ -7,13 +7,20 @@ Layout (E = n_envs, A = agents, V = () for EP state or (A,) for FP state)::
     state         (T+1, E, state_dim)      active     (T+1, E, A)   agent alive
     rewards       (T, E, A)                terminated / truncated (T, E)
     values        (T+1, E, *V)             final_values (T, E, *V)  V(pre-reset state) at episode ends
-    advantages / returns (T, E, *V)        filled by the ReturnComputer
+    advantages / returns (T, E, *V)        float32, set by the returns stage through ``set_targets``
     starts        (T+1, E)                 1 where step t is an episode's first
     hidden[i]     (T+1, E, H)              recurrent actors only: GRU state before step t
     critic_hidden (T+1, E, *V, H)          recurrent critic only: its GRU state before step t
 
 Slot T+1 holds the observation after the last step; ``roll_over`` moves it to slot 0 so
 the next rollout continues the same episodes (and the GRU states carry over with them).
+
+Writers use the declared interface only (``harl.buffers.records``): a collector calls
+``start(StartRecord)`` or ``roll_over()``, then ``insert(StepRecord)`` once per step, then
+``finish(last_values)``; a returns stage (harl's ``gae`` or your own) reads ``critic_rewards()``,
+``values``, ``next_values``, ``terminated``, ``truncated`` and hands back its results with
+``set_targets(advantages, returns)``: two float32 tensors of shape ``(T, E)`` (EP state) or
+``(T, E, A)`` (FP state), on the buffer's device.
 
 For recurrent actors ``agent_batch`` cuts each env's T steps into sequences of
 ``sequence_length`` steps (T for naive recurrent training, ``chunk_length`` for chunked),
@@ -30,6 +37,7 @@ import attrs
 import torch
 from gymnasium import spaces
 
+from harl.buffers.records import StartRecord, StepInputs, StepRecord
 from harl.nets.heads import action_width, avail_size
 from harl.nets.image import storage_dtype
 from harl.registry import register
@@ -120,7 +128,7 @@ class RolloutBuffer:
         self.sequence_length = sequence_length
         self.length, self.n_envs, self.n_agents, self.fp_state = T, E, A, fp_state
         self.device = torch.device(device)
-        f32 = dict(dtype=torch.float32, device=self.device)
+        f32: dict[str, Any] = dict(dtype=torch.float32, device=self.device)
         vshape = (E, A) if fp_state else (E,)
         self.obs = [torch.zeros(T + 1, E, *s.shape, dtype=storage_dtype(s), device=self.device)
                     for s in observation_spaces]
@@ -143,6 +151,70 @@ class RolloutBuffer:
                        if hidden_size else None)
         self.critic_hidden = (torch.zeros(T + 1, *vshape, critic_hidden_size, **f32)
                               if critic_hidden_size else None)
+        self.step = 0
+        """The step the next ``insert`` writes (0 after ``start`` and ``roll_over``)."""
+
+    def start(self, record: StartRecord) -> None:
+        """Slot 0 from the envs' first observations: every episode begins, GRU states zero."""
+        for i, o in enumerate(record.obs):
+            self.obs[i][0].copy_(torch.as_tensor(o))
+            if record.avail is not None and self.avail[i] is not None:
+                self.avail[i][0].copy_(torch.as_tensor(record.avail[i]))  # type: ignore[index]
+        self.state[0].copy_(torch.as_tensor(record.state))
+        self.active[0].fill_(1.0)
+        self.starts[0].fill_(1.0)
+        for h in self.hidden or []:
+            h[0].zero_()
+        if self.critic_hidden is not None:
+            self.critic_hidden[0].zero_()
+        self.step = 0
+
+    def inputs(self, t: int) -> StepInputs:
+        """What the team and critic act on at step ``t`` (views of the stored slots)."""
+        return StepInputs(
+            obs=[o[t] for o in self.obs], avail=[None if a is None else a[t] for a in self.avail],
+            state=self.state[t], starts=self.starts[t],
+            hidden=None if self.hidden is None else [h[t] for h in self.hidden],
+            critic_hidden=None if self.critic_hidden is None else self.critic_hidden[t])
+
+    def insert(self, record: StepRecord) -> None:
+        """Store step ``self.step`` and the observation after it (slot ``t + 1``)."""
+        t = self.step
+        if t >= self.length:
+            raise IndexError(f"the rollout holds {self.length} steps; call roll_over() before inserting more")
+        self.values[t] = record.values
+        if self.critic_hidden is not None and record.critic_hidden is not None:
+            self.critic_hidden[t + 1] = record.critic_hidden
+        for i in range(self.n_agents):
+            self.actions[i][t] = record.actions[i]
+            self.log_probs[i][t] = record.log_probs[i]
+            self.obs[i][t + 1].copy_(torch.as_tensor(record.obs[i]))
+            if record.avail is not None and self.avail[i] is not None:
+                self.avail[i][t + 1].copy_(torch.as_tensor(record.avail[i]))  # type: ignore[index]
+        self.state[t + 1].copy_(torch.as_tensor(record.state))
+        self.rewards[t].copy_(torch.as_tensor(record.rewards))
+        self.terminated[t] = record.terminated
+        self.truncated[t] = record.truncated
+        self.starts[t + 1] = record.starts
+        for h, new in zip(self.hidden or [], record.hidden or []):
+            h[t + 1] = new
+        self.active[t + 1] = record.active
+        if record.final_values is not None:
+            self.final_values[t] = record.final_values
+        self.step = t + 1
+
+    def finish(self, last_values: torch.Tensor) -> None:
+        """V of the state after the last step ``(E, *V)``: the bootstrap of the rollout's returns."""
+        self.values[-1] = last_values
+
+    def set_targets(self, advantages: torch.Tensor, returns: torch.Tensor) -> None:
+        """A returns stage's results: advantages and value targets, each ``(T, E, *V)`` float32."""
+        expected = tuple(self.advantages.shape)
+        for name, x in (("advantages", advantages), ("returns", returns)):
+            if tuple(x.shape) != expected:
+                raise ValueError(f"set_targets: {name} has shape {tuple(x.shape)}, expected {expected}")
+        self.advantages = advantages
+        self.returns = returns
 
     @property
     def n_samples(self) -> int:
@@ -166,6 +238,7 @@ class RolloutBuffer:
                   self.values, self.starts, *(self.hidden or []),
                   *([] if self.critic_hidden is None else [self.critic_hidden])):
             x[0].copy_(x[-1])
+        self.step = 0
 
     def normalized_advantages(self, agent: int) -> torch.Tensor:
         """(T, E) advantages for one agent, standardised over its active samples (EP, FP per_agent),

@@ -13,6 +13,7 @@ among the available categories); after that the team explores as its objective s
 transition keeps what the step reached, the pre-reset observation and state where an
 episode ended, so truncated transitions can bootstrap.
 
+The collector hands the buffer one ``Transition`` per vector step (``harl.buffers.records``).
 A tensor-native vector env (VMAS) gets the action tensors as they are, and its tensors
 go into the replay buffer without a numpy round trip; a numpy env gets numpy arrays.
 """
@@ -27,6 +28,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from harl.buffers.records import Transition
 from harl.buffers.replay import ReplayBuffer
 from harl.collect.on_policy import CollectStats, backend_checks
 from harl.envs.protocol import VectorEnv, is_tensor_native
@@ -142,8 +144,9 @@ class OffPolicyCollector:
             step = self.venv.step(env_actions)
             final_obs = step.final_obs if step.final_obs is not None else step.obs
             final_avail = step.final_avail if step.final_obs is not None else step.avail
-            buffer.add(obs, avail, state, env_actions, step.rewards, step.terminated, step.truncated,  # type: ignore[arg-type]
-                       self._active, final_obs, final_avail, step.final_state)
+            buffer.insert(Transition(obs=obs, avail=avail, state=state, actions=env_actions, rewards=step.rewards,
+                                     terminated=step.terminated, truncated=step.truncated, active=self._active,
+                                     next_obs=final_obs, next_avail=final_avail, next_state=step.final_state))
             ended = step.terminated | step.truncated
             if self.native:
                 self._active = torch.where(ended.unsqueeze(-1), 1.0, step.active.float())

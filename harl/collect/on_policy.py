@@ -2,15 +2,16 @@
 
 ::
 
-    collector = OnPolicyCollector(config, venv, policy, critic, device)
+    collector = OnPolicyCollector(config, venv, team, critic, device, seed)
     for iteration in range(n):
         stats = collector.collect(buffer)     # fills T steps, continues open episodes
         ...                                   # returns, update
 
-A tensor-native vector env (VMAS) gets the policy's action tensors as they are, and its
-tensors are copied straight into the buffer; a numpy env gets numpy arrays (one
-device-to-host copy of the actions per step), copied into the buffer the same way.
-Both paths store the same numbers.
+The collector hands the buffer one ``StepRecord`` per vector step and never writes its
+arrays (``harl.buffers.records``).  A tensor-native vector env (VMAS) gets the team's
+action tensors as they are, and its tensors go into the record as they are; a numpy env
+gets numpy arrays (one device-to-host copy of the actions per step).  Both paths store
+the same numbers.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any, Protocol
 import attrs
 import torch
 
+from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
-from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.errors import EnvCrashedError
-from harl.policy.on_policy import TeamPolicy
+from harl.policy.on_policy import OnPolicyTeam
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
@@ -64,12 +66,38 @@ class CollectStats:
     """One dict per finished episode: ``return``, ``length`` and env metrics."""
 
 
+@attrs.frozen
+class Acting:
+    """What the team and critic chose at one step, before the envs answered."""
+
+    actions: list[torch.Tensor]
+    """Per agent ``(E, k_i)``."""
+    log_probs: list[torch.Tensor]
+    """Per agent ``(E, k_i)`` per-dimension log-probabilities."""
+    values: torch.Tensor
+    """``(E, *V)`` V(s_t)."""
+    hidden: list[torch.Tensor] | None
+    """Per agent ``(E, H)`` the actors' GRU states after this step (None: feed-forward)."""
+    critic_hidden: torch.Tensor | None
+    """The critic's GRU state after this step (None: feed-forward)."""
+
+
 class OnPolicyCollector:
-    def __init__(self, config: OnPolicyCollectorConfig, venv: VectorEnv, policy: TeamPolicy,
+    """Steps the team in the envs; one ``collect`` is a rollout, or drive it a step at a time::
+
+        collector.start(buffer)                         # or buffer.roll_over() for the next rollout
+        for t in range(buffer.length):
+            acting = collector.act(buffer, t)           # actions, log-probs, values, GRU states
+            step = venv.step(collector.env_actions(acting))
+            buffer.insert(collector.observe(acting, step))
+        collector.finish(buffer)                        # V of the last state
+    """
+
+    def __init__(self, config: OnPolicyCollectorConfig, venv: VectorEnv, team: OnPolicyTeam,
                  critic: ValueFunction, device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
-        self.policy = policy
+        self.team = team
         self.critic = critic
         self.device = device
         self.seed = seed
@@ -79,6 +107,11 @@ class OnPolicyCollector:
         self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
         self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
         self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
+
+    @property
+    def policy(self) -> OnPolicyTeam:
+        """The team (its older name)."""
+        return self.team
 
     @property
     def steps_per_iteration(self) -> int:
@@ -110,76 +143,80 @@ class OnPolicyCollector:
         self._restart = state["episode_starts"] if state["started"] else None
         self._saved = state
 
-    def _start(self, buffer: RolloutBuffer) -> None:
+    def start(self, buffer: RolloutBuffer) -> None:
+        """Reset the envs (or restart a checkpoint's episodes) and give the buffer their first observations."""
         if self._restart is not None:
             obs, state, avail = self.venv.restart(self._restart)
             self._restart = None
         else:
             obs, state, avail = self.venv.reset(seed=self.seed)
-        for i, o in enumerate(obs):
-            buffer.obs[i][0].copy_(torch.as_tensor(o))
-            if avail is not None and buffer.avail[i] is not None:
-                buffer.avail[i][0].copy_(torch.as_tensor(avail[i]))  # type: ignore[union-attr]
-        buffer.state[0].copy_(torch.as_tensor(state))
-        buffer.active[0].fill_(1.0)
-        buffer.starts[0].fill_(1.0)
-        for h in buffer.hidden or []:
-            h[0].zero_()
-        if buffer.critic_hidden is not None:
-            buffer.critic_hidden[0].zero_()
+        buffer.start(StartRecord(obs, state, avail))
         self.started = True
 
     @torch.no_grad()
+    def act(self, buffer: RolloutBuffer, t: int) -> Acting:
+        """The team's actions and the critic's values at step ``t`` of the rollout in ``buffer``."""
+        inputs = buffer.inputs(t)
+        hidden = inputs.hidden
+        actions, log_probs = self.team.act(inputs.obs, inputs.avail, hidden=hidden, starts=inputs.starts)
+        critic_hidden = None
+        if inputs.critic_hidden is None:
+            values = self.critic.value(inputs.state)
+        else:  # the state after step t, before any reset (applied where the next step starts an episode)
+            values, critic_hidden = self.critic.step(inputs.state, inputs.critic_hidden, inputs.starts)
+        return Acting(actions, log_probs, values, hidden, critic_hidden)
+
+    def env_actions(self, acting: Acting) -> list[Any]:
+        """``acting``'s actions as the envs take them: tensors for a tensor-native env, else numpy arrays."""
+        return list(acting.actions) if self.native else [a.cpu().numpy() for a in acting.actions]
+
+    @torch.no_grad()
+    def observe(self, acting: Acting, step: VectorStep) -> StepRecord:
+        """The buffer's record of one step: ``acting`` and what the envs returned for it."""
+        terminated = torch.as_tensor(step.terminated)
+        truncated = torch.as_tensor(step.truncated)
+        ended = terminated | truncated
+        starts = ended.float()
+        active = torch.as_tensor(step.active, dtype=torch.float32)
+        active = torch.where(ended.unsqueeze(-1), torch.ones_like(active), active)
+        final_values = None
+        if bool(ended.any()):
+            final = torch.as_tensor(step.final_state, dtype=torch.float32, device=self.device)
+            if acting.critic_hidden is None:
+                final_values = self.critic.value(final)
+            else:  # the pre-reset state continues the ended episode: its GRU state, no reset
+                final_values = self.critic.value(final, acting.critic_hidden,
+                                                 torch.zeros_like(starts, device=acting.critic_hidden.device))
+        return StepRecord(
+            actions=acting.actions, log_probs=acting.log_probs, values=acting.values, obs=step.obs,
+            avail=step.avail, state=step.state, rewards=step.rewards, terminated=terminated,
+            truncated=truncated, active=active, starts=starts, hidden=acting.hidden,
+            critic_hidden=acting.critic_hidden, final_values=final_values)
+
+    @torch.no_grad()
+    def finish(self, buffer: RolloutBuffer) -> None:
+        """V of the state after the rollout's last step, for the returns stage to bootstrap from."""
+        inputs = buffer.inputs(buffer.length)
+        if inputs.critic_hidden is None:
+            buffer.finish(self.critic.value(inputs.state))
+        else:
+            buffer.finish(self.critic.value(inputs.state, inputs.critic_hidden, inputs.starts))
+
+    @torch.no_grad()
     def collect(self, buffer: RolloutBuffer) -> CollectStats:
+        """``rollout_length`` steps of every env into ``buffer``; the episodes that ended."""
         self._use_saved = True
         if not self.started:
-            self._start(buffer)
+            self.start(buffer)
         else:
             buffer.roll_over()
         episodes: list[dict[str, Any]] = []
-        n_agents = buffer.n_agents
         for t in range(buffer.length):
-            obs = [o[t] for o in buffer.obs]
-            avail = [None if a is None else a[t] for a in buffer.avail]
-            hidden = None if buffer.hidden is None else [h[t] for h in buffer.hidden]
-            actions, log_probs = self.policy.act(obs, avail, hidden=hidden, starts=buffer.starts[t])
-            critic_hidden = buffer.critic_hidden
-            if critic_hidden is None:
-                buffer.values[t] = self.critic.value(buffer.state[t])
-            else:  # the state after step t, before any reset (applied where starts[t + 1] = 1)
-                buffer.values[t], critic_hidden[t + 1] = self.critic.step(
-                    buffer.state[t], critic_hidden[t], buffer.starts[t])
-            step = self.venv.step(actions if self.native else [a.cpu().numpy() for a in actions])
-            for i in range(n_agents):
-                buffer.actions[i][t] = actions[i]
-                buffer.log_probs[i][t] = log_probs[i]
-                buffer.obs[i][t + 1].copy_(torch.as_tensor(step.obs[i]))
-                if step.avail is not None and buffer.avail[i] is not None:
-                    buffer.avail[i][t + 1].copy_(torch.as_tensor(step.avail[i]))  # type: ignore[union-attr]
-            buffer.state[t + 1].copy_(torch.as_tensor(step.state))
-            buffer.rewards[t].copy_(torch.as_tensor(step.rewards))
-            terminated = torch.as_tensor(step.terminated)
-            truncated = torch.as_tensor(step.truncated)
-            buffer.terminated[t] = terminated
-            buffer.truncated[t] = truncated
-            ended = terminated | truncated
-            buffer.starts[t + 1] = ended.float()
-            for h, new in zip(buffer.hidden or [], hidden or []):
-                h[t + 1] = new
-            active = torch.as_tensor(step.active, dtype=torch.float32)
-            buffer.active[t + 1] = torch.where(ended.unsqueeze(-1), torch.ones_like(active), active)
-            if bool(ended.any()):
-                final = torch.as_tensor(step.final_state, dtype=torch.float32, device=self.device)
-                if critic_hidden is None:
-                    buffer.final_values[t] = self.critic.value(final)
-                else:  # the pre-reset state continues the ended episode: its GRU state, no reset
-                    buffer.final_values[t] = self.critic.value(
-                        final, critic_hidden[t + 1], torch.zeros_like(buffer.starts[t + 1]))
-                episodes.extend(step.episode_infos)
-        if buffer.critic_hidden is None:
-            buffer.values[-1] = self.critic.value(buffer.state[-1])
-        else:
-            buffer.values[-1] = self.critic.value(buffer.state[-1], buffer.critic_hidden[-1], buffer.starts[-1])
+            acting = self.act(buffer, t)
+            step = self.venv.step(self.env_actions(acting))
+            buffer.insert(self.observe(acting, step))
+            episodes.extend(step.episode_infos)
+        self.finish(buffer)
         self._saved = {"started": True, "episode_starts": self.venv.episode_starts()}
         self._use_saved = False
         return CollectStats(buffer.length * buffer.n_envs, episodes)

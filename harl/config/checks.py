@@ -118,6 +118,8 @@ class Wiring:
     updates_per_round: int = 0
     policy_freq: int = 1
     """Off-policy: critic steps per actor step (the objective's ``policy_freq``, else 1)."""
+    precision: str = "fp32"
+    """``[run] precision``: "bf16" runs each off-policy gradient step under bfloat16 autocast."""
 
 
 def wiring(spec: Any) -> Wiring:
@@ -131,4 +133,4 @@ def wiring(spec: Any) -> Wiring:
     objective = spec.updater.objective
     return Wiring(family, collector.n_envs, batch_size=spec.buffer.batch_size,
                   warmup_steps=collector.warmup_steps, updates_per_round=collector.updates_per_round,
-                  policy_freq=getattr(objective, "policy_freq", 1))
+                  policy_freq=getattr(objective, "policy_freq", 1), precision=spec.run.precision)

@@ -53,6 +53,7 @@ from gymnasium import spaces
 
 from harl.envs.protocol import EnvStep
 from harl.errors import MissingExtraError
+from harl.registry import register
 from harl.settings import kind_field, one_of, setting
 
 SCENARIOS: dict[str, int] = {
@@ -235,3 +236,6 @@ class FootballEnv:
 def make_football_env(config: FootballConfig) -> FootballEnv:
     """Build the env (gfootball itself is created at the first reset)."""
     return FootballEnv(config)
+
+
+register("env", FootballConfig, make_football_env)

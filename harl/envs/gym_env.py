@@ -31,6 +31,7 @@ from harl.envs.actions import env_action, unsupported_action
 from harl.envs.gymnasium_handle import GymnasiumHandle
 from harl.envs.protocol import EnvStep
 from harl.errors import ConfigError, MissingExtraError
+from harl.registry import register
 from harl.settings import in_range, kind_field, setting
 
 
@@ -122,3 +123,6 @@ class GymEnv(GymnasiumHandle):
 def make_gym_env(config: GymConfig, render_mode: str | None = None) -> GymEnv:
     """Build the env; ``render_mode="rgb_array"`` enables ``render()``."""
     return GymEnv(config, render_mode)
+
+
+register("env", GymConfig, make_gym_env)

@@ -31,6 +31,7 @@ from harl.envs.actions import env_action, unsupported_action
 from harl.envs.gymnasium_handle import GymnasiumHandle
 from harl.envs.protocol import EnvStep
 from harl.errors import ConfigError, MissingExtraError
+from harl.registry import register
 from harl.settings import in_range, kind_field, setting
 
 PACKAGES = {"lbforaging": "lbforaging", "rware": "rware"}
@@ -126,3 +127,6 @@ class GymmaEnv(GymnasiumHandle):
 def make_gymma_env(config: GymmaConfig, render_mode: str | None = None) -> GymmaEnv:
     """Build the env; ``render_mode="rgb_array"`` enables ``render()``."""
     return GymmaEnv(config, render_mode)
+
+
+register("env", GymmaConfig, make_gymma_env)

@@ -40,6 +40,7 @@ from gymnasium import spaces
 
 from harl.envs.protocol import EnvStep
 from harl.errors import MissingExtraError
+from harl.registry import register
 from harl.settings import InvalidSetting, in_range, kind_field, one_of, positive, setting
 
 PARTITIONS: dict[str, tuple[str, ...]] = {
@@ -295,3 +296,6 @@ class MaMuJoCoEnv:
 def make_mamujoco_env(config: MaMuJoCoConfig, render_mode: str | None = None) -> MaMuJoCoEnv:
     """Build the factorised robot; ``render_mode="rgb_array"`` enables ``render()``."""
     return MaMuJoCoEnv(config, render_mode)
+
+
+register("env", MaMuJoCoConfig, make_mamujoco_env)

@@ -26,6 +26,7 @@ from gymnasium import spaces
 from harl.envs import mpe_legacy
 from harl.envs.protocol import EnvStep
 from harl.errors import MissingExtraError
+from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
 # Scenario name -> the versioned mpe2 module that defines its ``raw_env``.
@@ -200,3 +201,6 @@ class MPEEnv:
 def make_mpe_env(config: MPEConfig, render_mode: str | None = None) -> MPEEnv:
     """Build the scenario; ``render_mode="rgb_array"`` enables ``render()``."""
     return MPEEnv(config, render_mode)
+
+
+register("env", MPEConfig, make_mpe_env, default=True)

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from harl.errors import ConfigError, EnvCrashedError, HarlError
+from harl.registry import register
 from harl.settings import InvalidSetting, kind_field, setting
 from harl.user_import import import_module as _import_module
 
@@ -157,3 +158,6 @@ def _takes(factory: Callable[..., Any], name: str) -> bool:
     except (TypeError, ValueError):  # builtins and C callables may have none
         return False
     return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+register("env", PythonEnvConfig, make_python_env)

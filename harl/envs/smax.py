@@ -51,6 +51,7 @@ from gymnasium import spaces
 
 from harl.envs.protocol import VectorStep
 from harl.errors import ConfigError, MissingExtraError
+from harl.registry import register
 from harl.settings import kind_field, one_of, positive, setting
 
 SCENARIOS = ("3m", "2s3z", "3s5z", "5m_vs_6m", "smacv2_5_units")
@@ -320,3 +321,6 @@ class SMAXVectorEnv:
 def make_smax_vector_env(config: SMAXConfig, n_envs: int, seed: int = 0) -> SMAXVectorEnv:
     """One jitted SMAX batch of ``n_envs`` environments."""
     return SMAXVectorEnv(config, n_envs, seed)
+
+
+register("env", SMAXConfig, make_smax_vector_env, vectorised=True)

@@ -32,6 +32,7 @@ from gymnasium import spaces
 
 from harl.envs.protocol import VectorStep
 from harl.errors import ConfigError, MissingExtraError
+from harl.registry import register
 from harl.settings import kind_field, positive, setting
 
 SCENARIOS = ("balance", "transport", "navigation", "simple_spread")
@@ -227,3 +228,6 @@ class VMASVectorEnv:
 def make_vmas_vector_env(config: VMASConfig, n_envs: int, seed: int = 0) -> VMASVectorEnv:
     """One VMAS env simulating ``n_envs`` environments."""
     return VMASVectorEnv(config, n_envs, seed)
+
+
+register("env", VMASConfig, make_vmas_vector_env, vectorised=True)

@@ -131,8 +131,8 @@ def _same_space(a: spaces.Space, b: spaces.Space) -> bool:
     return a == b
 
 
-class TeamPolicy(nn.Module):
-    """All agents' actors, indexed by agent; a shared actor appears once per agent."""
+class OnPolicyTeam(nn.Module):
+    """The team: all agents' actors, indexed by agent; a shared actor appears once per agent."""
 
     def __init__(self, observation_spaces: Sequence[spaces.Box],
                  action_spaces: Sequence[spaces.Space], config: PolicyConfig, source: str = "pipeline") -> None:
@@ -194,6 +194,10 @@ class TeamPolicy(nn.Module):
         return actions, log_probs
 
 
-def stochastic_team(config: object, parts: Any) -> TeamPolicy:
+def stochastic_team(config: object, parts: Any) -> OnPolicyTeam:
     """The team an on-policy objective trains: ``[policy]``'s actors over the env's spaces."""
-    return TeamPolicy(parts.obs_spaces, parts.act_spaces, parts.policy, parts.source)
+    return OnPolicyTeam(parts.obs_spaces, parts.act_spaces, parts.policy, parts.source)
+
+
+TeamPolicy = OnPolicyTeam
+"""The team's older name (kept for code that imports it)."""

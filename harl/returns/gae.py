@@ -61,22 +61,38 @@ class ReturnStats:
     mean_return: float
 
 
+class RolloutTargets(Protocol):
+    """What a returns stage reads of the rollout buffer and how it hands back its results
+    (``harl.buffers.rollout.RolloutBuffer``; shapes there)."""
+
+    values: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+
+    @property
+    def next_values(self) -> torch.Tensor: ...
+
+    def critic_rewards(self) -> torch.Tensor: ...
+
+    def set_targets(self, advantages: torch.Tensor, returns: torch.Tensor) -> None: ...
+
+
 class ReturnComputer(Protocol):
-    """Fills ``buffer.advantages`` and ``buffer.returns`` after each rollout::
+    """Hands the buffer its advantages and value targets after each rollout (``buffer.set_targets``)::
 
         collector.collect(buffer)
         returns.compute(buffer)
         updater.update(buffer, progress)
     """
 
-    def compute(self, buffer) -> ReturnStats: ...  # type: ignore[no-untyped-def]
+    def compute(self, buffer: RolloutTargets) -> ReturnStats: ...
 
 
 class GAE:
     def __init__(self, config: GAEConfig) -> None:
         self.config = config
 
-    def compute(self, buffer) -> ReturnStats:  # type: ignore[no-untyped-def]
+    def compute(self, buffer: RolloutTargets) -> ReturnStats:
         cfg = self.config
         terminated = buffer.terminated
         truncated = buffer.truncated
@@ -85,9 +101,9 @@ class GAE:
         values = buffer.values[:-1]
         adv = gae(buffer.critic_rewards(), values, buffer.next_values, terminated, truncated,
                   cfg.gamma, cfg.lam, cfg.zero_truncated_advantage)
-        buffer.advantages = adv
-        buffer.returns = adv + values
-        return ReturnStats(float(adv.mean()), float(buffer.returns.mean()))
+        returns = adv + values
+        buffer.set_targets(adv, returns)
+        return ReturnStats(float(adv.mean()), float(returns.mean()))
 
 
 register("returns", GAEConfig, lambda config, parts: GAE(config), family="on_policy", default=True)

@@ -1,7 +1,8 @@
 """Numerics every updater and objective shares, defined once.
 
-Masked means, gradient clipping, polyak averaging, the per-iteration agent order, the
-learning-rate schedule, and what one agent's on-policy update reports.
+Masked means, the Huber loss, gradient clipping, one optimiser step, polyak averaging, the
+per-iteration agent order, the learning-rate schedule, and what one agent's on-policy
+update reports.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def ratio_aggregation(actor: Any, how: str) -> str:
     return "prod" if isinstance(actor.head, CategoricalHead) else how
 
 
-def clip_grads(parameters, max_norm: float) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def clip_grads(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Clip to ``max_norm`` (0: no clip) and return the pre-clip norm."""
     params = [p for p in parameters if p.grad is not None]
     if max_norm > 0:
@@ -46,11 +47,33 @@ def clip_grads(parameters, max_norm: float) -> torch.Tensor:  # type: ignore[no-
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
 
 
+def huber(error: torch.Tensor, delta: float) -> torch.Tensor:
+    """0.5 e^2 inside [-delta, delta], linear outside; plain 0.5 e^2 when delta is 0."""
+    if delta <= 0:
+        return 0.5 * error**2
+    a = error.abs()
+    return torch.where(a <= delta, 0.5 * error**2, delta * (a - 0.5 * delta))
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[torch.Tensor] = (),
+                   max_grad_norm: float = 0.0, report_norm: bool = False) -> torch.Tensor | None:
+    """One gradient step on ``loss``: zero the grads, backward, clip ``parameters`` to
+    ``max_grad_norm`` (0: no clip), step.  Returns the pre-clip norm when clipping or when
+    ``report_norm`` asks for it (a PPO / value-loss metric), else None."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = None
+    if report_norm or max_grad_norm > 0:
+        norm = clip_grads(parameters, max_grad_norm)
+    optimizer.step()
+    return norm
+
+
 @torch.no_grad()
 def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
     """``target <- (1 - tau) * target + tau * online``, parameter by parameter (tau = 1 copies)."""
-    t_params = list(target.parameters())
-    o_params = list(online.parameters())
+    t_params: list[torch.Tensor] = list(target.parameters())
+    o_params: list[torch.Tensor] = list(online.parameters())
     if t_params:
         torch._foreach_lerp_(t_params, o_params, tau)
 
@@ -88,5 +111,5 @@ class AgentStats:
     """Mean of the HA factor this agent was weighted by (1 for MA updates)."""
 
 
-__all__: Sequence[str] = ("AgentStats", "agent_order", "aggregate_ratio", "clip_grads", "lr_scale", "masked_mean",
-                          "polyak_update", "set_lr")
+__all__: Sequence[str] = ("AgentStats", "agent_order", "aggregate_ratio", "clip_grads", "huber", "lr_scale",
+                          "masked_mean", "optimizer_step", "polyak_update", "set_lr")

@@ -29,6 +29,7 @@ import attrs
 import torch
 
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
+from harl.registry import register_updater
 from harl.returns.n_step import NStepReturns
 from harl.update.common import agent_order, lr_scale, set_lr
 from harl.update.q_critic import QCriticLearner
@@ -36,8 +37,8 @@ from harl.update.sequential import SequentialConfig
 from harl.update.simultaneous import SimultaneousConfig
 
 
-class OffPolicyAgent(Protocol):
-    """One agent's objective (``ddpg``, ``td3``, ``sac``, ``d3qn``) as the updater drives it."""
+class OffPolicyLearner(Protocol):
+    """One agent's learner: its objective (``ddpg``, ``td3``, ``sac``, ``d3qn``) as the updater drives it."""
 
     stat_names: tuple[str, ...]
     base_lr: float
@@ -66,17 +67,21 @@ class OffPolicyAgent(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-def actor_round(agents: Sequence[OffPolicyAgent], batch: ReplayBatch, order: Sequence[int],
+OffPolicyAgent = OffPolicyLearner
+"""The learner protocol's older name."""
+
+
+def actor_round(learners: Sequence[OffPolicyLearner], batch: ReplayBatch, order: Sequence[int],
                 sequential: bool, replayed: Sequence[torch.Tensor] | None = None) -> dict[int, dict[str, torch.Tensor]]:
     """Update every agent once, in ``order``; the others act ``replayed`` (critic format) when given."""
-    actions = [agent.initial_action(batch) for agent in agents]
+    actions = [learner.initial_action(batch) for learner in learners]
     if replayed is not None:
         actions = list(replayed)
     stats: dict[int, dict[str, torch.Tensor]] = {}
     for position, i in enumerate(order):
-        stats[i] = agents[i].update(batch, list(actions))
+        stats[i] = learners[i].update(batch, list(actions))
         if sequential and position < len(order) - 1:  # the last agent's new action has no reader
-            actions[i] = agents[i].updated_action(batch, actions)
+            actions[i] = learners[i].updated_action(batch, actions)
     return stats
 
 
@@ -103,13 +108,13 @@ CRITIC_STATS = ("critic_loss", "q_mean", "target_mean")
 class OffPolicyUpdater:
     """Critic TD steps and HA-sequential (or MA-simultaneous) actor rounds on replayed batches."""
 
-    def __init__(self, config: SequentialConfig | SimultaneousConfig, agents: Sequence[OffPolicyAgent],
-                 critic: QCriticLearner, returns: NStepReturns, batch_size: int, updates_per_round: int,
+    def __init__(self, config: SequentialConfig | SimultaneousConfig, learners: Sequence[OffPolicyLearner],
+                 critic_learner: QCriticLearner, returns: NStepReturns, batch_size: int, updates_per_round: int,
                  warmup_steps: int, policy_freq: int, generator: torch.Generator, precision: str = "fp32") -> None:
         self.config = config
         self.sequential = isinstance(config, SequentialConfig)
-        self.agents = list(agents)
-        self.critic = critic
+        self.learners = list(learners)
+        self.critic_learner = critic_learner
         self.returns = returns
         self.batch_size = batch_size
         self.updates_per_round = updates_per_round
@@ -122,63 +127,75 @@ class OffPolicyUpdater:
         """``[run] precision``: "bf16" runs each gradient step under bfloat16 autocast."""
 
     def _empty(self, scale: float) -> OffPolicyUpdateStats:
-        return OffPolicyUpdateStats(0, dict.fromkeys(CRITIC_STATS), [dict.fromkeys(a.stat_names) for a in self.agents],
+        return OffPolicyUpdateStats(0, dict.fromkeys(CRITIC_STATS), [dict.fromkeys(a.stat_names) for a in self.learners],
                                     [], scale)
 
     def update(self, buffer: ReplayBuffer, progress: float) -> OffPolicyUpdateStats:
         scale = lr_scale(self.config, progress)
         if buffer.env_steps <= self.warmup_steps or buffer.size == 0:
             return self._empty(scale)
-        set_lr([*self.agents, self.critic], scale)
+        set_lr([*self.learners, self.critic_learner], scale)
         critic_rows: list[torch.Tensor] = []
-        agent_rows: list[list[torch.Tensor]] = [[] for _ in self.agents]
-        device = next(self.critic.critic.parameters()).device
+        agent_rows: list[list[torch.Tensor]] = [[] for _ in self.learners]
+        device = next(self.critic_learner.critic.parameters()).device
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
             order = self._gradient_steps(buffer, critic_rows, agent_rows)
         critic_means = torch.stack(critic_rows).mean(0).tolist()
         agents_stats = []
-        for agent, rows in zip(self.agents, agent_rows):
-            means = torch.stack(rows).mean(0).tolist() if rows else [None] * len(agent.stat_names)
-            agents_stats.append(dict(zip(agent.stat_names, means)))
+        for learner, rows in zip(self.learners, agent_rows):
+            means = torch.stack(rows).mean(0).tolist() if rows else [None] * len(learner.stat_names)
+            agents_stats.append(dict(zip(learner.stat_names, means)))
         return OffPolicyUpdateStats(len(critic_rows), dict(zip(CRITIC_STATS, critic_means)), agents_stats,
                                     order, scale)
 
     def _gradient_steps(self, buffer: ReplayBuffer, critic_rows: list[torch.Tensor],
                         agent_rows: list[list[torch.Tensor]]) -> list[int]:
         """``updates_per_round`` critic steps (and actor rounds every ``policy_freq``); the last order."""
-        critic = self.critic.critic
+        critic = self.critic_learner.critic
         order: list[int] = []
         for _ in range(self.updates_per_round):
             batch = self.returns.sample(buffer, self.batch_size, self.generator)
-            nexts = [agent.next_action(batch) for agent in self.agents]
+            nexts = [learner.next_action(batch) for learner in self.learners]
             penalties = [p for _, p in nexts if p is not None]
             penalty = torch.stack(penalties).sum(0) if penalties else None
             taken = critic.encode(batch.actions)
-            stats = self.critic.update(batch, taken, [a for a, _ in nexts], penalty)
+            stats = self.critic_learner.update(batch, taken, [a for a, _ in nexts], penalty)
             critic_rows.append(torch.stack([stats[k] for k in CRITIC_STATS]))
             self.steps += 1
             if self.steps % self.policy_freq:
                 continue
-            order = agent_order(self.config, len(self.agents), self.generator)
+            order = agent_order(self.config, len(self.learners), self.generator)
             critic.nets.requires_grad_(False)  # actor losses need no critic weight gradients
             try:
                 replay = not self.sequential and self.config.others_actions == "replayed"  # type: ignore[union-attr]
-                rounds = actor_round(self.agents, batch, order, self.sequential, taken if replay else None)
+                rounds = actor_round(self.learners, batch, order, self.sequential, taken if replay else None)
             finally:
                 critic.nets.requires_grad_(True)
-            for i, agent in enumerate(self.agents):
-                agent_rows[i].append(torch.stack([rounds[i][k].float() for k in agent.stat_names]))
-                agent.soft_update()
-            self.critic.soft_update()
+            for i, learner in enumerate(self.learners):
+                agent_rows[i].append(torch.stack([rounds[i][k].float() for k in learner.stat_names]))
+                learner.soft_update()
+            self.critic_learner.soft_update()
         return order
 
     def state_dict(self) -> dict[str, Any]:
-        return {"agents": [agent.state_dict() for agent in self.agents], "critic": self.critic.state_dict(),
+        """The learners' and critic learner's state (checkpoint keys ``agents`` and ``critic``, as before)."""
+        return {"agents": [learner.state_dict() for learner in self.learners], "critic": self.critic_learner.state_dict(),
                 "generator": self.generator.get_state(), "steps": self.steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for agent, agent_state in zip(self.agents, state["agents"]):
-            agent.load_state_dict(agent_state)
-        self.critic.load_state_dict(state["critic"])
+        for learner, learner_state in zip(self.learners, state["agents"]):
+            learner.load_state_dict(learner_state)
+        self.critic_learner.load_state_dict(state["critic"])
         self.generator.set_state(state["generator"])
         self.steps = state["steps"]
+
+
+def build_off_policy_updater(config: SequentialConfig | SimultaneousConfig, learners: list[Any],
+                             critic_learner: QCriticLearner, parts: Any) -> OffPolicyUpdater:
+    """The off-policy family's updater, from the composition root's parts."""
+    w = parts.wiring
+    return OffPolicyUpdater(config, learners, critic_learner, parts.returns, w.batch_size, w.updates_per_round,
+                            w.warmup_steps, w.policy_freq, parts.generator, w.precision)
+
+
+register_updater("off_policy", build_off_policy_updater)

@@ -10,6 +10,7 @@ import torch
 
 from harl.buffers.rollout import RolloutBuffer
 from harl.errors import ConfigError
+from harl.registry import register_updater
 from harl.update.common import AgentStats, agent_order, lr_scale, set_lr
 from harl.update.sequential import PolicyLearner, SequentialConfig, sequential_update
 from harl.update.simultaneous import SimultaneousConfig, merge_batches, simultaneous_update
@@ -59,7 +60,7 @@ class OnPolicyUpdater:
     """
 
     def __init__(self, config: UpdaterConfig, learners: Sequence[PolicyLearner],
-                 critic: VCriticLearner, n_agents: int, generator: torch.Generator) -> None:
+                 critic_learner: VCriticLearner, n_agents: int, generator: torch.Generator) -> None:
         self.config = config
         self.sequential = isinstance(config, SequentialConfig)
         if self.sequential and len(learners) != n_agents:
@@ -69,13 +70,13 @@ class OnPolicyUpdater:
                 '"simultaneous")'
             )
         self.learners = list(learners)
-        self.critic = critic
+        self.critic_learner = critic_learner
         self.n_agents = n_agents
         self.generator = generator
 
     def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
         scale = lr_scale(self.config, progress)
-        set_lr([*self.learners, self.critic], scale)
+        set_lr([*self.learners, self.critic_learner], scale)
         batches = [buffer.agent_batch(i) for i in range(self.n_agents)]
         order = agent_order(self.config, self.n_agents, self.generator)
         if self.sequential:
@@ -87,14 +88,14 @@ class OnPolicyUpdater:
         else:
             stats = simultaneous_update(self.learners, batches)
             agents = [stats[i] for i in range(self.n_agents)]
-        critic_stats = self.critic.update(*buffer.critic_batch())
+        critic_stats = self.critic_learner.update(*buffer.critic_batch())
         return UpdateStats(agents, critic_stats, order, scale)
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "actor_optimizers": [None if learner.optimizer is None else learner.optimizer.state_dict()  # type: ignore[attr-defined]
                                  for learner in self.learners],
-            "critic_optimizer": self.critic.optimizer.state_dict(),
+            "critic_optimizer": self.critic_learner.optimizer.state_dict(),
             "generator": self.generator.get_state(),
         }
 
@@ -102,5 +103,14 @@ class OnPolicyUpdater:
         for learner, opt in zip(self.learners, state["actor_optimizers"]):
             if learner.optimizer is not None and opt is not None:  # type: ignore[attr-defined]
                 learner.optimizer.load_state_dict(opt)  # type: ignore[attr-defined]
-        self.critic.optimizer.load_state_dict(state["critic_optimizer"])
+        self.critic_learner.optimizer.load_state_dict(state["critic_optimizer"])
         self.generator.set_state(state["generator"])
+
+
+def build_on_policy_updater(config: UpdaterConfig, learners: list[Any], critic_learner: VCriticLearner,
+                            parts: Any) -> OnPolicyUpdater:
+    """The on-policy family's updater, from the composition root's parts."""
+    return OnPolicyUpdater(config, learners, critic_learner, parts.n_agents, parts.generator)
+
+
+register_updater("on_policy", build_on_policy_updater)

@@ -41,8 +41,7 @@ from harl.nets.q import DuelingNet, EncodedStack, StackedMLP
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
-from harl.update.common import clip_grads, polyak_update
-from harl.update.v_critic import huber
+from harl.update.common import huber, optimizer_step, polyak_update
 
 MAX_JOINT_ACTIONS = 100_000
 """``joint_q`` enumerates the joint action space; beyond this it is refused."""
@@ -289,11 +288,7 @@ class QCriticLearner:
             loss = (losses * mask).sum() / mask.sum().clamp(min=1.0)
         else:
             loss = losses.mean(-1).sum()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[union-attr]
-        if cfg.max_grad_norm > 0:
-            clip_grads(critic.nets.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
+        optimizer_step(self.optimizer, loss, critic.nets.parameters(), cfg.max_grad_norm)  # type: ignore[arg-type]
         q = predictions[0].detach()
         if critic.normalizer is not None:
             q = critic.normalizer.denormalize(q)

@@ -24,7 +24,7 @@ from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer, init_linear
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
-from harl.update.common import clip_grads
+from harl.update.common import huber, optimizer_step
 
 
 @attrs.frozen
@@ -145,14 +145,6 @@ class VCritic(nn.Module):
         return x if self.normalizer is None else self.normalizer.normalize(x)
 
 
-def huber(error: torch.Tensor, delta: float) -> torch.Tensor:
-    """0.5 e^2 inside [-delta, delta], linear outside; plain 0.5 e^2 when delta is 0."""
-    if delta <= 0:
-        return 0.5 * error**2
-    a = error.abs()
-    return torch.where(a <= delta, 0.5 * error**2, delta * (a - 0.5 * delta))
-
-
 def value_loss(new: torch.Tensor, old: torch.Tensor, target: torch.Tensor,
                clip: float | None, huber_delta: float) -> torch.Tensor:
     """Per-sample value loss; with ``clip`` the pessimistic max of plain and clipped losses."""
@@ -210,10 +202,10 @@ class VCriticLearner:
                     new = critic.normalized(states[idx], hidden[chosen.to(hidden.device)], starts[idx])
                 clip = cfg.value_clip if cfg.clip_value_loss else None
                 loss = value_loss(new, old_norm[idx], target, clip, cfg.huber_delta).mean()
-                self.optimizer.zero_grad(set_to_none=True)
-                (loss * cfg.value_loss_coef).backward()
-                norms.append(clip_grads(critic.parameters(), cfg.max_grad_norm))
-                self.optimizer.step()
+                norm = optimizer_step(self.optimizer, loss * cfg.value_loss_coef, critic.parameters(),
+                                      cfg.max_grad_norm, report_norm=True)
+                assert norm is not None
+                norms.append(norm)
                 losses.append(loss.detach())
         return CriticStats(float(torch.stack(losses).mean()), float(torch.stack(norms).mean()))
 

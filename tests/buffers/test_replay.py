@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from harl.buffers.records import Transition
 from harl.buffers.replay import ReplayBuffer
 
 OBS = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (5,), np.float32)]
@@ -16,9 +17,10 @@ def add(buffer: ReplayBuffer, value: float) -> None:
     E = buffer.n_envs
     obs = [np.full((E, 3), value), np.full((E, 5), value)]
     avail = [np.zeros((E, 0)), np.ones((E, 5))]
-    buffer.add(obs, avail, np.full((E, 4), value), [np.full((E, 2), value), np.ones((E, 2))],
-               np.full((E, 2), value), np.zeros(E, bool), np.zeros(E, bool), np.ones((E, 2)),
-               obs, avail, np.full((E, 4), value))
+    buffer.insert(Transition(obs=obs, avail=avail, state=np.full((E, 4), value),
+                             actions=[np.full((E, 2), value), np.ones((E, 2))], rewards=np.full((E, 2), value),
+                             terminated=np.zeros(E, bool), truncated=np.zeros(E, bool), active=np.ones((E, 2)),
+                             next_obs=obs, next_avail=avail, next_state=np.full((E, 4), value)))
 
 
 def test_layout_is_per_agent_with_masks_only_for_categories() -> None:

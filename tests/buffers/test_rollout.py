@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from gymnasium import spaces
 
@@ -153,3 +154,16 @@ class TestFPAdvantageNormalisation:
         """per_agent (harl's earlier FP rule): agent 1's [5, 7] -> [-0.7071, 0.7071] (sample std sqrt 2)."""
         adv = self.buffer("per_agent").normalized_advantages(1)[:, 0]
         torch.testing.assert_close(adv, torch.tensor([-0.7071, 0.7071]), atol=1e-4, rtol=0)
+
+
+def test_set_targets_is_the_returns_stages_way_in() -> None:
+    """Advantages and value targets arrive through ``set_targets``, shapes checked against (T, E[, A])."""
+    from gymnasium import spaces as gym_spaces
+
+    box = gym_spaces.Box(-1, 1, (2,))
+    buffer = RolloutBuffer([box, box], [box, box], state_dim=3, n_envs=4, length=5, fp_state=False)
+    adv, ret = torch.ones(5, 4), torch.full((5, 4), 2.0)
+    buffer.set_targets(adv, ret)
+    assert buffer.advantages is adv and buffer.returns is ret
+    with pytest.raises(ValueError, match=r"set_targets: returns has shape \(5, 4, 2\), expected \(5, 4\)"):
+        buffer.set_targets(adv, torch.ones(5, 4, 2))

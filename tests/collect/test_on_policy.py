@@ -133,3 +133,26 @@ def test_recurrent_rollouts_re_evaluate_to_the_collected_log_probs(mode: str, le
         assert all(torch.isfinite(torch.tensor(a.policy_loss)) for a in update.agents)
     finally:
         stages.close()
+
+
+def test_driven_one_step_at_a_time_it_fills_the_buffer_as_collect_does() -> None:
+    """start / act / env_actions / observe / insert / finish (what HARL's runner facade forwards to)
+    store exactly what one ``collect`` stores, and the collector writes none of the buffer's arrays."""
+    with build_stages(structure_pipeline(counting_pipeline(), "counting")) as whole:
+        whole.collector.collect(whole.buffer)
+    with build_stages(structure_pipeline(counting_pipeline(), "counting")) as stepped:  # seeds the same again
+        collector, buffer, venv = stepped.collector, stepped.buffer, stepped.venv
+        collector.start(buffer)
+        for t in range(buffer.length):
+            acting = collector.act(buffer, t)
+            assert [a.shape for a in acting.actions] == [(2, 2), (2, 1), (2, 2)] and acting.values.shape == (2,)
+            record = collector.observe(acting, venv.step(collector.env_actions(acting)))
+            buffer.insert(record)
+        collector.finish(buffer)
+        for name in ("obs", "actions", "log_probs", "rewards", "terminated", "truncated", "values", "active",
+                     "starts"):
+            a, b = getattr(whole.buffer, name), getattr(buffer, name)
+            for x, y in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b]):
+                torch.testing.assert_close(x, y)
+        with pytest.raises(IndexError, match="call roll_over"):
+            buffer.insert(record)

@@ -27,7 +27,7 @@ class ScaledReturns:
 
     def compute(self, buffer: Any) -> Any:
         stats = self.gae.compute(buffer)
-        buffer.advantages = buffer.advantages * self.config.scale
+        buffer.set_targets(buffer.advantages * self.config.scale, buffer.returns)
         return stats
 
 
@@ -57,3 +57,24 @@ class UnregisteredConfig:
 
 class NotAttrs:
     """A plain class."""
+
+
+@attrs.frozen
+class PrintSinkConfig:
+    """A user's logging sink: prints each row."""
+
+    prefix: str = setting("row", "printed before each row")
+
+
+class PrintSink:
+    def __init__(self, config: PrintSinkConfig) -> None:
+        self.config = config
+
+    def write(self, row: dict[str, Any]) -> None:
+        print(self.config.prefix, row)
+
+    def close(self, *args: Any) -> None:
+        pass
+
+
+register("sink", PrintSinkConfig, lambda config, *context: PrintSink(config), kind="print")

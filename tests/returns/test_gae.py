@@ -75,7 +75,7 @@ def test_agent_axis_broadcasts_for_fp_state() -> None:
 
 
 class _Rollout:
-    """The fields GAE.compute reads: one env, three steps, truncated after step 1."""
+    """The buffer interface GAE.compute uses (``RolloutTargets``): one env, three steps, truncated after step 1."""
 
     def __init__(self) -> None:
         self.terminated = torch.tensor([[False], [False], [False]])
@@ -85,6 +85,9 @@ class _Rollout:
 
     def critic_rewards(self) -> torch.Tensor:
         return torch.tensor([[1.0], [2.0], [3.0]])
+
+    def set_targets(self, advantages: torch.Tensor, returns: torch.Tensor) -> None:
+        self.advantages, self.returns = advantages, returns
 
 
 def test_zero_truncated_advantage_is_harls_proper_time_limits() -> None:

@@ -7,6 +7,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from harl.buffers.records import Transition
 from harl.buffers.replay import ReplayBuffer
 from harl.returns.n_step import NStepConfig, NStepReturns, n_step_returns
 
@@ -30,8 +31,9 @@ def fill(buffer: ReplayBuffer, steps: int, seed: int) -> list[list[dict]]:
         obs0 = np.stack([ids, episode], 1).astype(np.float32)
         obs = [obs0, ids[:, None].astype(np.float32)]
         next_obs = [obs0 + [0.5, 0.0], ids[:, None] + 0.5]  # "what the step reached" (id + 0.5)
-        buffer.add(obs, None, np.zeros((E, 3)), [np.zeros((E, 1)), np.zeros((E, 1))], rewards, terminated,
-                   truncated, np.ones((E, 2)), next_obs, None, np.zeros((E, 3)))
+        buffer.insert(Transition(obs=obs, avail=None, state=np.zeros((E, 3)), actions=[np.zeros((E, 1))] * 2,
+                                 rewards=rewards, terminated=terminated, truncated=truncated, active=np.ones((E, 2)),
+                                 next_obs=next_obs, next_avail=None, next_state=np.zeros((E, 3))))
         for e in range(E):
             history[e].append({"id": ids[e], "episode": episode[e], "r": rewards[e], "term": terminated[e],
                                "trunc": truncated[e]})

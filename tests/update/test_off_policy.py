@@ -10,6 +10,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from harl.buffers.records import Transition
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
 from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam, SquashedGaussianActor
 from harl.returns.n_step import NStepConfig, NStepReturns
@@ -106,9 +107,10 @@ def small_buffer(transitions_rows: int) -> ReplayBuffer:
     spaces_act = [spaces.Box(-1, 1, (1,), np.float32)] * 2
     buffer = ReplayBuffer(spaces_obs, spaces_act, 3, n_envs=2, capacity=100)
     for _ in range(transitions_rows):
-        buffer.add([np.zeros((2, 2))] * 2, None, np.zeros((2, 3)), [np.zeros((2, 1))] * 2, np.ones((2, 2)),
-                   np.zeros(2, bool), np.zeros(2, bool), np.ones((2, 2)), [np.zeros((2, 2))] * 2, None,
-                   np.zeros((2, 3)))
+        buffer.insert(Transition(obs=[np.zeros((2, 2))] * 2, avail=None, state=np.zeros((2, 3)),
+                                 actions=[np.zeros((2, 1))] * 2, rewards=np.ones((2, 2)), terminated=np.zeros(2, bool),
+                                 truncated=np.zeros(2, bool), active=np.ones((2, 2)), next_obs=[np.zeros((2, 2))] * 2,
+                                 next_avail=None, next_state=np.zeros((2, 3))))
     return buffer
 
 

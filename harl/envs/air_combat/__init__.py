@@ -14,6 +14,7 @@ jsbsim (``pip install "harl[lag]"``) is imported only when an environment is bui
 from typing import Any
 
 from harl.envs.air_combat.config import TASKS, AirCombatConfig
+from harl.registry import register
 
 
 def make_air_combat_env(config: AirCombatConfig) -> Any:
@@ -28,3 +29,6 @@ def make_air_combat_env(config: AirCombatConfig) -> Any:
 
 
 __all__ = ["TASKS", "AirCombatConfig", "make_air_combat_env"]
+
+
+register("env", AirCombatConfig, make_air_combat_env)

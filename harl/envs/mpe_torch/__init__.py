@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harl.envs.mpe_torch.config import MPETorchConfig
+from harl.registry import register
 
 if TYPE_CHECKING:
     from harl.envs.mpe_torch.vector import MPETorchVectorEnv
@@ -27,3 +28,6 @@ def make_mpe_torch_vector_env(config: MPETorchConfig, n_envs: int, seed: int = 0
     from harl.envs.mpe_torch.vector import MPETorchVectorEnv
 
     return MPETorchVectorEnv(config, n_envs, seed)
+
+
+register("env", MPETorchConfig, make_mpe_torch_vector_env, vectorised=True)

@@ -8,5 +8,9 @@ is imported only when an env is built.
 
 from harl.envs.pettingzoo.config import PettingZooConfig
 from harl.envs.pettingzoo.env import PettingZooEnv, make_pettingzoo_env
+from harl.registry import register
 
 __all__ = ["PettingZooConfig", "PettingZooEnv", "make_pettingzoo_env"]
+
+
+register("env", PettingZooConfig, make_pettingzoo_env)

@@ -31,7 +31,7 @@ from harl.policy.off_policy import DuelingQActor, KeptForward, OffPolicyTeam, te
 from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
-from harl.update.common import clip_grads, masked_mean, polyak_update
+from harl.update.common import masked_mean, optimizer_step, polyak_update
 from harl.update.q_critic import JointQCritic
 
 
@@ -99,11 +99,7 @@ class D3QNLearner:
         q_all = self.round_start.take(obs, lambda: self.actor(obs))
         q = q_all.gather(-1, actions[i].long()).squeeze(-1)
         loss = masked_mean((q - target) ** 2, batch.active[:, i])
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.config.max_grad_norm > 0:
-            clip_grads(self.actor.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
+        optimizer_step(self.optimizer, loss, self.actor.parameters(), self.config.max_grad_norm)
         return {"actor_loss": loss.detach()}
 
     def updated_action(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> torch.Tensor:

@@ -27,7 +27,7 @@ from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTea
 from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
-from harl.update.common import clip_grads, masked_mean, polyak_update
+from harl.update.common import masked_mean, optimizer_step, polyak_update
 from harl.update.q_critic import QCritic, team_value
 
 
@@ -115,11 +115,7 @@ class DeterministicLearner:
         joint = list(actions)
         joint[i] = self.round_start.take(obs, lambda: self.actor(obs))
         loss = -masked_mean(team_value(self.critic, batch.state, joint, "first"), batch.active[:, i])
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.config.max_grad_norm > 0:
-            clip_grads(self.actor.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
+        optimizer_step(self.optimizer, loss, self.actor.parameters(), self.config.max_grad_norm)
         return {"actor_loss": loss.detach()}
 
     @torch.no_grad()

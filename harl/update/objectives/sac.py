@@ -43,7 +43,7 @@ from harl.policy.off_policy import (
 from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
-from harl.update.common import clip_grads, masked_mean
+from harl.update.common import masked_mean, optimizer_step
 from harl.update.objectives.sac_temperature import CriticTemperature, critic_temperature
 from harl.update.q_critic import QCritic, team_value
 
@@ -154,15 +154,9 @@ class SACLearner:
         joint[i], log_prob = self.actor.sample(params)
         q = team_value(self.critic, batch.state, joint, "min")
         loss = masked_mean(self.alpha * log_prob - q, alive)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.config.max_grad_norm > 0:
-            clip_grads(self.actor.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
+        optimizer_step(self.optimizer, loss, self.actor.parameters(), self.config.max_grad_norm)
         if self.alpha_optimizer is not None:
-            self.alpha_optimizer.zero_grad(set_to_none=True)
-            alpha_loss(self.log_alpha, log_prob, self.target_entropy, alive).backward()
-            self.alpha_optimizer.step()
+            optimizer_step(self.alpha_optimizer, alpha_loss(self.log_alpha, log_prob, self.target_entropy, alive))
         if self.critic_temp is not None:
             self.critic_temp.observe(self.index, log_prob.detach())
         return {"actor_loss": loss.detach(), "alpha": self.alpha, "entropy": -masked_mean(log_prob.detach(), alive)}

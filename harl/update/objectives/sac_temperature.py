@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from harl.update.common import optimizer_step
+
 
 def critic_alpha_loss(log_alpha: torch.Tensor, log_probs: list[torch.Tensor], target_entropy: float) -> torch.Tensor:
     """``-mean[log alpha_c (sum_i log pi_i + target)]`` over the batch, as HARL's ``update_alpha``."""
@@ -49,9 +51,7 @@ class CriticTemperature:
             return
         log_probs = [self.pending[i] for i in sorted(self.pending)]
         self.pending = {}
-        self.optimizer.zero_grad(set_to_none=True)
-        critic_alpha_loss(self.log_alpha, log_probs, self.target_entropy).backward()
-        self.optimizer.step()
+        optimizer_step(self.optimizer, critic_alpha_loss(self.log_alpha, log_probs, self.target_entropy))
 
     def state_dict(self) -> dict[str, Any]:
         return {"log_alpha": self.log_alpha.detach().clone(),

@@ -9,7 +9,7 @@ import torch
 
 from harl.buffers.rollout import AgentBatch, minibatch_rows
 from harl.policy.on_policy import Actor
-from harl.update.common import AgentStats, aggregate_ratio, clip_grads, masked_mean, ratio_aggregation
+from harl.update.common import AgentStats, aggregate_ratio, masked_mean, optimizer_step, ratio_aggregation
 
 Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -41,10 +41,9 @@ class SurrogateLearner:
                 active = mb.active
                 policy_loss = self.loss(ratio, mb.advantages, factor[idx], active)
                 mean_entropy = masked_mean(entropy.unsqueeze(-1), active)
-                self.optimizer.zero_grad(set_to_none=True)
-                (policy_loss - cfg.entropy_coef * mean_entropy).backward()
-                grad_norm = clip_grads(self.actor.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
+                grad_norm = optimizer_step(self.optimizer, policy_loss - cfg.entropy_coef * mean_entropy,
+                                           self.actor.parameters(), cfg.max_grad_norm, report_norm=True)
+                assert grad_norm is not None
                 rows.append(torch.stack([policy_loss.detach(), mean_entropy.detach(),
                                          ratio.detach().mean(), grad_norm.detach()]))
         means = torch.stack(rows).mean(0).tolist()

@@ -1,0 +1,70 @@
+"""What each slot's built stage offers its callers (DESIGN section 2): the types of ``Stages``.
+
+The Trainer's loop over them::
+
+    stats = stages.collector.collect(stages.buffer)      # Collector -> Collected
+    stages.returns.compute(stages.buffer)                # ReturnComputer
+    update = stages.updater.update(stages.buffer, p)     # Updater -> UpdateResult (.row())
+
+A user's stage need not inherit anything: mypy checks these structurally, and at build
+time ``harl.registry.check_protocol`` checks that the names in ``registry.PROTOCOLS`` exist
+(a test keeps the two lists in step).  The team and the critic network are ``torch.nn.Module``s.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Collected(Protocol):
+    """What one ``collect`` reports."""
+
+    @property
+    def env_steps(self) -> int: ...
+
+    @property
+    def episodes(self) -> list[dict[str, Any]]:
+        """One dict per finished episode: ``return``, ``length`` and env metrics."""
+        ...
+
+
+class Buffer(Protocol):
+    """Storage a collector fills with one record per vector step (``harl.buffers.records``)."""
+
+    def insert(self, record: Any) -> None: ...
+
+
+class Collector(Protocol):
+    """Runs the team in the envs and hands the buffer its records."""
+
+    @property
+    def steps_per_iteration(self) -> int: ...
+
+    def collect(self, buffer: Any) -> Collected: ...
+
+
+class ReturnComputer(Protocol):
+    """Turns a filled buffer's rewards and values into targets, handed back through the buffer's
+    declared interface (``RolloutBuffer.set_targets``)."""
+
+    def compute(self, buffer: Any) -> Any: ...
+
+
+class UpdateResult(Protocol):
+    def row(self) -> dict[str, Any]:
+        """The metrics.csv columns of this update."""
+        ...
+
+
+class Updater(Protocol):
+    """Turns a filled buffer into a better team and critic."""
+
+    def update(self, buffer: Any, progress: float) -> UpdateResult: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+SLOT_PROTOCOLS: dict[str, type] = {"collector": Collector, "returns": ReturnComputer}
+"""The slots whose ``registry.PROTOCOLS`` names these Protocols' members must include."""
