@@ -11,7 +11,7 @@ from harl.compat import keys
 from harl.compat.data import known_types
 
 NUMBERS = {"model.std_x_coef", "model.std_y_coef", "algo.value_loss_coef", "model.weight_decay",
-           "env:pettingzoo_mpe.local_ratio"}
+           "train.update_per_train", "env:pettingzoo_mpe.local_ratio"}
 """Keys whose HARL default is a whole number but whose meaning is a real number."""
 
 EXTRA_TYPES: dict[str, tuple[type, ...]] = {

@@ -191,7 +191,7 @@ def _checked(algo: str, env: str, algo_args: dict[str, Any], env_args: dict[str,
                 filled.append(f"{section}.{key} = {json.dumps(value)}")
     if problems:
         raise ConfigError("\n".join(f"{source}: {p}" for p in problems))
-    for path, value in values.items():
+    for path in values:
         key = keys.BY_PATH.get(path)
         if key is not None and key.status == keys.IGNORED:
             ignored.append(f"{path} ({key.what})")

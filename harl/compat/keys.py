@@ -59,7 +59,7 @@ ALGO_KEYS: tuple[Key, ...] = (
     _k("eval.eval_episodes", MAPPED, "evaluator.episodes"),
     _k("render.use_render", FIXED, "HARL's render mode replaces training; harl films a run with "
        "harl render RUN_DIR --episodes N", False),
-    _k("render.render_episodes", IGNORED, "used only by HARL's render mode (harl render --episodes N)"),
+    _k("render.render_episodes", IGNORED, "used only by HARL's render mode; harl render --episodes N films a run"),
     _k("model.hidden_sizes", MAPPED, "policy.hidden_sizes, critic.hidden_sizes"),
     _k("model.activation_func", MAPPED, "policy.activation, critic.activation"),
     _k("model.use_feature_normalization", MAPPED, "policy.input_norm, critic.input_norm (on-policy); "
