@@ -7,7 +7,7 @@ import difflib
 import math
 from typing import Any
 
-from harl.compat import keys
+import harl.compat.keys as keys
 from harl.compat.data import known_types
 
 NUMBERS = {"model.std_x_coef", "model.std_y_coef", "algo.value_loss_coef", "model.weight_decay",

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from harl.compat import keys
+import harl.compat.keys as keys
 from harl.compat.checks import fixed_problem, type_problem, unknown_key
 from harl.compat.data import ALGOS, ENVS, algo_defaults, env_defaults
 from harl.compat.envs import EnvPart, convert_env
