@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+import harl.runners.steps as steps
 from harl.errors import HarlError
-from harl.runners import steps
 from harl.runners.core import RunnerCore
 from harl.runners.envs import pad_agents, unpad_agents
 

@@ -16,8 +16,8 @@ import attrs
 import numpy as np
 import torch
 
+import harl.runners.steps as steps
 from harl.errors import HarlError
-from harl.runners import steps
 from harl.runners.core import RunnerCore
 from harl.runners.envs import pad_agents, to_numpy, unpad_agents
 
