@@ -53,12 +53,14 @@ needs_converter = pytest.mark.skipif(importlib.util.find_spec("harl.utils") is N
 
 
 @needs_converter
-@pytest.mark.parametrize("algo", ["happo", "hasac"])
-def test_script_trains_in_harls_results_layout(tmp_path: Path, algo: str) -> None:
+@pytest.mark.parametrize(("algo", "budget"), [("happo", ["--num_env_steps", "400", "--episode_length", "100"]),
+                                             ("hasac", ["--num_env_steps", "400", "--warmup_steps", "100",
+                                                        "--train_interval", "50", "--batch_size", "32"])])
+def test_script_trains_in_harls_results_layout(tmp_path: Path, algo: str, budget: list[str]) -> None:
     """HARL's command line with overrides, tiny budget: results/pettingzoo_mpe/.../seed-00001-*/."""
-    done = run([str(SCRIPT), "--algo", algo, "--env", "pettingzoo_mpe", "--exp_name", "ci",
-                "--num_env_steps", "400", "--n_rollout_threads", "2", "--episode_length", "100",
-                "--warmup_steps", "100", "--cuda", "False", "--use_eval", "False"], tmp_path)
+    done = run([str(SCRIPT), "--algo", algo, "--env", "pettingzoo_mpe", "--exp_name", "ci", *budget,
+                "--n_rollout_threads", "2", "--n_eval_rollout_threads", "1", "--eval_episodes", "1",
+                "--cuda", "False"], tmp_path)
     assert done.returncode == 0, done.stderr
     (run_dir,) = (tmp_path / "results" / "pettingzoo_mpe").glob(f"*/{algo}/ci/seed-00001-*")
     assert {"metrics.csv", "pipeline.toml", "config.json", "checkpoints"} <= {p.name for p in run_dir.iterdir()}
