@@ -26,8 +26,9 @@ SCORES = {
 def caption(section: Section, reps: int) -> str:
     what = SCORES[section.score]
     scale = " normalised per task as (return - random) / (best - random)" if section.normalised else ""
-    where = f"{len(section.tasks)} tasks" if len(section.tasks) > 1 else section.name
-    return (f"{section.name}: {what}{scale}, on {where}. Point estimate and 95% stratified-bootstrap "
+    where = f"over {len(section.tasks)} tasks ({', '.join(section.tasks)})" if len(section.tasks) > 1 else \
+        f"on {section.name}"
+    return (f"{what[0].upper()}{what[1:]}{scale}, {where}. Point estimate and 95% stratified-bootstrap "
             f"confidence interval over runs ({reps} resamples, rliable). IQM: interquartile mean.")
 
 
