@@ -10,7 +10,9 @@ from pathlib import Path
 import attrs
 from rich.console import Console
 
-from harl.compare import figures, stats, tables
+import harl.compare.figures as figures
+import harl.compare.stats as stats
+import harl.compare.tables as tables
 from harl.compare.bounds import Bound
 from harl.compare.runs import RunRecord, load_runs
 from harl.compare.sections import Section, build_sections
