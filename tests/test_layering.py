@@ -20,8 +20,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("harl.collect", "harl.update", "harl.evaluate", "harl.run.checkpoint", "harl.logging", "harl.finite"),
     ("harl.config",),
     ("harl.compose", "harl.trainer"),
-    ("harl.run", "harl.render", "harl.sweep", "harl.plot", "harl.export", "harl.inference"),
-    ("harl.cli", "harl.cli_help", "harl.__main__"),
+    ("harl.run", "harl.render", "harl.sweep", "harl.plot", "harl.export", "harl.inference", "harl.compat",
+     "harl.utils", "harl.compare"),
+    ("harl.cli", "harl.cli_help", "harl.__main__", "harl.runners"),
 ]
 
 

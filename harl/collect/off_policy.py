@@ -31,7 +31,7 @@ from gymnasium import spaces
 from harl.buffers.records import Transition
 from harl.buffers.replay import ReplayBuffer
 from harl.collect.on_policy import CollectStats, backend_checks
-from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.errors import EnvCrashedError
 from harl.nets.heads import avail_size
 from harl.policy.off_policy import OffPolicyTeam, masked_uniform
@@ -142,22 +142,34 @@ class OffPolicyCollector:
                 actions = self.team.explore(self._tensors(obs), masks, self.env_steps)  # type: ignore[arg-type]
             env_actions = actions if self.native else [a.cpu().numpy() for a in actions]
             step = self.venv.step(env_actions)
-            final_obs = step.final_obs if step.final_obs is not None else step.obs
-            final_avail = step.final_avail if step.final_obs is not None else step.avail
-            buffer.insert(Transition(obs=obs, avail=avail, state=state, actions=env_actions, rewards=step.rewards,
-                                     terminated=step.terminated, truncated=step.truncated, active=self._active,
-                                     next_obs=final_obs, next_avail=final_avail, next_state=step.final_state))
-            ended = step.terminated | step.truncated
-            if self.native:
-                self._active = torch.where(ended.unsqueeze(-1), 1.0, step.active.float())
-            else:
-                self._active = np.where(ended[:, None], 1.0, step.active).astype(np.float32)
+            transition, self._active = self.observe((obs, state, avail), env_actions, step, self._active)
+            buffer.insert(transition)
             self._obs, self._state, self._avail = step.obs, step.state, step.avail
             episodes.extend(step.episode_infos)
-            self.env_steps += n
+            self.advance(n)
         self._saved = self._state_now(started=True)
         self._use_saved = False
         return CollectStats(self.config.train_interval * n, episodes)
+
+    def observe(self, before: tuple[Sequence[Any], Any, Sequence[Any] | None], env_actions: Sequence[Any],
+                step: VectorStep, active: Any) -> tuple[Transition, Any]:
+        """The replay's record of one vector step from ``before`` = (obs, state, avail), and who is
+        alive at the next step (1 where an episode begins).  ``collect`` calls it for every step;
+        a caller driving the envs itself (HARL's runner facade) calls it, then ``advance``."""
+        obs, state, avail = before
+        final_obs = step.final_obs if step.final_obs is not None else step.obs
+        final_avail = step.final_avail if step.final_obs is not None else step.avail
+        transition = Transition(obs=obs, avail=avail, state=state, actions=env_actions, rewards=step.rewards,
+                                terminated=step.terminated, truncated=step.truncated, active=active,
+                                next_obs=final_obs, next_avail=final_avail, next_state=step.final_state)
+        ended = step.terminated | step.truncated
+        if self.native:
+            return transition, torch.where(ended.unsqueeze(-1), 1.0, step.active.float())
+        return transition, np.where(ended[:, None], 1.0, step.active).astype(np.float32)
+
+    def advance(self, env_steps: int) -> None:
+        """Count env steps taken (warm-up and exploration schedules read the count)."""
+        self.env_steps += env_steps
 
     def _state_now(self, started: bool) -> dict[str, Any]:
         return {"env_steps": self.env_steps, "generator": self.generator.get_state(),

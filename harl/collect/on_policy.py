@@ -143,8 +143,13 @@ class OnPolicyCollector:
         self._restart = state["episode_starts"] if state["started"] else None
         self._saved = state
 
-    def start(self, buffer: RolloutBuffer) -> None:
-        """Reset the envs (or restart a checkpoint's episodes) and give the buffer their first observations."""
+    def start(self, buffer: RolloutBuffer, first: StartRecord | None = None) -> None:
+        """Reset the envs (or restart a checkpoint's episodes) and give the buffer their first
+        observations; ``first``: the envs were reset by the caller (HARL's runner ``warmup``)."""
+        if first is not None:
+            buffer.start(first)
+            self.started = True
+            return
         if self._restart is not None:
             obs, state, avail = self.venv.restart(self._restart)
             self._restart = None

@@ -6,7 +6,7 @@ functions are the collectors' per-step halves, written against today's stages:
 
 on-policy (``harl/collect/on_policy.py``, one loop iteration of ``collect``)::
 
-    start(stages, obs, state, avail)          # the collector's _start, from the runner's reset
+    start(stages, obs, state, avail)          # the collector's start, from the runner's own reset
     acting = act(stages, t)                   # policy + critic for step t
     episodes = observe(stages, acting, step, actions, log_probs, values)   # step t into the buffer
     bootstrap(stages); compute(stages)        # V of the last state; the ReturnComputer
@@ -18,8 +18,9 @@ off-policy (``harl/collect/off_policy.py``)::
     active = add(stages, before, actions, step, active)   # one transition per env
     stats = gradient_step(stages, progress)                # one critic (+ actor) step
 
-When the collectors expose ``act(t) -> Acting`` and ``observe(acting, env_step) -> StepRecord``
-(+ ``buffer.insert(record)``), and the off-policy ones a ``Transition``, only this module changes.
+Every call goes through the stages' public per-step methods (the collectors' ``start`` /
+``act`` / ``observe`` / ``finish`` / ``advance``, the buffers' ``insert``, the updater's
+``update(..., steps=1)``): no stage's arrays are written here.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ import attrs
 import numpy as np
 import torch
 
+from harl.buffers.records import StartRecord
 from harl.collect.off_policy import random_actions
+from harl.collect.on_policy import Acting
 from harl.runners.envs import to_numpy
 
 
@@ -42,102 +45,36 @@ def _tensor(x: Any, device: torch.device, dtype: torch.dtype = torch.float32) ->
 # ---------------------------------------------------------------- on-policy
 
 
-@attrs.frozen
-class Acting:
-    """What the team and critic chose for step ``t`` (before the env step)."""
-
-    t: int
-    actions: list[torch.Tensor]
-    """Per agent ``(E, k_i)``."""
-    log_probs: list[torch.Tensor]
-    """Per agent ``(E, k_i)``: one log-probability per action dimension."""
-    values: torch.Tensor
-    """``(E,)`` EP or ``(E, A)`` FP, in env units."""
-    hidden: list[torch.Tensor] | None
-    """Recurrent actors: each agent's GRU state after this step."""
-    critic_hidden: torch.Tensor | None
-    """Recurrent critic: its GRU state after this step."""
-
-
 def start(stages: Any, obs: Sequence[Any], state: Any, avail: Sequence[Any] | None) -> None:
-    """Slot 0 of the rollout from a reset: first observations, fresh GRU states."""
-    buffer = stages.buffer
-    for i, o in enumerate(obs):
-        buffer.obs[i][0].copy_(_tensor(o, buffer.device, buffer.obs[i].dtype).reshape(buffer.obs[i][0].shape))
-        if avail is not None and avail[i] is not None and buffer.avail[i] is not None:
-            buffer.avail[i][0].copy_(_tensor(avail[i], buffer.device))
-    buffer.state[0].copy_(_tensor(state, buffer.device, buffer.state.dtype).reshape(buffer.state[0].shape))
-    buffer.active[0].fill_(1.0)
-    buffer.starts[0].fill_(1.0)
-    for h in buffer.hidden or []:
-        h[0].zero_()
-    if buffer.critic_hidden is not None:
-        buffer.critic_hidden[0].zero_()
-    stages.collector.started = True  # a later Trainer.train continues these episodes
+    """Slot 0 of the rollout from the runner's own reset: first observations, fresh GRU states."""
+    stages.collector.start(stages.buffer, StartRecord(obs, state, avail))
 
 
-@torch.no_grad()
 def act(stages: Any, t: int) -> Acting:
-    buffer = stages.buffer
-    obs = [o[t] for o in buffer.obs]
-    avail = [None if a is None else a[t] for a in buffer.avail]
-    hidden = None if buffer.hidden is None else [h[t] for h in buffer.hidden]
-    actions, log_probs = stages.policy.act(obs, avail, hidden=hidden, starts=buffer.starts[t])
-    critic_hidden = None
-    if buffer.critic_hidden is None:
-        values = stages.critic.value(buffer.state[t])
-    else:
-        values, critic_hidden = stages.critic.step(buffer.state[t], buffer.critic_hidden[t], buffer.starts[t])
-    return Acting(t, actions, log_probs, values, hidden, critic_hidden)
+    """The team's actions and the critic's values for step ``t`` of the rollout."""
+    return stages.collector.act(stages.buffer, t)
 
 
-@torch.no_grad()
 def observe(stages: Any, acting: Acting, step: Any, actions: Sequence[Any] | None = None,
             log_probs: Sequence[Any] | None = None, values: Any = None) -> list[dict[str, Any]]:
-    """Store step ``acting.t``; ``actions`` / ``log_probs`` / ``values`` replace the acting's
-    (the runner's ``insert`` data).  Returns the episodes that ended at this step."""
-    buffer, t, dev = stages.buffer, acting.t, stages.buffer.device
-    actions = acting.actions if actions is None else actions
-    log_probs = acting.log_probs if log_probs is None else log_probs
-    buffer.values[t] = acting.values if values is None else _tensor(values, dev).reshape(buffer.values[t].shape)
-    if buffer.critic_hidden is not None:
-        buffer.critic_hidden[t + 1] = acting.critic_hidden
-    for i in range(buffer.n_agents):
-        buffer.actions[i][t] = _tensor(actions[i], dev).reshape(buffer.actions[i][t].shape)
-        buffer.log_probs[i][t] = _tensor(log_probs[i], dev).reshape(buffer.log_probs[i][t].shape)
-        buffer.obs[i][t + 1].copy_(_tensor(step.obs[i], dev, buffer.obs[i].dtype).reshape(buffer.obs[i][t + 1].shape))
-        if step.avail is not None and step.avail[i] is not None and buffer.avail[i] is not None:
-            buffer.avail[i][t + 1].copy_(_tensor(step.avail[i], dev))
-    buffer.state[t + 1].copy_(_tensor(step.state, dev, buffer.state.dtype).reshape(buffer.state[t + 1].shape))
-    buffer.rewards[t].copy_(_tensor(step.rewards, dev))
-    terminated = _tensor(step.terminated, dev, torch.bool)
-    truncated = _tensor(step.truncated, dev, torch.bool)
-    buffer.terminated[t], buffer.truncated[t] = terminated, truncated
-    ended = terminated | truncated
-    buffer.starts[t + 1] = ended.float()
-    for h, new in zip(buffer.hidden or [], acting.hidden or []):
-        h[t + 1] = new
-    active = _tensor(step.active, dev)
-    buffer.active[t + 1] = torch.where(ended.unsqueeze(-1), torch.ones_like(active), active)
-    if not bool(ended.any()):
-        return []
-    final = _tensor(step.final_state, dev)
-    if buffer.critic_hidden is None:
-        buffer.final_values[t] = stages.critic.value(final)
-    else:
-        buffer.final_values[t] = stages.critic.value(final, buffer.critic_hidden[t + 1],
-                                                     torch.zeros_like(buffer.starts[t + 1]))
+    """Insert step ``t`` into the rollout; ``actions`` / ``log_probs`` / ``values`` replace the
+    acting's (the runner's ``insert`` data).  Returns the episodes that ended at this step."""
+    record = stages.collector.observe(acting, step)
+    dev = stages.buffer.device
+    if actions is not None:
+        record = attrs.evolve(record, actions=[_tensor(a, dev).reshape(b.shape) for a, b in zip(actions, acting.actions)])
+    if log_probs is not None:
+        record = attrs.evolve(record, log_probs=[_tensor(p, dev).reshape(b.shape)
+                                                 for p, b in zip(log_probs, acting.log_probs)])
+    if values is not None:
+        record = attrs.evolve(record, values=_tensor(values, dev).reshape(acting.values.shape))
+    stages.buffer.insert(record)
     return list(step.episode_infos)
 
 
-@torch.no_grad()
 def bootstrap(stages: Any) -> None:
-    """V of the state after the rollout's last step (the collector's last line)."""
-    buffer = stages.buffer
-    if buffer.critic_hidden is None:
-        buffer.values[-1] = stages.critic.value(buffer.state[-1])
-    else:
-        buffer.values[-1] = stages.critic.value(buffer.state[-1], buffer.critic_hidden[-1], buffer.starts[-1])
+    """V of the state after the rollout's last step (the collector's last call of a rollout)."""
+    stages.collector.finish(stages.buffer)
 
 
 def compute(stages: Any) -> None:
@@ -194,24 +131,14 @@ def warming_up(stages: Any) -> bool:
 def add(stages: Any, before: tuple[Sequence[Any], Any, Sequence[Any] | None], actions: Sequence[Any],
         step: Any, active: np.ndarray | None) -> np.ndarray:
     """One transition per env into the replay buffer; returns who is alive for the next one."""
-    obs, state, avail = before
     n = stages.buffer.n_envs
     active = np.ones((n, stages.buffer.n_agents), np.float32) if active is None else active
-    final_obs = step.final_obs if step.final_obs is not None else step.obs
-    final_avail = step.final_avail if step.final_obs is not None else step.avail
-    stages.buffer.add(obs, avail, state, actions, step.rewards, step.terminated, step.truncated, active,
-                      final_obs, final_avail, step.final_state)
-    stages.collector.env_steps += n
-    ended = to_numpy(step.terminated).astype(bool) | to_numpy(step.truncated).astype(bool)
-    return np.where(ended[:, None], 1.0, to_numpy(step.active).astype(np.float32)).astype(np.float32)
+    transition, alive = stages.collector.observe(before, actions, step, active)
+    stages.buffer.insert(transition)
+    stages.collector.advance(n)
+    return to_numpy(alive).astype(np.float32)
 
 
 def gradient_step(stages: Any, progress: float) -> Any:
     """One gradient step (HARL's ``train``); harl's updater takes ``updates_per_round`` of them per call."""
-    updater = stages.updater
-    rounds = updater.updates_per_round
-    updater.updates_per_round = 1
-    try:
-        return updater.update(stages.buffer, progress=progress)
-    finally:
-        updater.updates_per_round = rounds
+    return stages.updater.update(stages.buffer, progress=progress, steps=1)

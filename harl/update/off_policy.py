@@ -130,7 +130,8 @@ class OffPolicyUpdater:
         return OffPolicyUpdateStats(0, dict.fromkeys(CRITIC_STATS), [dict.fromkeys(a.stat_names) for a in self.learners],
                                     [], scale)
 
-    def update(self, buffer: ReplayBuffer, progress: float) -> OffPolicyUpdateStats:
+    def update(self, buffer: ReplayBuffer, progress: float, steps: int | None = None) -> OffPolicyUpdateStats:
+        """``steps`` gradient steps (default ``updates_per_round``; HARL's runner ``train()`` takes one)."""
         scale = lr_scale(self.config, progress)
         if buffer.env_steps <= self.warmup_steps or buffer.size == 0:
             return self._empty(scale)
@@ -139,7 +140,7 @@ class OffPolicyUpdater:
         agent_rows: list[list[torch.Tensor]] = [[] for _ in self.learners]
         device = next(self.critic_learner.critic.parameters()).device
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
-            order = self._gradient_steps(buffer, critic_rows, agent_rows)
+            order = self._gradient_steps(buffer, critic_rows, agent_rows, steps or self.updates_per_round)
         critic_means = torch.stack(critic_rows).mean(0).tolist()
         agents_stats = []
         for learner, rows in zip(self.learners, agent_rows):
@@ -149,11 +150,11 @@ class OffPolicyUpdater:
                                     order, scale)
 
     def _gradient_steps(self, buffer: ReplayBuffer, critic_rows: list[torch.Tensor],
-                        agent_rows: list[list[torch.Tensor]]) -> list[int]:
-        """``updates_per_round`` critic steps (and actor rounds every ``policy_freq``); the last order."""
+                        agent_rows: list[list[torch.Tensor]], steps: int) -> list[int]:
+        """``steps`` critic steps (and actor rounds every ``policy_freq``); the last order."""
         critic = self.critic_learner.critic
         order: list[int] = []
-        for _ in range(self.updates_per_round):
+        for _ in range(steps):
             batch = self.returns.sample(buffer, self.batch_size, self.generator)
             nexts = [learner.next_action(batch) for learner in self.learners]
             penalties = [p for _, p in nexts if p is not None]
