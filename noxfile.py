@@ -1,4 +1,4 @@
-"""Developer sessions: ``nox -s tests``, ``nox -s lint``, ``nox -s pipelines``, ``nox -s docs``."""
+"""Developer sessions: ``nox -s tests``, ``nox -s slow``, ``nox -s lint``, ``nox -s pipelines``, ``nox -s docs``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ nox.options.sessions = ["lint", "pipelines", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 TORCH = "torch==2.13.0"  # the CPU build; installed first so no CUDA build is pulled in
-EXTRAS = ".[test,mpe,mamujoco,vmas,smax,lag,onnx,mlflow,wandb]"  # as CI: every env family that installs from wheels, export and trackers
+EXTRAS = ".[test,mpe,mamujoco,vmas,smax,lag,onnx,mlflow,wandb,pettingzoo,ray,compare]"  # as CI: every env family that installs from wheels, export and trackers
 JAXMARL = "jaxmarl==0.2.0"  # without its dependencies (gymnax pins gymnasium < 1.4): see pyproject's smax extra
 
 
@@ -23,6 +23,15 @@ def tests(session: nox.Session) -> None:
     session.install("-e", EXTRAS)
     session.install("--no-deps", JAXMARL)
     session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def slow(session: nox.Session) -> None:
+    """The tests marked slow (real processes for more than ~20 s), which the default run deselects."""
+    session.install(TORCH)
+    session.install("-e", EXTRAS)
+    session.install("--no-deps", JAXMARL)
+    session.run("python", "-m", "pytest", "-m", "slow", *session.posargs)
 
 
 @nox.session

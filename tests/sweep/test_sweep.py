@@ -230,7 +230,6 @@ class TestErrors:
                                            f"--resume {tmp_path})\n")
 
 
-@pytest.mark.slow
 def test_a_killed_trial_process_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     """--jobs 2: kill -9 of a trial's process after its checkpoint 2 runs it again from there, and it
     ends with the metrics of the uninterrupted run."""
