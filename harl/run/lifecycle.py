@@ -44,15 +44,16 @@ def new_run_dir(spec: PipelineSpec) -> Path:
     return path
 
 
-def _claim(run_dir: Path) -> RunLock:
-    """Lock a run directory named by the caller for a new run: refuse a file, a live run, an old run."""
+def _claim(run_dir: Path, fresh: bool) -> RunLock:
+    """Lock a run directory named by the caller for a new run: refuse a file, a live run and
+    (``fresh``) a directory that already holds a run."""
     if run_dir.exists() and not run_dir.is_dir():
         raise HarlError(f"--run-dir {run_dir}: is a file, not a directory; pass a new directory "
                         "(or an empty one) for the run")
     with writing(run_dir, "the run directory", fix="set logging.dir (or --run-dir) to a writable directory"):
         run_dir.mkdir(parents=True, exist_ok=True)
     lock = take(run_dir)
-    if (run_dir / "pipeline.toml").exists():
+    if fresh and (run_dir / "pipeline.toml").exists():
         lock.release()
         raise HarlError(f"--run-dir {run_dir}: already holds a run (it has a pipeline.toml); "
                         f"continue it with harl train --resume {run_dir}, or pick a new directory")
@@ -65,13 +66,14 @@ def _sinks(spec: PipelineSpec, run_dir: Path, text: str, counters: Counters) -> 
 
 
 def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = (), run_dir: Path | None = None,
-              callbacks: Callbacks = (), sinks: Sequence[Sink] = (), source: str = "pipeline"
-              ) -> tuple[Trainer, list[str]]:
+              callbacks: Callbacks = (), sinks: Sequence[Sink] = (), source: str = "pipeline",
+              fresh: bool = True) -> tuple[Trainer, list[str]]:
     """A fresh run: validate, lock and fill the run directory (``pipeline.toml``), build, open the sinks.
 
     ``pipeline``: a file, or a spec (``harl.load_pipeline``; ``overrides`` then go to the
     file only; ``source`` names the spec in messages).  ``sinks``: sinks of the caller's, after
-    those the pipeline's ``[logging]`` asks for.
+    those the pipeline's ``[logging]`` asks for.  ``fresh=False``: ``run_dir`` may hold its own
+    ``pipeline.toml`` already (a sweep's trial, written by the sweep before it starts).
     """
     if isinstance(pipeline, PipelineSpec):
         if overrides:
@@ -83,7 +85,7 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     configs = spec.logging.sink_configs()
     require_sinks(configs)  # a missing extra before any directory is made
     text = dump_pipeline(spec)
-    lock = _claim(run_dir) if run_dir is not None else None
+    lock = _claim(run_dir, fresh) if run_dir is not None else None
     try:
         stages = build_stages(spec, source)
         try:
