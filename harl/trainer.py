@@ -46,6 +46,8 @@ Row = dict[str, int | float | str | None]
 
 @attrs.define
 class Counters:
+    """How far a run is: iterations, env steps and episodes done, seconds spent in iterations."""
+
     iteration: int = 0
     env_steps: int = 0
     episodes: int = 0
