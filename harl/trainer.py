@@ -104,7 +104,8 @@ class Trainer:
 
     It receives its sinks (``harl.logging.sink``), callbacks (``harl.callbacks``) and the
     run directory's lock (``harl.run.lock``), and constructs none: ``harl.run.lifecycle``
-    does.  One ``train()`` per Trainer: it closes the sinks and releases the lock when it ends.
+    does.  ``train()`` closes the sinks and releases the lock when it ends (a second call
+    trains on without them).
     """
 
     def __init__(self, stages: Any, spec: Any, run_dir: Path, pipeline_text: str,

@@ -189,5 +189,6 @@ class TestMaxIterations:
         assert (result.counters.iteration, result.stopped_by) == (3, "budget") and trainer.finished
 
     def test_must_be_positive(self, tmp_path: Path) -> None:
+        """max_iterations=0 is refused with the valid range."""
         with pytest.raises(ValueError, match="max_iterations: expected a positive integer, got 0"):
             Trainer(StubStages(Log()), spec(), tmp_path, "text").train(max_iterations=0)

@@ -33,6 +33,9 @@ def test_every_public_name_resolves_and_has_a_docstring() -> None:
     for name in harl.__all__:
         assert getattr(harl, name).__doc__, name
     assert set(harl.__all__) <= set(dir(harl))
+    from harl.evaluate import EvalStats  # imports the module harl.evaluate
+
+    assert harl.evaluate is not sys.modules["harl.evaluate"] and harl.EvalStats is EvalStats  # still the function
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         harl.nope  # noqa: B018
 
@@ -116,6 +119,7 @@ class TestTrain:
             harl.train(TABLES, run_dir=tmp_path / "run")
 
     def test_read_metrics_of_no_run(self, tmp_path: Path) -> None:
+        """A directory without metrics.csv is a CheckpointError that says so."""
         with pytest.raises(harl.CheckpointError, match="no metrics.csv"):
             harl.read_metrics(tmp_path)
 
