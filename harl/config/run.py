@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
 from typing import Any
 
 import attrs
 
-from harl.config.messages import show
 from harl.settings import InvalidSetting, in_range, one_of, positive, setting
+from harl.settings import _show as show
 
 
 def _device(_: object, attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
@@ -46,10 +48,9 @@ def _sink_table(name: str, cls_path: str) -> Any:
     """``[logging.NAME]`` of a built-in sink: a table, or the old shorthand ``NAME = true`` (false: off)."""
 
     def convert(value: Any) -> Any:
-        from harl.user_import import import_module
-
+        # Found by name, as the registry finds stage packages: this module sits below the sinks.
         module, _, qualname = cls_path.partition(":")
-        cls = getattr(import_module(module), qualname)
+        cls = getattr(importlib.import_module(module), qualname)
         if value is None or value is False:
             return None
         if value is True:
@@ -64,16 +65,34 @@ def _sink_table(name: str, cls_path: str) -> Any:
     return convert
 
 
-def _structure(name: str, table: dict[str, Any], cls: type) -> Any:
-    """A sink's table as its config class, strictly; the first problem as a located ``InvalidSetting``."""
-    from harl.config.loading import Loader
-    from harl.config.messages import problems
+TYPES = {"str": (str, "a string"), "bool": (bool, "a boolean (true or false)"), "int": (int, "an integer"),
+         "float": ((int, float), "a number")}
+"""A sink table's scalar field types and how a message names them (other types are not checked here)."""
 
+
+def _structure(name: str, table: dict[str, Any], cls: type) -> Any:
+    """A sink's table as its config class, as strictly as the loader reads a stage's: unknown keys,
+    wrong scalar types and validators' ranges become one located ``InvalidSetting``."""
+    fields = attrs.fields_dict(cls)
+    for key, value in table.items():
+        if key not in fields:
+            hint = difflib.get_close_matches(key, list(fields), n=1)
+            near = f' (did you mean "{hint[0]}"?)' if hint else ""
+            raise InvalidSetting(f"{name}.{key}", f"unknown key{near}; valid keys: {', '.join(sorted(fields))}",
+                                 suggest_default=False)
+        expected = TYPES.get(str(fields[key].type))
+        wrong_bool = isinstance(value, bool) and expected is not None and expected[0] is not bool
+        if expected is not None and (not isinstance(value, expected[0]) or wrong_bool):
+            raise InvalidSetting(f"{name}.{key}", f"expected {expected[1]}, got {show(value)}", suggest_default=False)
     try:
-        return Loader().converter.structure(table, cls)
-    except Exception as exc:  # noqa: BLE001 - every problem becomes a located message
-        path, message, _ = next(iter(problems(exc, [name])))
-        raise InvalidSetting(".".join(path), message, suggest_default=False) from None
+        return cls(**table)
+    except InvalidSetting as exc:
+        raise InvalidSetting(f"{name}.{exc.key}", exc.message, suggest_default=False) from None
+
+
+def structure_sink(name: str, table: dict[str, Any], cls: type) -> Any:
+    """A sink's table (its ``kind`` left out) as its config class; see ``_structure``."""
+    return _structure(name, {k: v for k, v in table.items() if k != "kind"}, cls)
 
 
 def _user_sinks(value: Any) -> dict[str, Any] | None:
@@ -84,10 +103,8 @@ def _user_sinks(value: Any) -> dict[str, Any] | None:
         if not isinstance(table, dict) or not isinstance(table.get("kind"), str):
             raise InvalidSetting(f"sinks.{name}", 'expected a table with kind = "my_pkg.module:MySinkConfig"',
                                  suggest_default=False)
-        from harl.logging.sink import entry_of
-
         try:
-            entry = entry_of(table["kind"])
+            entry = importlib.import_module("harl.logging.sink").entry_of(table["kind"])
         except ValueError as exc:
             raise InvalidSetting(f"sinks.{name}.kind", str(exc), suggest_default=False) from None
         _structure(f"sinks.{name}", {k: v for k, v in table.items() if k != "kind"}, entry.config)
@@ -147,18 +164,6 @@ class LoggingConfig:
                                          suggest_default=False)
                 object.__setattr__(self, sink, attrs.evolve(config, **{name: value}))
             object.__setattr__(self, key, None)
-
-    def sink_configs(self) -> dict[str, Any]:
-        """Name -> config of every sink of the run: metrics.csv first, then the tables, then the user's."""
-        from harl.logging.csv_log import CSVConfig
-        from harl.logging.sink import structure_sink
-
-        found: dict[str, Any] = {"csv": CSVConfig()}
-        found.update({name: getattr(self, name) for name in ("tensorboard", "mlflow", "wandb")
-                      if getattr(self, name) is not None})
-        for name, table in (self.sinks or {}).items():
-            found[f"sinks.{name}"] = structure_sink(table["kind"], table)
-        return found
 
 
 @attrs.frozen

@@ -174,7 +174,7 @@ def require_sinks(configs: Mapping[str, Any]) -> None:
 
 
 def open_sinks(configs: Mapping[str, Any], context: SinkContext) -> list[Sink]:
-    """The sinks of ``configs`` (name -> config, ``LoggingConfig.sink_configs()``), in that order.
+    """The sinks of ``configs`` (name -> config, ``sink_configs``), in that order.
 
     A failure while opening one closes those already open.
     """
@@ -200,11 +200,15 @@ def close_sinks(sinks: list[Sink], checkpoint: Path | None) -> None:
         raise error
 
 
-def structure_sink(kind: str, table: Mapping[str, Any]) -> Any:
-    """A user's ``[logging.sinks.NAME]`` table as its config (strict: unknown keys and wrong types fail)."""
-    from harl.config.loading import Loader
+def sink_configs(logging: Any) -> dict[str, Any]:
+    """Name -> config of every sink a ``[logging]`` asks for: metrics.csv first, then the
+    built-in tables, then the user's ``[logging.sinks.NAME]`` in their order."""
+    from harl.config.run import structure_sink
 
-    entry = entry_of(kind)
-    data = {k: v for k, v in table.items() if k != "kind"}
-    return Loader().converter.structure(data, entry.config)
-
+    _load_builtin()
+    found: dict[str, Any] = {"csv": _SINKS["csv"].config()}
+    found.update({name: getattr(logging, name) for name in ("tensorboard", "mlflow", "wandb")
+                  if getattr(logging, name) is not None})
+    for name, table in (logging.sinks or {}).items():
+        found[f"sinks.{name}"] = structure_sink(f"sinks.{name}", table, entry_of(table["kind"]).config)
+    return found

@@ -22,7 +22,7 @@ from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline
 from harl.config.spec import PipelineSpec
 from harl.errors import HarlError
-from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks
+from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks, sink_configs
 from harl.run.files import checkpoint_note, writing
 from harl.run.lock import RunLock, take
 from harl.run.open import open_run, restore, spec_of_run
@@ -62,7 +62,7 @@ def _claim(run_dir: Path, fresh: bool) -> RunLock:
 
 def _sinks(spec: PipelineSpec, run_dir: Path, text: str, counters: Counters) -> list[Sink]:
     context = SinkContext(run_dir, text, counters.iteration, counters.env_steps, lambda: checkpoint_note(run_dir))
-    return open_sinks(spec.logging.sink_configs(), context)
+    return open_sinks(sink_configs(spec.logging), context)
 
 
 def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = (), run_dir: Path | None = None,
@@ -82,7 +82,7 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     else:
         spec, notes = load_pipeline(pipeline, overrides)
         source = str(pipeline)
-    configs = spec.logging.sink_configs()
+    configs = sink_configs(spec.logging)
     require_sinks(configs)  # a missing extra before any directory is made
     text = dump_pipeline(spec)
     lock = _claim(run_dir, fresh) if run_dir is not None else None
@@ -115,7 +115,7 @@ def resume_run(run_dir: Path, checkpoint: Path | None = None, callbacks: Callbac
     """
     run_dir = Path(run_dir)
     spec, _ = spec_of_run(run_dir)
-    require_sinks(spec.logging.sink_configs())
+    require_sinks(sink_configs(spec.logging))
     lock = take(run_dir)
     try:
         if overrides:

@@ -13,7 +13,7 @@ from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline, structure_pipeline
 from harl.config.run import LoggingConfig
 from harl.logging.mlflow_log import MLflowConfig
-from harl.logging.sink import Guarded
+from harl.logging.sink import Guarded, sink_configs
 from harl.logging.tensorboard import TensorBoardConfig
 from harl.logging.wandb_log import WandbConfig
 from tests.logging.test_trackers import PIPELINE, pipeline
@@ -37,7 +37,7 @@ class TestTables:
         assert config.tensorboard == TensorBoardConfig()
         assert config.mlflow == MLflowConfig(experiment="e", checkpoint=True)
         assert config.wandb == WandbConfig(project="p", mode="offline")
-        assert list(config.sink_configs()) == ["csv", "tensorboard", "mlflow", "wandb"]
+        assert list(sink_configs(config)) == ["csv", "tensorboard", "mlflow", "wandb"]
 
     def test_dumped_tables_load_back_equal(self, tmp_path: Path) -> None:
         """pipeline.toml writes each switched-on sink as its own table, and reads back the same spec."""
