@@ -15,8 +15,8 @@ import resource
 import sys
 import time
 
+import harl
 from harl.logging.csv_log import read_metrics
-from harl.run.lifecycle import start_run
 
 
 def main() -> int:
@@ -29,12 +29,8 @@ def main() -> int:
     args = p.parse_args()
     overrides = [f"run.total_env_steps={args.steps}", f"evaluator.every_iterations={args.eval_every}",
                  f"logging.dir={args.dir}", "logging.progress=false", *args.overrides]
-    trainer, _ = start_run(args.pipeline, overrides)
     start = time.perf_counter()
-    try:
-        result = trainer.train()
-    finally:
-        trainer.stages.close()
+    result = harl.train(args.pipeline, overrides, quiet=False)
     wall = time.perf_counter() - start
     rows = [r for r in read_metrics(result.run_dir / "metrics.csv") if r["eval_return"]]
     print(f"{'env steps':>12} {'eval return':>12} {'train return':>13}")

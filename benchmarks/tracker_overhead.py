@@ -20,7 +20,7 @@ from pathlib import Path
 import attrs
 
 from harl.config.run import LoggingConfig
-from harl.logging.tracker import open_trackers
+from harl.logging.sink import SinkContext, close_sinks, open_sinks
 
 PIPELINE = '[run]\nseed = 1\n[env]\nkind = "mpe"\n[updater.objective]\nkind = "ppo"\nclip = 0.2\n'
 
@@ -41,13 +41,13 @@ def measure(name: str, rows: int, folder: Path) -> list[float]:
     run_dir.mkdir(parents=True)
     (run_dir / "pipeline.toml").write_text(PIPELINE)
     config = attrs.evolve(LoggingConfig(), **{name: True}, wandb_mode="offline")
-    trackers = open_trackers(config, run_dir, PIPELINE)
+    (tracker,) = open_sinks({name: getattr(config, name)}, SinkContext(run_dir, PIPELINE))
     times = []
     for i in range(1, rows + 1):
         start = time.perf_counter()
-        trackers.write(row(i))
+        tracker.write(row(i))
         times.append((time.perf_counter() - start) * 1e6)
-    trackers.close(None)
+    close_sinks([tracker], None)
     return times
 
 

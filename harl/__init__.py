@@ -1,9 +1,61 @@
-"""harl: heterogeneous-agent RL as a pipeline of explicit, swappable stages."""
+"""harl: heterogeneous-agent RL as a pipeline of explicit, swappable stages.
+
+::
+
+    import harl
+    result = harl.train("pipelines/happo_mpe_spread.toml", ["run.total_env_steps=20_000"])
+    rows = harl.read_metrics(result.run_dir)
+
+Every name is imported on first use: ``import harl`` stays light (env worker processes
+import ``harl.envs`` and must not pull in torch).  See docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
+
+_HOMES = {
+    # functions
+    "load_pipeline": "harl.api", "pipeline_notes": "harl.api", "build": "harl.api", "start": "harl.api",
+    "train": "harl.api", "resume": "harl.api", "evaluate": "harl.api", "read_metrics": "harl.api",
+    "register": "harl.api", "check": "harl.api", "open_run": "harl.run.open", "load_policy": "harl.inference",
+    # records and protocols
+    "PipelineSpec": "harl.config.spec", "Trainer": "harl.trainer", "TrainResult": "harl.trainer",
+    "Counters": "harl.trainer", "EvalStats": "harl.evaluate", "Callback": "harl.callbacks",
+    "Sink": "harl.logging.sink", "SinkContext": "harl.logging.sink",
+    # errors
+    "HarlError": "harl.errors", "ConfigError": "harl.errors", "CheckpointError": "harl.errors",
+    "MissingExtraError": "harl.errors", "ResourceError": "harl.errors", "EnvCrashedError": "harl.errors",
+    "EnvProtocolError": "harl.errors", "NonFiniteError": "harl.errors", "RunLockedError": "harl.run.lock",
+}
+
+__all__ = sorted(_HOMES)
 
 
-def __getattr__(name: str):  # noqa: ANN202 - lazy: `import harl` stays light (env workers import harl.envs)
-    if name == "load_policy":
-        from harl.inference import load_policy
+def __getattr__(name: str) -> Any:
+    """Import ``name`` from its module on first use (lazy: see the module docstring)."""
+    if name not in _HOMES:
+        raise AttributeError(f"module 'harl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
 
-        return load_policy
-    raise AttributeError(f"module 'harl' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """``harl.evaluate`` is the function, though a module of that name exists: importing the
+    module (``from harl.evaluate import EvalStats``) must not replace the function on the package."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _HOMES and isinstance(value, types.ModuleType):
+            return  # the module stays in sys.modules, where imports find it
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,5 +1,5 @@
-"""What ``harl`` says about itself: its version, the command list a bare ``harl`` prints,
-and the examples under ``harl train --help``."""
+"""``harl``'s arguments and what it says about itself: the parser, its version, the command
+list a bare ``harl`` prints, and the examples under ``harl train --help``."""
 
 from __future__ import annotations
 
@@ -31,3 +31,105 @@ def command_list(parser: argparse.ArgumentParser) -> str:
     lines += [f"  {name:<{width}}  {text}" for name, text in helps.items()]
     lines += ["", "harl COMMAND --help shows a command's options and examples; harl --help shows them all."]
     return "\n".join(lines)
+
+
+EPILOG = """\
+examples:
+  harl train pipelines/happo_mpe_spread.toml
+  harl train pipelines/happo_mpe_spread.toml --set updater.kind=simultaneous --set run.seed=3
+  harl train --resume runs/happo-mpe-spread-s1-20261130-101500
+  harl check pipelines/happo_mpe_spread.toml
+  harl stages updater
+  harl eval runs/happo-mpe-spread-s1-20261130-101500 --episodes 20
+  harl train pipelines/happo_mpe_spread.toml --seeds 1,2,3 --jobs 2
+  harl train pipelines/happo_mpe_spread.toml --seeds 1-4 --grid updater.objective.lr=1e-4,5e-4 --ray auto
+  harl plot runs/happo-mpe-spread-sweep-20261130-101500
+  harl render runs/happo-mpe-spread-s1-20261130-101500 --episodes 3 --out spread.gif
+  harl export runs/happo-mpe-spread-s1-20261130-101500 --format onnx --out spread-onnx
+
+--set takes a dotted key path and a TOML literal (a bare word is a string):
+  --set run.total_env_steps=2_000_000  --set policy.hidden_sizes=[64,64]  --set env.scenario=simple_reference
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="harl", description="Heterogeneous-agent RL as a pipeline of swappable stages.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--debug", action="store_true", help="show tracebacks for user errors too")
+    p.add_argument("--version", action="version", version=f"harl {harl_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")  # none: main() lists the commands
+
+    def overrides(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one pipeline key (repeatable), e.g. --set run.seed=3")
+
+    t = sub.add_parser("train", help="train a pipeline, or resume a run",
+                       description="Train a pipeline file, or continue a run with --resume.",
+                       epilog=TRAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("pipeline", nargs="?", help="pipeline TOML file (e.g. pipelines/happo_mpe_spread.toml)")
+    overrides(t)
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its newest checkpoint (a sweep "
+                   "directory: its unfinished trials)")
+    t.add_argument("--checkpoint", metavar="FILE", help="with --resume: continue from this checkpoint instead")
+    t.add_argument("--run-dir", metavar="DIR", help="write the run here instead of <logging.dir>/<name>-s<seed>-<time> "
+                   "(with --seeds: the sweep directory)")
+    t.add_argument("--seeds", metavar="LIST", help="one run per seed, e.g. 1,2,3 or 1-5, in one sweep directory")
+    t.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                   help="a sweep over these values of a key (repeatable: the product), e.g. "
+                   "--grid updater.objective.lr=1e-4,5e-4")
+    t.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="with --seeds/--grid: run N trials at once, each in its own process (default 1)")
+    t.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run the sweep's trials as Ray tasks: on the cluster at ADDRESS, or (auto, also "
+                   "RAY_ADDRESS) the one Ray finds; see docs/ray.md")
+    t.add_argument("--storage", metavar="PATH", help="with --ray: make the sweep directory under PATH, a "
+                   "directory every node reaches at that path (a shared filesystem)")
+    t.add_argument("--max-retries", type=int, default=2, metavar="N",
+                   help="restart a trial whose process or Ray worker died up to N times, from its newest "
+                   "checkpoint (default 2)")
+    t.add_argument("--quiet", action="store_true", help="no progress display or log lines (batch jobs)")
+
+    c = sub.add_parser("check", help="validate a pipeline and build every stage, run nothing")
+    c.add_argument("pipeline")
+    overrides(c)
+
+    s = sub.add_parser("stages", help="list every stage kind with its keys, defaults and docs")
+    s.add_argument("slot", nargs="?", help="only this slot (e.g. updater) or kind (e.g. ppo)")
+
+    e = sub.add_parser("eval", help="evaluate a run's policy (newest checkpoint)")
+    e.add_argument("run_dir")
+    e.add_argument("--episodes", type=int, default=None, help="episodes (default: the pipeline's [evaluator] episodes)")
+    e.add_argument("--checkpoint", metavar="FILE", help="evaluate this checkpoint instead of the newest")
+    e.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
+
+    pl = sub.add_parser("plot", help="learning curves of runs (seeds as mean ± std bands) to a PNG",
+                        description="Draw a metric of runs against env steps.  Runs of the same pipeline "
+                        "with different seeds are drawn as their mean with a ± std band.")
+    pl.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                    help="run directories, or directories holding runs (a sweep directory, runs/)")
+    pl.add_argument("--metric", help="a metrics.csv column (default: eval_return if evaluated, else train_return)")
+    pl.add_argument("--out", metavar="FILE.png", help="default: <metric>.png in the one directory given, "
+                    "else in the current directory")
+    pl.add_argument("--smooth", type=int, default=1, metavar="N", help="draw each run's trailing mean over "
+                    "its last N points (default 1: the points as logged)")
+
+    r = sub.add_parser("render", help="film a run's policy (deterministic) to a .gif or .mp4",
+                       description="Run a checkpoint's policy deterministically in an env that renders "
+                       "rgb_array frames, write a video and print the episode returns.")
+    r.add_argument("run_dir")
+    r.add_argument("--episodes", type=int, default=1, help="episodes to film (default 1)")
+    r.add_argument("--out", metavar="FILE", help="a .gif or .mp4 (default: RUN_DIR/render.mp4 when "
+                   "imageio-ffmpeg is installed, else RUN_DIR/render.gif)")
+    r.add_argument("--checkpoint", metavar="FILE", help="film this checkpoint instead of the newest")
+    r.add_argument("--fps", type=int, default=None, help="frames per second (default: the env's, else 10)")
+    x = sub.add_parser("export", help="a run's actors as ONNX or TorchScript files plus policy.json",
+                       description="Export every agent's actor (deterministic action in the env's action "
+                       "space; see docs/export.md) with a policy.json manifest.")
+    x.add_argument("run_dir")
+    x.add_argument("--format", required=True, choices=("onnx", "torchscript"))
+    x.add_argument("--out", required=True, metavar="DIR", help="folder for agent<i>.onnx|.pt and policy.json")
+    x.add_argument("--checkpoint", metavar="FILE", help="export this checkpoint instead of the newest")
+    x.add_argument("--with-distribution", action="store_true",
+                   help="also output the action distribution's parameters")
+    return p

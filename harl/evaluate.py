@@ -38,6 +38,8 @@ class EvaluatorConfig:
 
 @attrs.frozen
 class EvalStats:
+    """One evaluation: mean and std of the episodes' returns, mean length, count, env metrics."""
+
     mean_return: float
     std_return: float
     mean_length: float

@@ -111,22 +111,11 @@ def default_out(run_dir: Path) -> Path:
     return run_dir / ("render.mp4" if importlib.util.find_spec("imageio_ffmpeg") else "render.gif")
 
 
-def _small(spec: Any) -> Any:
-    """``spec`` with one inline env per vector env, on the CPU: render needs only its networks."""
-    return attrs.evolve(
-        spec, run=attrs.evolve(spec.run, device="cpu"),
-        collector=attrs.evolve(spec.collector, n_envs=1, backend="inline"),
-        evaluator=attrs.evolve(spec.evaluator, n_envs=1),
-    )
-
-
 @torch.no_grad()
 def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path | None,
                fps: int | None = None) -> RenderResult:
     """Load the run's newest (or the named) checkpoint and film ``episodes`` episodes."""
-    from harl.compose import build_stages
-    from harl.run.checkpoint import latest_checkpoint, load_checkpoint
-    from harl.run.lifecycle import restore, spec_of_run
+    from harl.run.open import open_run, spec_of_run
 
     if episodes < 1:
         raise HarlError(f"--episodes: expected a positive integer, got {episodes}")
@@ -137,11 +126,9 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
     spec, _ = spec_of_run(run_dir)
     out = out or default_out(run_dir)
     check_video(out)  # before the work: a missing package is said at once
-    path = checkpoint or latest_checkpoint(run_dir)
-    state = load_checkpoint(path)
-    stages = build_stages(_small(spec), str(run_dir / "pipeline.toml"))  # on- or off-policy alike
+    run = open_run(run_dir, checkpoint, one_env=True)  # on- or off-policy alike
+    stages = run.stages
     try:
-        restore(stages, state, networks_only=True)
         env = make_render_env(spec.env)
     except BaseException:
         stages.close()

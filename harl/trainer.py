@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +31,23 @@ import attrs
 import numpy as np
 import torch
 
+from harl.callbacks import Callback, Callbacks
 from harl.errors import ResourceError
 from harl.evaluate import EvalStats
 from harl.finite import NonFiniteUpdateError, check_update
-from harl.logging.csv_log import CSVLogger
 from harl.logging.progress import ProgressView, StageTimes
-from harl.logging.tensorboard import TensorBoardLogger
-from harl.logging.tracker import open_trackers
+from harl.logging.sink import Sink, close_sinks
 from harl.run.checkpoint import list_checkpoints, save_checkpoint
 from harl.run.signals import GracefulStop
+
+Row = dict[str, int | float | str | None]
+"""One iteration's metrics: the columns of metrics.csv, as numbers (text only for ``agent_order``)."""
 
 
 @attrs.define
 class Counters:
+    """How far a run is: iterations, env steps and episodes done, seconds spent in iterations."""
+
     iteration: int = 0
     env_steps: int = 0
     episodes: int = 0
@@ -51,12 +56,19 @@ class Counters:
 
 @attrs.define
 class TrainResult:
+    """What a ``train()`` call did: where, how far, its last evaluation and its rows."""
+
     counters: Counters
     last_eval: EvalStats | None
     interrupted: bool
+    """Stopped early by a signal (Ctrl-C, SIGTERM) or a callback: resume continues it."""
     run_dir: Path
     signum: int = 0
     """The signal that stopped the run (0: none; see ``harl.run.signals``)."""
+    stopped_by: str = "budget"
+    """budget (run.total_env_steps spent), max_iterations, callback or signal."""
+    metrics: list[Row] = attrs.field(factory=list)
+    """The rows of this call's iterations (a resumed run's earlier rows: ``harl.read_metrics``)."""
 
 
 BASE_COLUMNS = ["iteration", "env_steps", "episodes", "wall_time", "steps_per_s",
@@ -89,19 +101,33 @@ class Trainer:
     ``updater`` (``update(buffer, progress)`` -> stats with ``row()``), ``evaluator``
     (``evaluate()``), ``state_dict()`` / ``load_state_dict()`` for checkpoints, ``close()``.
     On- and off-policy pipelines differ only in which stages fill these slots.
+
+    It receives its sinks (``harl.logging.sink``), callbacks (``harl.callbacks``) and the
+    run directory's lock (``harl.run.lock``), and constructs none: ``harl.run.lifecycle``
+    does.  ``train()`` closes the sinks and releases the lock when it ends (a second call
+    trains on without them).
     """
 
     def __init__(self, stages: Any, spec: Any, run_dir: Path, pipeline_text: str,
-                 counters: Counters | None = None) -> None:
+                 counters: Counters | None = None, sinks: Sequence[Sink] = (),
+                 callbacks: Iterable[Callback | Callable[..., Any]] = (), lock: Any = None) -> None:
         self.stages = stages
         self.spec = spec
         self.run_dir = run_dir
         self.pipeline_text = pipeline_text
         self.counters = counters or Counters()
+        self.sinks = list(sinks)
+        self.callbacks = Callbacks(callbacks)
+        self.lock = lock
         steps_per_iteration = stages.collector.steps_per_iteration
         self.total_iterations = max(1, math.ceil(spec.run.total_env_steps / steps_per_iteration))
         self.last_eval: EvalStats | None = None
         self.stage_times = StageTimes()
+
+    @property
+    def finished(self) -> bool:
+        """The budget (``run.total_env_steps``) is spent: ``train()`` has nothing to do."""
+        return self.counters.iteration >= self.total_iterations
 
     def checkpoint_state(self) -> dict[str, Any]:
         return {
@@ -112,38 +138,44 @@ class Trainer:
         }
 
     def save(self) -> Path:
-        return save_checkpoint(self.run_dir, self.counters.iteration, self.checkpoint_state(),
+        path = save_checkpoint(self.run_dir, self.counters.iteration, self.checkpoint_state(),
                                self.spec.checkpoint.keep)
+        self.callbacks.on_checkpoint(path)
+        return path
 
     def newest_checkpoint(self) -> Path | None:
         found = list_checkpoints(self.run_dir)
         return found[-1] if found else None
 
-    def _should_evaluate(self, iteration: int) -> bool:
+    def _should_evaluate(self, iteration: int, last: int) -> bool:
         every = self.spec.evaluator.every_iterations
-        last = iteration == self.total_iterations
-        return last or iteration == 1 or (every > 0 and iteration % every == 0)
+        return iteration == last or iteration == 1 or (every > 0 and iteration % every == 0)
 
-    def train(self, progress: ProgressView | None = None, quiet: bool = False) -> TrainResult:
-        """Run iterations until the budget is spent, Ctrl-C or SIGTERM (see ``harl.run.signals``).
+    def train(self, progress: ProgressView | None = None, quiet: bool = False,
+              max_iterations: int | None = None) -> TrainResult:
+        """Run iterations until the budget is spent, ``max_iterations`` more are done, a callback
+        returns True, or Ctrl-C / SIGTERM (see ``harl.run.signals``).
 
-        ``quiet``: no progress display and no log lines (batch jobs).
+        ``quiet``: no progress display and no log lines (batch jobs).  ``max_iterations``: a
+        planned stop (its last iteration evaluates and checkpoints, as the budget's last does);
+        the learning-rate schedule still follows the whole budget.
         """
+        if max_iterations is not None and max_iterations < 1:
+            raise ValueError(f"max_iterations: expected a positive integer, got {max_iterations}")
         s, c, spec = self.stages, self.counters, self.spec
-        csv: CSVLogger | None = None
+        last = self.total_iterations if max_iterations is None else min(self.total_iterations,
+                                                                          c.iteration + max_iterations)
         view = progress or ProgressView(self.total_iterations * s.collector.steps_per_iteration, c.env_steps,
                                         spec.logging.progress and not quiet, spec.logging.log_every)
         interrupted = False
-        last_saved = resume_from = c.iteration
-        tensorboard: TensorBoardLogger | None = None
-        trackers = open_trackers(spec.logging, self.run_dir, self.pipeline_text)  # MLflow, wandb
+        stopped_by = "max_iterations" if last < self.total_iterations else "budget"
+        last_saved = c.iteration
+        rows: list[Row] = []
         stop = GracefulStop(view.message)
         poisoned = False  # a non-finite update or a failed write: the exit-save must not run
         try:
-            if spec.logging.tensorboard:
-                tensorboard = TensorBoardLogger(self.run_dir, purge_step=c.env_steps + 1 if c.iteration else None)
             with stop:
-                while c.iteration < self.total_iterations:
+                while c.iteration < last:
                     start = time.perf_counter()
                     rollout = s.collector.collect(s.buffer)
                     collected = time.perf_counter()
@@ -154,33 +186,35 @@ class Trainer:
                     c.env_steps += rollout.env_steps
                     c.episodes += len(rollout.episodes)
                     updated = time.perf_counter()
-                    evaluation = s.evaluator.evaluate() if self._should_evaluate(c.iteration) else None
+                    evaluation = s.evaluator.evaluate() if self._should_evaluate(c.iteration, last) else None
                     if evaluation is not None:
                         self.last_eval = evaluation
                     end = time.perf_counter()
                     c.wall_time += end - start
                     self.stage_times.add(collected - start, updated - collected, end - updated)
                     row = self._row(rollout, update, evaluation, rollout.env_steps / (updated - start))
-                    if csv is None:  # columns: the base ones, then what this updater reports
-                        csv = CSVLogger(self.run_dir / "metrics.csv", list(dict.fromkeys([*BASE_COLUMNS, *row])),
-                                        resume_after=resume_from)
-                    csv.write(row)
-                    if tensorboard is not None:
-                        tensorboard.write(row)
-                    trackers.write(row)
+                    rows.append(row)
+                    for sink in self.sinks:
+                        sink.write(row)
                     view.update(row, self.last_eval.mean_return if self.last_eval else None,
                                 self.stage_times.shares())
+                    wants_stop = self.callbacks.on_iteration(dict(row))
+                    if evaluation is not None:
+                        wants_stop = self.callbacks.on_evaluation(evaluation) or wants_stop
                     if c.iteration % spec.checkpoint.every_iterations == 0:
                         self.save()
                         last_saved = c.iteration
-                    if stop.requested and c.iteration < self.total_iterations:
+                    if (stop.requested or wants_stop) and c.iteration < last:
                         interrupted = True
+                        stopped_by = "signal" if stop.requested else "callback"
+                        if wants_stop and not stop.requested:
+                            view.message("a callback asked the run to stop: writing a checkpoint")
                         break
         except (NonFiniteUpdateError, ResourceError):
             poisoned = True
             raise
         except KeyboardInterrupt:
-            interrupted = True
+            interrupted, stopped_by = True, "signal"
             if c.iteration > last_saved:
                 view.message("interrupted: writing a checkpoint before stopping")
             elif last_saved:
@@ -192,23 +226,48 @@ class Trainer:
             # next iteration would overwrite its exact state with a half-done one.  Not at all
             # after a non-finite update (it would save the poisoned networks) or a failed write.
             stop.shutting_down()
-            with stop:
-                if c.iteration > last_saved and not poisoned:
-                    self.save()
-            view.close()
-            if csv is not None:
-                csv.close()
-            if tensorboard is not None:
-                tensorboard.close()
-            trackers.close(self.newest_checkpoint())
-        return TrainResult(c, self.last_eval, interrupted, self.run_dir, stop.signum)
+            try:
+                with stop:
+                    if c.iteration > last_saved and not poisoned:
+                        self.save()
+            finally:
+                view.close()
+                try:
+                    close_sinks(self.sinks, self.newest_checkpoint())
+                finally:
+                    self.sinks = []
+                    self.release()
+        return TrainResult(c, self.last_eval, interrupted, self.run_dir, stop.signum, stopped_by, rows)
+
+    def release(self) -> None:
+        """Release the run directory's lock (another process may then resume the run)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def close(self) -> None:
+        """Close the envs, any sink still open and the lock: a Trainer that never trained, or one done."""
+        try:
+            close_sinks(self.sinks, None)
+        finally:
+            self.sinks = []
+            try:
+                self.stages.close()
+            finally:
+                self.release()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _row(self, rollout: Any, update: Any, evaluation: EvalStats | None,
-             steps_per_s: float) -> dict[str, Any]:
+             steps_per_s: float) -> Row:
         c = self.counters
         returns = [e["return"] for e in rollout.episodes]
         lengths = [e["length"] for e in rollout.episodes]
-        row: dict[str, Any] = {
+        row: Row = {
             "iteration": c.iteration, "env_steps": c.env_steps, "episodes": c.episodes,
             "wall_time": c.wall_time, "steps_per_s": steps_per_s,
             "train_return": float(np.mean(returns)) if returns else None,

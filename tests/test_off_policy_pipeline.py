@@ -134,13 +134,12 @@ def test_resume_restores_networks_optimisers_and_counters(tmp_path: Path) -> Non
     finally:
         trainer.stages.close()
     assert trainer.counters.iteration == 4 and steps == 6  # iterations 2-4 update (buffer past warm-up)
-    resumed = resume_run(tmp_path / "run")
+    resumed = resume_run(tmp_path / "run", overrides=["run.total_env_steps=50"])  # one iteration more
     try:
         assert resumed.counters.iteration == 4 and resumed.stages.updater.steps == steps
         assert resumed.stages.collector.env_steps == 40 and not resumed.stages.collector.warming_up
         for a, b in zip(actor, resumed.stages.policy.parameters()):
             assert torch.equal(a, b)
-        resumed.total_iterations = 5
         resumed.train()
         # the buffer is not checkpointed: it refills past warmup_steps before updates resume
         assert resumed.stages.updater.steps == steps

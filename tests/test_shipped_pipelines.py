@@ -46,11 +46,8 @@ def test_two_iterations(path: Path, tmp_path: Path) -> None:
     except MissingExtraError as exc:
         pytest.skip(str(exc))
     per_iteration = trainer.stages.collector.steps_per_iteration
-    trainer.total_iterations = 2
-    try:
-        result = trainer.train()
-    finally:
-        trainer.stages.close()
+    with trainer:
+        result = trainer.train(max_iterations=2)
     assert result.counters.env_steps == 2 * per_iteration
     rows = read_metrics(tmp_path / "run" / "metrics.csv")
     assert [int(r["iteration"]) for r in rows] == [1, 2]

@@ -67,6 +67,6 @@ def test_missing_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: 
     monkeypatch.setitem(sys.modules, "tensorboard", None)
     logs = tmp_path / "runs"
     assert main(["train", str(HAPPO), *tiny(logs), "--set", "logging.tensorboard=true"]) == 2
-    assert capsys.readouterr().err == ('harl: [logging] tensorboard = true needs: pip install "harl[tensorboard]" '
+    assert capsys.readouterr().err == ('harl: [logging.tensorboard] needs: pip install "harl[tensorboard]" '
                                        '(the optional package "tensorboard" is not installed)\n')
     assert not logs.exists()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
-from harl.logging.csv_log import read_metrics
+from harl.logging.csv_log import CSVConfig, CSVSink, read_metrics
+from harl.logging.sink import SinkContext
 from harl.trainer import Trainer
 from tests.fakes import counting
 
@@ -26,7 +27,7 @@ def test_env_episode_metrics_become_eval_columns(tmp_path: Path) -> None:
     spec = structure_pipeline(data, "counting")
     stages = build_stages(spec)
     try:
-        Trainer(stages, spec, tmp_path, "").train()
+        Trainer(stages, spec, tmp_path, "", sinks=[CSVSink(CSVConfig(), SinkContext(tmp_path, ""))]).train()
     finally:
         stages.close()
     rows = read_metrics(tmp_path / "metrics.csv")

@@ -13,9 +13,6 @@ def train_briefly(pipeline: Path, overrides: list[str], run_dir: Path,
                   iterations: int = 2) -> tuple[Any, list[dict[str, str]]]:
     """Run ``iterations`` iterations of ``pipeline`` into ``run_dir``; the train result and metrics.csv rows."""
     trainer, _ = start_run(pipeline, overrides, run_dir=run_dir)
-    trainer.total_iterations = iterations
-    try:
-        result = trainer.train()
-    finally:
-        trainer.stages.close()
+    with trainer:
+        result = trainer.train(max_iterations=iterations)
     return result, read_metrics(run_dir / "metrics.csv")

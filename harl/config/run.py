@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
+from typing import Any
+
 import attrs
 
-from harl.settings import in_range, one_of, positive, setting
+from harl.settings import InvalidSetting, in_range, one_of, positive, setting
+from harl.settings import _show as show
 
 
 def _device(_: object, attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
@@ -31,22 +36,134 @@ class RunConfig:
         one_of(("fp32", "bf16")))
 
 
+MOVED = {
+    "mlflow_tracking_uri": ("mlflow", "tracking_uri"), "mlflow_experiment": ("mlflow", "experiment"),
+    "wandb_project": ("wandb", "project"), "wandb_entity": ("wandb", "entity"), "wandb_mode": ("wandb", "mode"),
+    "tracker_checkpoint": ("mlflow", "checkpoint"),
+}
+"""The old prefixed ``[logging]`` keys -> (their table, key); ``tracker_checkpoint`` goes to wandb's too."""
+
+
+def _sink_table(name: str, cls_path: str) -> Any:
+    """``[logging.NAME]`` of a built-in sink: a table, or the old shorthand ``NAME = true`` (false: off)."""
+
+    def convert(value: Any) -> Any:
+        # Found by name, as the registry finds stage packages: this module sits below the sinks.
+        module, _, qualname = cls_path.partition(":")
+        cls = getattr(importlib.import_module(module), qualname)
+        if value is None or value is False:
+            return None
+        if value is True:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            return _structure(name, value, cls)
+        raise InvalidSetting(name, f"expected a [logging.{name}] table (or {name} = true), got {show(value)}",
+                             suggest_default=False)
+
+    return convert
+
+
+TYPES = {"str": (str, "a string"), "bool": (bool, "a boolean (true or false)"), "int": (int, "an integer"),
+         "float": ((int, float), "a number")}
+"""A sink table's scalar field types and how a message names them (other types are not checked here)."""
+
+
+def _structure(name: str, table: dict[str, Any], cls: type) -> Any:
+    """A sink's table as its config class, as strictly as the loader reads a stage's: unknown keys,
+    wrong scalar types and validators' ranges become one located ``InvalidSetting``."""
+    fields = attrs.fields_dict(cls)
+    for key, value in table.items():
+        if key not in fields:
+            hint = difflib.get_close_matches(key, list(fields), n=1)
+            near = f' (did you mean "{hint[0]}"?)' if hint else ""
+            raise InvalidSetting(f"{name}.{key}", f"unknown key{near}; valid keys: {', '.join(sorted(fields))}",
+                                 suggest_default=False)
+        expected = TYPES.get(str(fields[key].type))
+        wrong_bool = isinstance(value, bool) and expected is not None and expected[0] is not bool
+        if expected is not None and (not isinstance(value, expected[0]) or wrong_bool):
+            raise InvalidSetting(f"{name}.{key}", f"expected {expected[1]}, got {show(value)}", suggest_default=False)
+    try:
+        return cls(**table)
+    except InvalidSetting as exc:
+        raise InvalidSetting(f"{name}.{exc.key}", exc.message, suggest_default=False) from None
+
+
+def structure_sink(name: str, table: dict[str, Any], cls: type) -> Any:
+    """A sink's table (its ``kind`` left out) as its config class; see ``_structure``."""
+    return _structure(name, {k: v for k, v in table.items() if k != "kind"}, cls)
+
+
+def _user_sinks(value: Any) -> dict[str, Any] | None:
+    """``[logging.sinks.NAME]`` tables, each checked against its kind's config class (kept as tables)."""
+    if not value:
+        return None
+    for name, table in value.items():
+        if not isinstance(table, dict) or not isinstance(table.get("kind"), str):
+            raise InvalidSetting(f"sinks.{name}", 'expected a table with kind = "my_pkg.module:MySinkConfig"',
+                                 suggest_default=False)
+        try:
+            entry = importlib.import_module("harl.logging.sink").entry_of(table["kind"])
+        except ValueError as exc:
+            raise InvalidSetting(f"sinks.{name}.kind", str(exc), suggest_default=False) from None
+        _structure(f"sinks.{name}", {k: v for k, v in table.items() if k != "kind"}, entry.config)
+    return dict(value)
+
+
+def _moved(key: str) -> Any:
+    table, name = MOVED[key]
+    return attrs.field(default=None, metadata={"doc": f"old spelling of [logging.{table}] {name} (still read)"})
+
+
 @attrs.frozen
 class LoggingConfig:
-    """``[logging]``."""
+    """``[logging]``: the progress display and the run's sinks besides metrics.csv, each its own table."""
 
     dir: str = setting("runs", "parent directory of run directories")
     progress: bool = setting(True, "rich progress display (a plain line per log_every iterations when not a terminal)")
     log_every: int = setting(10, "iterations between plain log lines when the output is not a terminal", positive())
-    tensorboard: bool = setting(False, 'also write every metric as TensorBoard scalars into the run directory (pip install "harl[tensorboard]")')
-    mlflow: bool = setting(False, 'also log the run to MLflow: pipeline params, every metric per iteration, pipeline.toml (pip install "harl[mlflow]")')
-    mlflow_tracking_uri: str = setting("", "MLflow tracking URI (empty: MLFLOW_TRACKING_URI, else a file store mlruns/ beside the run directory)")
-    mlflow_experiment: str = setting("harl", "MLflow experiment name")
-    wandb: bool = setting(False, 'also log the run to Weights & Biases, the same content as MLflow (pip install "harl[wandb]")')
-    wandb_project: str = setting("harl", "wandb project")
-    wandb_entity: str = setting("", "wandb entity (empty: your default)")
-    wandb_mode: str = setting("", "wandb mode (empty: WANDB_MODE or wandb's default)", one_of(("", "online", "offline", "disabled")))
-    tracker_checkpoint: bool = setting(False, "also store the final checkpoint as an MLflow / wandb artifact")
+    tensorboard: Any = attrs.field(
+        default=None, converter=_sink_table("tensorboard", "harl.logging.tensorboard:TensorBoardConfig"),
+        metadata={"doc": '[logging.tensorboard] (or tensorboard = true): every metric as TensorBoard scalars '
+                         'in the run directory (pip install "harl[tensorboard]")'})
+    mlflow: Any = attrs.field(
+        default=None, converter=_sink_table("mlflow", "harl.logging.mlflow_log:MLflowConfig"),
+        metadata={"doc": '[logging.mlflow] (or mlflow = true): the run in MLflow; keys tracking_uri, experiment, '
+                         'checkpoint (pip install "harl[mlflow]")'})
+    wandb: Any = attrs.field(
+        default=None, converter=_sink_table("wandb", "harl.logging.wandb_log:WandbConfig"),
+        metadata={"doc": '[logging.wandb] (or wandb = true): the run in Weights & Biases; keys project, entity, '
+                         'mode, checkpoint (pip install "harl[wandb]")'})
+    sinks: dict[str, Any] | None = attrs.field(
+        default=None, converter=_user_sinks,
+        metadata={"doc": 'your own sinks: [logging.sinks.NAME] kind = "my_pkg.module:MySinkConfig" and its keys'})
+    mlflow_tracking_uri: str | None = _moved("mlflow_tracking_uri")
+    mlflow_experiment: str | None = _moved("mlflow_experiment")
+    wandb_project: str | None = _moved("wandb_project")
+    wandb_entity: str | None = _moved("wandb_entity")
+    wandb_mode: str | None = _moved("wandb_mode")
+    tracker_checkpoint: bool | None = _moved("tracker_checkpoint")
+
+    def __attrs_post_init__(self) -> None:
+        """The old prefixed keys fold into their tables (a pipeline.toml of an older harl still resumes)."""
+        for key, (table, name) in MOVED.items():
+            value = getattr(self, key)
+            if value is None:
+                continue
+            tables = ("mlflow", "wandb") if key == "tracker_checkpoint" else (table,)
+            for sink in tables:
+                config = getattr(self, sink)
+                if config is None:
+                    continue
+                default = attrs.fields_dict(type(config))[name].default
+                if getattr(config, name) not in (default, value):
+                    raise InvalidSetting(key, f"the old spelling of [logging.{sink}] {name}, which says "
+                                         f"{show(getattr(config, name))}: write only [logging.{sink}] "
+                                         f"{name} = {show(getattr(config, name))} and remove {key}",
+                                         suggest_default=False)
+                object.__setattr__(self, sink, attrs.evolve(config, **{name: value}))
+            object.__setattr__(self, key, None)
 
 
 @attrs.frozen

@@ -44,26 +44,14 @@ class LoadedTeam:
 
 def load_team(run_dir: Path, checkpoint: Path | None = None) -> LoadedTeam:
     """The run's team on the CPU (its newest checkpoint unless ``checkpoint``); builds one env for its spaces."""
-    from harl.compose import build_stages
-    from harl.run.checkpoint import latest_checkpoint, load_checkpoint
-    from harl.run.lifecycle import restore, spec_of_run
+    from harl.run.open import open_run
 
-    spec, text = spec_of_run(run_dir)
-    path = checkpoint or latest_checkpoint(run_dir)
-    state = load_checkpoint(path)
-    one_env = {"n_envs": 1, "backend": "inline"}
-    spec = attrs.evolve(spec, run=attrs.evolve(spec.run, device="cpu"),
-                        collector=attrs.evolve(spec.collector, **one_env),
-                        evaluator=attrs.evolve(spec.evaluator, n_envs=1))
-    stages = build_stages(spec, str(run_dir / "pipeline.toml"))
-    try:
-        restore(stages, state, networks_only=True)
-        venv = stages.eval_venv
+    with open_run(run_dir, checkpoint, one_env=True) as run:
+        venv = run.stages.eval_venv
         _, _, avail = venv.reset(seed=0)
         dims = [int(torch.tensor(s.shape).prod()) for s in venv.observation_spaces]
-        return LoadedTeam(stages.policy, dims, list(venv.action_spaces), avail is not None, text, path)
-    finally:
-        stages.close()
+        return LoadedTeam(run.stages.policy, dims, list(venv.action_spaces), avail is not None, run.pipeline_text,
+                          run.checkpoint)
 
 
 def example_inputs(module: DeployActor, obs_dim: int, space: spaces.Space, batch: int = 2) -> tuple[torch.Tensor, ...]:

@@ -1,16 +1,22 @@
-"""``metrics.csv``: one row per iteration, appended to on resume."""
+"""``metrics.csv``: one row per iteration, appended to on resume; always written (resume and
+``harl plot`` read it), so it is a sink kind without a table of its own."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harl.fs import atomic_write_bytes
-from harl.run.files import writing
+import attrs
+
+from harl.fs import atomic_write_bytes, writing
+from harl.logging.sink import SinkContext, register_sink
+
+INT_COLUMNS = ("iteration", "env_steps", "episodes")
+"""Counters: read back as ``int``; every other number as ``float``."""
 
 
 class CSVLogger:
@@ -20,9 +26,11 @@ class CSVLogger:
     interrupted run, past its last checkpoint) are dropped so no iteration appears twice.
     """
 
-    def __init__(self, path: Path, columns: Sequence[str], resume_after: int | None = None) -> None:
+    def __init__(self, path: Path, columns: Sequence[str], resume_after: int | None = None,
+                 note: Callable[[], str] = str) -> None:
         self.path = path
-        with writing(path, "the metrics", path.parent):
+        self.note = note
+        with writing(path, "the metrics", note=note):
             if resume_after is not None:
                 self._truncate_after(resume_after)
             existing = self._header()
@@ -58,8 +66,8 @@ class CSVLogger:
 
         atomic_write_bytes(self.path, write)
 
-    def write(self, row: dict[str, Any]) -> None:
-        with writing(self.path, "the metrics", self.path.parent):
+    def write(self, row: Mapping[str, Any]) -> None:
+        with writing(self.path, "the metrics", note=self.note):
             self.writer.writerow({k: _cell(v) for k, v in row.items()})
             self.file.flush()
 
@@ -77,5 +85,48 @@ def _cell(value: Any) -> Any:
 
 
 def read_metrics(path: Path) -> list[dict[str, str]]:
+    """The rows of a ``metrics.csv`` as the file writes them (text; see ``typed_rows``)."""
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def typed_cell(column: str, text: str) -> int | float | str | None:
+    """A cell as a number: counters as ``int``, other numbers as ``float``, empty as None, text as it is."""
+    if text == "":
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return text  # a text column (the updater's agent_order)
+    return int(number) if column in INT_COLUMNS else number
+
+
+def typed_rows(path: Path) -> list[dict[str, int | float | str | None]]:
+    return [{k: typed_cell(k, v) for k, v in row.items()} for row in read_metrics(path)]
+
+
+@attrs.frozen
+class CSVConfig:
+    """``metrics.csv`` in the run directory: always written, no keys."""
+
+
+class CSVSink:
+    """``metrics.csv``, opened at the first row: its columns are that row's (base, then the updater's)."""
+
+    def __init__(self, config: CSVConfig, context: SinkContext) -> None:
+        self.path = context.run_dir / "metrics.csv"
+        self.resume_after = context.iteration
+        self.note = context.note
+        self.logger: CSVLogger | None = None
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        if self.logger is None:
+            self.logger = CSVLogger(self.path, list(row), resume_after=self.resume_after, note=self.note)
+        self.logger.write(row)
+
+    def close(self, checkpoint: Path | None) -> None:
+        if self.logger is not None:
+            self.logger.close()
+
+
+register_sink(CSVConfig, CSVSink, kind="csv")

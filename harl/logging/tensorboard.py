@@ -1,6 +1,6 @@
 """TensorBoard: every numeric ``metrics.csv`` column as a scalar against env steps.
 
-``[logging] tensorboard = true`` writes event files into the run directory, so
+``[logging.tensorboard]`` (or the shorthand ``[logging] tensorboard = true``) writes event files into the run directory, so
 ``tensorboard --logdir runs`` shows every run under its directory name.  Tags group the
 columns: ``agent<i>_<name>`` becomes ``agent<i>/<name>``, ``train_*`` and ``eval_*``
 become ``train/*`` and ``eval/*``, the run's counters and clocks go under ``run/`` and
@@ -15,10 +15,14 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from harl.errors import MissingExtraError
+from harl.logging.sink import SinkContext, register_sink
 
 _AGENT = re.compile(r"^(agent\d+)_(.+)$")
 _RUN_COLUMNS = {"iteration", "episodes", "wall_time", "steps_per_s"}
@@ -30,7 +34,7 @@ def require_tensorboard() -> None:
     try:
         import tensorboard  # noqa: F401
     except ImportError as exc:
-        raise MissingExtraError("[logging] tensorboard = true", "tensorboard", "tensorboard") from exc
+        raise MissingExtraError("[logging.tensorboard]", "tensorboard", "tensorboard") from exc
 
 
 def tag_of(column: str) -> str:
@@ -46,7 +50,13 @@ def tag_of(column: str) -> str:
     return f"update/{column}"
 
 
-class TensorBoardLogger:
+@attrs.frozen
+class TensorBoardConfig:
+    """``[logging.tensorboard]``: every numeric metric as a TensorBoard scalar in the run directory
+    (pip install "harl[tensorboard]"); the table has no keys yet."""
+
+
+class TensorBoardSink:
     """Writes each metrics row as scalars at ``global_step = env_steps``.
 
     ``purge_step`` (a resumed run: the checkpoint's env steps + 1) hides events that the
@@ -59,7 +69,11 @@ class TensorBoardLogger:
 
         self.writer = SummaryWriter(log_dir=str(run_dir), purge_step=purge_step)
 
-    def write(self, row: dict[str, Any]) -> None:
+    @classmethod
+    def open(cls, config: TensorBoardConfig, context: SinkContext) -> TensorBoardSink:
+        return cls(context.run_dir, purge_step=context.env_steps + 1 if context.iteration else None)
+
+    def write(self, row: Mapping[str, Any]) -> None:
         step = int(row["env_steps"])
         for column, value in row.items():
             if column == "env_steps" or isinstance(value, (bool, str)) or value is None:
@@ -68,5 +82,8 @@ class TensorBoardLogger:
                 self.writer.add_scalar(tag_of(column), float(value), step)
         self.writer.flush()
 
-    def close(self) -> None:
+    def close(self, checkpoint: Path | None = None) -> None:
         self.writer.close()
+
+
+register_sink(TensorBoardConfig, TensorBoardSink.open, kind="tensorboard", require=require_tensorboard)

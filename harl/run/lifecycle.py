@@ -1,27 +1,36 @@
-"""The run lifecycle: run directories, a fresh start, and a resume from a checkpoint."""
+"""The run lifecycle: a fresh start and a resume, each ending in a Trainer ready to train.
+
+::
+
+    trainer, notes = start_run(pipeline, overrides, run_dir)   # or resume_run(run_dir)
+    with trainer:                  # closes the envs, any sink left open, the lock
+        result = trainer.train()
+
+Both take the run directory's lock (``harl.run.lock``) for the run's life and open its
+sinks (``harl.logging.sink``); the Trainer receives them and constructs none.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harl.compose import Stages, build_stages
+from harl.compose import build_stages
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline, structure_pipeline
+from harl.config.loading import load_pipeline
 from harl.config.spec import PipelineSpec
-from harl.errors import CheckpointError, ConfigError
-from harl.logging.tensorboard import require_tensorboard
-from harl.logging.tracker import require_trackers
-from harl.run.checkpoint import latest_checkpoint, load_checkpoint
-from harl.run.files import writing
-from harl.run.resume_check import check_resumable
+from harl.errors import HarlError
+from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks, sink_configs
+from harl.run.files import checkpoint_note, writing
+from harl.run.lock import RunLock, take
+from harl.run.open import open_run, restore, spec_of_run
 from harl.trainer import Counters, Trainer, set_rng_state
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+__all__ = ["new_run_dir", "on_close", "restore", "resume_run", "spec_of_run", "start_run"]
+
+Callbacks = Iterable[Any]
 
 
 def new_run_dir(spec: PipelineSpec) -> Path:
@@ -35,74 +44,105 @@ def new_run_dir(spec: PipelineSpec) -> Path:
     return path
 
 
-def start_run(pipeline: str | Path, overrides: list[str] = (), run_dir: Path | None = None
-              ) -> tuple[Trainer, list[str]]:
-    """A fresh run: validate, make the run directory, write the resolved pipeline, build."""
-    spec, notes = load_pipeline(pipeline, overrides)
-    if spec.logging.tensorboard:  # before the run directory exists
-        require_tensorboard()
-    require_trackers(spec.logging)
+def _claim(run_dir: Path, fresh: bool) -> RunLock:
+    """Lock a run directory named by the caller for a new run: refuse a file, a live run and
+    (``fresh``) a directory that already holds a run."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise HarlError(f"--run-dir {run_dir}: is a file, not a directory; pass a new directory "
+                        "(or an empty one) for the run")
+    with writing(run_dir, "the run directory", fix="set logging.dir (or --run-dir) to a writable directory"):
+        run_dir.mkdir(parents=True, exist_ok=True)
+    lock = take(run_dir)
+    if fresh and (run_dir / "pipeline.toml").exists():
+        lock.release()
+        raise HarlError(f"--run-dir {run_dir}: already holds a run (it has a pipeline.toml); "
+                        f"continue it with harl train --resume {run_dir}, or pick a new directory")
+    return lock
+
+
+def _sinks(spec: PipelineSpec, run_dir: Path, text: str, counters: Counters) -> list[Sink]:
+    context = SinkContext(run_dir, text, counters.iteration, counters.env_steps, lambda: checkpoint_note(run_dir))
+    return open_sinks(sink_configs(spec.logging), context)
+
+
+def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = (), run_dir: Path | None = None,
+              callbacks: Callbacks = (), sinks: Sequence[Sink] = (), source: str = "pipeline",
+              fresh: bool = True) -> tuple[Trainer, list[str]]:
+    """A fresh run: validate, lock and fill the run directory (``pipeline.toml``), build, open the sinks.
+
+    ``pipeline``: a file, or a spec (``harl.load_pipeline``; ``overrides`` then go to the
+    file only; ``source`` names the spec in messages).  ``sinks``: sinks of the caller's, after
+    those the pipeline's ``[logging]`` asks for.  ``fresh=False``: ``run_dir`` may hold its own
+    ``pipeline.toml`` already (a sweep's trial, written by the sweep before it starts).
+    """
+    if isinstance(pipeline, PipelineSpec):
+        if overrides:
+            raise TypeError("overrides go with a pipeline file; apply them with harl.load_pipeline(spec, overrides)")
+        spec, notes = pipeline, []
+    else:
+        spec, notes = load_pipeline(pipeline, overrides)
+        source = str(pipeline)
+    configs = sink_configs(spec.logging)
+    require_sinks(configs)  # a missing extra before any directory is made
     text = dump_pipeline(spec)
-    stages = build_stages(spec, str(pipeline))
+    lock = _claim(run_dir, fresh) if run_dir is not None else None
     try:
-        with writing(run_dir or Path(spec.logging.dir), "the run directory",
-                     fix="set logging.dir (or --run-dir) to a writable directory"):
-            run_dir = run_dir or new_run_dir(spec)
-            run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
+        stages = build_stages(spec, source)
+        try:
+            if run_dir is None:
+                with writing(Path(spec.logging.dir), "the run directory",
+                             fix="set logging.dir (or --run-dir) to a writable directory"):
+                    run_dir = new_run_dir(spec)
+                lock = take(run_dir)
+            with writing(run_dir / "pipeline.toml", "the run's pipeline", run_dir):
+                (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
+            opened = _sinks(spec, run_dir, text, Counters())
+        except BaseException:
+            stages.close()
+            raise
     except BaseException:
-        stages.close()
+        if lock is not None:
+            lock.release()
         raise
-    return Trainer(stages, spec, run_dir, text), notes
+    return Trainer(stages, spec, run_dir, text, sinks=[*opened, *sinks], callbacks=callbacks, lock=lock), notes
 
 
-def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
-    path = run_dir / "pipeline.toml"
-    if not run_dir.is_dir():
-        raise CheckpointError(f"{run_dir}: no such run directory")
-    if not path.is_file():
-        raise CheckpointError(
-            f"{run_dir}: not a harl run directory (no pipeline.toml); pass the directory that "
-            "harl train printed when the run started"
-        )
+def resume_run(run_dir: Path, checkpoint: Path | None = None, callbacks: Callbacks = (),
+               sinks: Sequence[Sink] = (), overrides: Sequence[str] = ()) -> Trainer:
+    """Continue a run from its newest (or a named) checkpoint, appending to its metrics.
+
+    ``overrides`` rewrite the run's ``pipeline.toml`` first, as editing it by hand would.
+    """
+    run_dir = Path(run_dir)
+    spec, _ = spec_of_run(run_dir)
+    require_sinks(sink_configs(spec.logging))
+    lock = take(run_dir)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a pipeline file (it is not UTF-8 text); harl train writes it as "
-                          "UTF-8: restore it from a copy, or start the run again") from None
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read the run's pipeline ({exc.strerror})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: malformed TOML: {exc}") from None
-    return structure_pipeline(data, str(path)), text
-
-
-def restore(stages: Stages, state: dict[str, Any], networks_only: bool = False) -> None:
-    try:
-        stages.load_state_dict(state, networks_only)
-    except (KeyError, RuntimeError, ValueError) as exc:
-        raise CheckpointError(
-            f"the checkpoint does not fit this pipeline's networks ({str(exc).splitlines()[0]}); "
-            "was the run's pipeline.toml edited after the checkpoint was written?"
-        ) from None
-
-
-def resume_run(run_dir: Path, checkpoint: Path | None = None) -> Trainer:
-    """Continue a run from its newest (or a named) checkpoint, appending to its metrics."""
-    spec, text = spec_of_run(run_dir)
-    if spec.logging.tensorboard:
-        require_tensorboard()
-    require_trackers(spec.logging)
-    path = checkpoint or latest_checkpoint(run_dir)
-    state = load_checkpoint(path)
-    check_resumable(state, spec, run_dir / "pipeline.toml", path)
-    stages = build_stages(spec, str(run_dir / "pipeline.toml"))
-    try:
-        restore(stages, state)
-        set_rng_state(state["rng"])
+        if overrides:
+            path = run_dir / "pipeline.toml"
+            spec, _ = load_pipeline(path, overrides)
+            with writing(path, "the run's pipeline", run_dir):
+                path.write_text(dump_pipeline(spec), encoding="utf-8")
+        run = open_run(run_dir, checkpoint, full=True)
+        try:
+            set_rng_state(run.state["rng"])
+            trainer = Trainer(run.stages, run.spec, run_dir, run.pipeline_text, Counters(**run.state["counters"]),
+                              callbacks=callbacks, lock=lock)
+            if not trainer.finished:  # a finished run's trackers are not reopened for nothing
+                trainer.sinks = [*_sinks(spec, run_dir, run.pipeline_text, trainer.counters), *sinks]
+        except BaseException:
+            run.close()
+            raise
     except BaseException:
-        stages.close()
+        lock.release()
         raise
-    return Trainer(stages, spec, run_dir, text, Counters(**state["counters"]))
+    return trainer
+
+
+def on_close(trainer: Trainer, say: Callable[[str], Any]) -> None:
+    """Close a trainer's envs and lock, printing through ``say`` what a Ctrl-C meanwhile means."""
+    from harl.run.signals import shielded
+
+    with shielded(say):
+        trainer.close()
+

@@ -21,7 +21,7 @@ import attrs
 
 from harl.errors import HarlError
 from harl.run.files import PATTERN, list_checkpoints
-from harl.run.signals import exit_status, shielded
+from harl.run.signals import exit_status
 
 LOG = "train.log"
 
@@ -47,7 +47,7 @@ def checkpoint_iteration(run_dir: Path) -> int:
 
 def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
     """Start or resume the run in ``run_dir`` and train it to its end (or a stop signal)."""
-    from harl.run.lifecycle import resume_run, start_run
+    from harl.run.lifecycle import on_close, resume_run, start_run
 
     def say(text: str) -> None:
         print(text, flush=True)
@@ -56,18 +56,17 @@ def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
     try:
         if started_at:
             trainer = resume_run(run_dir)
-            if trainer.counters.iteration >= trainer.total_iterations:
-                trainer.stages.close()
+            if trainer.finished:
+                on_close(trainer, say)
                 return Outcome("finished", started_at=started_at)
             say(f"resuming {run_dir} at iteration {started_at} ({trainer.counters.env_steps:,} env steps)")
         else:
-            trainer, _ = start_run(run_dir / "pipeline.toml", [], run_dir)
+            trainer, _ = start_run(run_dir / "pipeline.toml", [], run_dir, fresh=False)
             say(f"starting {run_dir}")
         try:
             result = trainer.train(quiet=quiet)
         finally:
-            with shielded(say):
-                trainer.stages.close()
+            on_close(trainer, say)
     except HarlError as exc:
         return Outcome("failed", str(exc), started_at)
     c = result.counters

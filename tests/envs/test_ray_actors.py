@@ -316,11 +316,8 @@ class TestOnLocalRay:
             run_dir = tmp_path / backend
             trainer, _ = start_run(ROOT / "pipelines" / f"{pipeline}.toml",
                                    [*overrides, f"collector.backend={backend}"], run_dir=run_dir)
-            trainer.total_iterations = 2
-            try:
-                trainer.train(quiet=True)
-            finally:
-                trainer.stages.close()
+            with trainer:
+                trainer.train(quiet=True, max_iterations=2)
             rows.append([{k: v for k, v in r.items() if k not in WALL_CLOCK}
                          for r in read_metrics(run_dir / "metrics.csv")])
         assert len(rows[0]) == 2 and rows[0][-1]["train_return"]  # an episode (of 25 steps) ended

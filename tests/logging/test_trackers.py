@@ -46,7 +46,7 @@ class TestMLflow:
         from mlflow.tracking import MlflowClient
 
         run = tmp_path / "runs" / "run"
-        train_briefly(pipeline(tmp_path), ["logging.mlflow=true", "logging.tracker_checkpoint=true"], run)
+        train_briefly(pipeline(tmp_path), ["logging.mlflow.checkpoint=true"], run)
         run_id = json.loads((run / IDS).read_text())["mlflow"]
         client = MlflowClient((tmp_path / "runs" / "mlruns").as_uri())
         logged = client.get_run(run_id)
@@ -60,12 +60,8 @@ class TestMLflow:
         assert names == {"pipeline.toml", "checkpoints"}
         assert [a.path for a in client.list_artifacts(run_id, "checkpoints")] == ["checkpoints/iter_0000002.pt"]
 
-        trainer = resume_run(run)
-        trainer.total_iterations = 3
-        try:
-            trainer.train()
-        finally:
-            trainer.stages.close()
+        with resume_run(run) as trainer:
+            trainer.train(max_iterations=1)
         assert json.loads((run / IDS).read_text())["mlflow"] == run_id
         assert [m.value for m in client.get_metric_history(run_id, "iteration")] == [1.0, 2.0, 3.0]
         assert client.get_run(run_id).info.status == "FINISHED"
@@ -78,7 +74,7 @@ class TestMLflow:
         def fail(self: object, row: object) -> None:
             raise ConnectionError("tracking server gone")
 
-        monkeypatch.setattr(mlflow_log.MLflowTracker, "write", fail)
+        monkeypatch.setattr(mlflow_log.MLflowSink, "write", fail)
         run = tmp_path / "run"
         with pytest.warns(RuntimeWarning) as caught:
             _, rows = train_briefly(pipeline(tmp_path), ["logging.mlflow=true"], run, iterations=3)
@@ -98,7 +94,7 @@ def test_missing_package_is_a_clear_error(extra: str, tmp_path: Path, monkeypatc
     code = main(["train", str(pipeline(tmp_path)), "--set", f"logging.{extra}=true", "--run-dir", str(run)])
     assert code == 2
     assert capsys.readouterr().err.strip() == (
-        f'harl: [logging] {extra} = true needs: pip install "harl[{extra}]" (the optional package "{extra}" is not installed)')
+        f'harl: [logging.{extra}] needs: pip install "harl[{extra}]" (the optional package "{extra}" is not installed)')
     assert not run.exists()
 
 

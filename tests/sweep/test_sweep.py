@@ -288,7 +288,7 @@ def test_storage_holds_the_sweep_directory(tmp_path: Path, capsys: pytest.Captur
     assert main(["train", str(pipeline), "--seeds", "3", "--storage", str(tmp_path / "shared"), "--quiet"]) == 0
     (sweep_dir,) = (tmp_path / "shared").iterdir()
     assert sweep_dir.name.startswith("run-sweep-")
-    assert [p.name for p in sorted(sweep_dir.iterdir())] == ["run-s3", "summary.csv", "sweep.json", "trials.csv"]
+    assert [p.name for p in sorted(sweep_dir.iterdir())] == [".lock", "run-s3", "summary.csv", "sweep.json", "trials.csv"]
     assert f"sweep directory: {sweep_dir} (1 trial, 1 to run; one at a time)" in capsys.readouterr().out
 
 

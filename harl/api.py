@@ -1,0 +1,285 @@
+"""harl's Python API: what ``harl`` exports and what the CLI's commands are made of.
+
+Every function raises harl's own exceptions (``harl.HarlError`` and its kinds) with the
+one-paragraph messages the CLI prints; a notebook sees the same words as a terminal.
+See docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harl.config.spec import PipelineSpec
+from harl.errors import HarlError
+
+Pipeline = str | Path | Mapping[str, Any] | PipelineSpec
+"""A pipeline file, its tables as a dict (``{"run": {...}, "env": {...}}``) or a loaded spec."""
+
+_NOTES: dict[int, tuple[weakref.ref[PipelineSpec], list[str]]] = {}
+
+
+def load_pipeline(pipeline: Pipeline, overrides: Iterable[str] = ()) -> PipelineSpec:
+    """Read and validate a pipeline; ``overrides`` are ``--set`` strings (``"run.seed=3"``).
+
+    Notes about the overrides (keys dropped with a changed kind) are kept beside the spec:
+    ``pipeline_notes(spec)``.
+    """
+    from harl.config.loading import Loader, apply_overrides, structure_pipeline
+    from harl.config.loading import load_pipeline as load_file
+
+    overrides = list(overrides)
+    if isinstance(pipeline, (str, Path)):
+        spec, notes = load_file(pipeline, overrides)
+    else:
+        if isinstance(pipeline, PipelineSpec):
+            if not overrides:
+                return pipeline
+            source, data = "pipeline (a spec)", Loader().unstructure(pipeline)
+        elif isinstance(pipeline, Mapping):
+            source, data = "pipeline (a dict)", _plain(pipeline)
+        else:
+            raise TypeError(f"expected a pipeline file, a dict of tables or a PipelineSpec, got {type(pipeline).__name__}")
+        loader = Loader()
+        origins: dict[tuple[str, ...], str] = {}
+        data, notes = apply_overrides(data, overrides, loader, origins)
+        spec = structure_pipeline(data, source, loader, origins)
+    key = id(spec)
+    _NOTES[key] = (weakref.ref(spec, lambda _: _NOTES.pop(key, None)), notes)
+    return spec
+
+
+def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of nested mappings as dicts (overrides write into it; the caller's stays as it was)."""
+    return {k: _plain(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def pipeline_notes(spec: PipelineSpec) -> list[str]:
+    """What ``load_pipeline`` noted while loading this spec (empty: nothing, or not loaded by it)."""
+    ref, notes = _NOTES.get(id(spec), (None, []))
+    return list(notes) if ref is not None and ref() is spec else []
+
+
+def _source(pipeline: Pipeline) -> str:
+    return str(pipeline) if isinstance(pipeline, (str, Path)) else "pipeline"
+
+
+def build(pipeline: Pipeline, overrides: Iterable[str] = (), source: str | None = None) -> Any:
+    """The pipeline's stages, built (envs opened): use them in ``with`` so the envs are closed.
+
+    ``source`` names the pipeline in messages (default: its file, else "pipeline").
+    """
+    from harl.compose import build_stages
+
+    return build_stages(load_pipeline(pipeline, overrides), source or _source(pipeline))
+
+
+def start(pipeline: Pipeline, overrides: Iterable[str] = (), run_dir: str | Path | None = None,
+          callbacks: Iterable[Any] = (), sinks: Sequence[Any] = ()) -> Any:
+    """A fresh run's Trainer (run directory locked and written, sinks open): for those who drive
+    it themselves; ``with trainer: trainer.train()``."""
+    from harl.run.lifecycle import start_run
+
+    run_dir = Path(run_dir) if run_dir is not None else None
+    trainer, _ = start_run(load_pipeline(pipeline, overrides), (), run_dir, callbacks, sinks, _source(pipeline))
+    return trainer
+
+
+def start_resume(run_dir: str | Path, checkpoint: str | Path | None = None, callbacks: Iterable[Any] = (),
+                 overrides: Iterable[str] = (), sinks: Sequence[Any] = ()) -> Any:
+    """A resumed run's Trainer (its lock taken, checkpoint restored, sinks open); ``trainer.finished``
+    says whether the budget is already spent."""
+    from harl.run.lifecycle import resume_run
+
+    return resume_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, callbacks, sinks,
+                      list(overrides))
+
+
+def train(pipeline: Pipeline, overrides: Iterable[str] = (), run_dir: str | Path | None = None,
+          callbacks: Iterable[Any] = (), quiet: bool = True, max_iterations: int | None = None,
+          sinks: Sequence[Any] = ()) -> Any:
+    """Train a pipeline in a new run directory; returns a ``TrainResult``.
+
+    ``callbacks``: see ``harl.callbacks`` (one returning True stops the run with a
+    checkpoint).  ``max_iterations``: stop after that many iterations (resume continues).
+    ``sinks``: objects with ``write(row)`` and ``close(checkpoint)``, beside ``[logging]``'s.
+    """
+    with start(pipeline, overrides, run_dir, callbacks, sinks) as trainer:
+        return trainer.train(quiet=quiet, max_iterations=max_iterations)
+
+
+def resume(run_dir: str | Path, checkpoint: str | Path | None = None, callbacks: Iterable[Any] = (),
+           quiet: bool = True, overrides: Iterable[str] = (), max_iterations: int | None = None,
+           sinks: Sequence[Any] = ()) -> Any:
+    """Continue a run from its newest (or the named) checkpoint; returns a ``TrainResult``.
+
+    ``overrides`` edit the run's ``pipeline.toml`` first (as editing the file by hand would),
+    e.g. ``["run.total_env_steps=2_000_000"]`` to train longer.
+    """
+    with start_resume(run_dir, checkpoint, callbacks, overrides, sinks) as trainer:
+        return trainer.train(quiet=quiet, max_iterations=max_iterations)
+
+
+def evaluate(run_dir: str | Path, episodes: int | None = None, checkpoint: str | Path | None = None,
+             deterministic: bool = True) -> Any:
+    """A fresh, seeded evaluation of a run's checkpoint (its newest unless named): ``EvalStats``."""
+    return evaluate_run(run_dir, episodes, checkpoint, deterministic)[1]
+
+
+def evaluate_run(run_dir: str | Path, episodes: int | None = None, checkpoint: str | Path | None = None,
+                 deterministic: bool = True) -> tuple[Path, Any]:
+    """``evaluate``, with the checkpoint it evaluated: (path, ``EvalStats``)."""
+    from harl.run.open import open_run
+
+    if episodes is not None and episodes < 1:
+        raise HarlError(f"--episodes: expected a positive integer, got {episodes}")
+    with open_run(run_dir, checkpoint, deterministic=deterministic) as run:
+        return run.checkpoint, run.stages.evaluator.evaluate(episodes)
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, int | float | str | None]]:
+    """A run's ``metrics.csv`` (the run directory or the file) as rows of numbers.
+
+    Counters (iteration, env_steps, episodes) are ``int``, other numbers ``float`` (as written:
+    6 significant digits), empty cells None; a text column (``agent_order``) stays text.
+    """
+    from harl.errors import CheckpointError
+    from harl.logging.csv_log import typed_rows
+
+    path = Path(run_dir)
+    path = path / "metrics.csv" if path.is_dir() else path
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no metrics.csv (not a harl run directory, or no iteration ended yet)")
+    return typed_rows(path)
+
+
+def register(slot: str, config: type, factory: Callable[..., Any] | None, **options: Any) -> Any:
+    """Register a user's kind: a stage of ``slot`` (``harl.registry.register``) or a ``"sink"``.
+
+    A sink's factory is ``factory(config, context)`` (``harl.logging.sink.SinkContext``);
+    its pipeline table is ``[logging.sinks.NAME] kind = "module:ConfigClass"``.
+    """
+    if slot == "sink":
+        from harl.logging.sink import register_sink
+
+        if factory is None:
+            raise TypeError("a sink needs a factory: factory(config, context) -> sink")
+        return register_sink(config, factory, **options)
+    from harl import registry
+
+    return registry.register(slot, config, factory, **options)
+
+
+def check(pipeline: Pipeline, overrides: Iterable[str] = (), source: str | None = None
+          ) -> list[tuple[str, str, str]]:
+    """Load and build a pipeline, then close it: its rows (slot, kind, what was built)."""
+    spec = load_pipeline(pipeline, overrides)
+    stages = build(spec, source=source or _source(pipeline))
+    try:
+        return stages.describe() if hasattr(stages, "describe") else _describe(stages, spec)
+    finally:
+        stages.close()
+
+
+def stage_kinds(slot: str | None = None) -> list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]]:
+    """Every kind (or those of ``slot``/named ``slot``): (slot, kind, config class, [(key, type, default, doc)])."""
+    from harl.config.dump import describe_stages
+
+    rows = describe_stages()
+    if slot:
+        rows = [r for r in rows if slot in (r[0], r[1]) or r[0].startswith(slot + ".")]
+        if not rows:
+            names = sorted({r[0] for r in describe_stages()} | {r[1] for r in describe_stages() if r[1]})
+            raise HarlError(f"harl stages: no slot or kind named {slot!r}; known: {', '.join(names)}")
+    return rows
+
+
+def _describe(stages: Any, spec: PipelineSpec) -> list[tuple[str, str, str]]:
+    """``Stages.describe()`` until compose.py has it (another branch adds it): the rows of ``harl check``."""
+    import attrs
+    import numpy as np
+
+    from harl import registry
+    from harl.buffers.replay import ReplayBuffer
+    from harl.nets.cnn import CNNBase, PlainCNN
+    from harl.sizes import human, replay_bytes_per_transition, rollout_bytes_per_step
+
+    def encoders(module: Any) -> str:
+        return "cnn" if any(isinstance(m, (CNNBase, PlainCNN)) for m in module.modules()) else "mlp"
+
+    venv, buffer, kind = stages.venv, stages.buffer, registry.kind_name
+    settings = {slot: ", ".join(f"{k}={v}" for k, v in attrs.asdict(config, recurse=False).items()
+                                if k not in ("kind", "objective"))[:60]
+                for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
+    state_dim = int(np.prod(venv.state_space.shape))
+    if isinstance(buffer, ReplayBuffer):
+        per = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces, state_dim, venv.state_space)
+        capacity = spec.buffer.capacity
+        memory = (f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes per "
+                  f"transition x {capacity:,} = {human(per * capacity)}")
+    elif hasattr(buffer, "fp_state"):
+        per = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces, state_dim, buffer.fp_state,
+                                     stages.policy.hidden_size, stages.critic.hidden_size, venv.state_space)
+        memory = f"{per:,} bytes per env step, {buffer.length} x {buffer.n_envs} steps"
+    else:
+        memory = ""
+    first_env = next(iter(getattr(stages.eval_venv, "envs", ())), None)
+    state = getattr(first_env, "summary", f"state {tuple(venv.state_space.shape)}")  # an env's own words
+    n_actor = sum(p.numel() for p in stages.policy.parameters())
+    return [
+        ("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, {state}"),
+        ("collector", kind(spec.collector), f"{stages.collector.steps_per_iteration:,} env steps per iteration"),
+        ("buffer", kind(spec.buffer), memory or settings["buffer"] or type(buffer).__name__),
+        ("returns", kind(spec.returns), settings["returns"]),
+        ("critic", kind(spec.critic), f"{encoders(stages.critic)} encoder, "
+                                      f"{sum(p.numel() for p in stages.critic.parameters()):,} parameters"),
+        ("updater", kind(spec.updater), f"objective {kind(spec.updater.objective)}"),
+        ("policy", encoders(stages.policy), f"{len(stages.policy.actors)} actor(s), {n_actor:,} parameters, "
+                                            f"device {stages.device}"),
+        ("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations"),
+    ]
+
+
+def close(trainer: Any, say: Callable[[str], Any] = print) -> None:
+    """Close a trainer (envs, sinks, lock); a Ctrl-C meanwhile only prints through ``say`` that it is closing."""
+    from harl.run.lifecycle import on_close
+
+    on_close(trainer, say)
+
+
+def exit_status(result: Any) -> int:
+    """A command's exit status after ``result``: 0, or 128 + the signal that stopped the run."""
+    import signal
+
+    from harl.run.signals import exit_status as status
+
+    return status(result.signum or signal.SIGINT) if result.stopped_by == "signal" else 0
+
+
+def plot_runs(run_dirs: Sequence[str | Path], metric: str | None = None, out: str | Path | None = None,
+              smooth: int = 1) -> Any:
+    """Learning curves of runs (seeds of one pipeline as a mean ± std band) to a PNG: (path, groups)."""
+    from harl.plot import plot
+
+    return plot(run_dirs, metric, Path(out) if out else None, smooth)
+
+
+def render(run_dir: str | Path, episodes: int = 1, out: str | Path | None = None,
+           checkpoint: str | Path | None = None, fps: int | None = None) -> Any:
+    """Film a run's policy (deterministic) to a .gif or .mp4: a ``RenderResult``."""
+    from harl.render import render_run
+
+    if fps is not None and fps < 1:
+        raise HarlError(f"--fps: expected a positive integer, got {fps}")
+    return render_run(Path(run_dir), Path(checkpoint) if checkpoint else None, episodes,
+                      Path(out) if out else None, fps)
+
+
+def export(run_dir: str | Path, fmt: str, out: str | Path, checkpoint: str | Path | None = None,
+           with_distribution: bool = False) -> Path:
+    """A run's actors as ONNX or TorchScript files with a policy.json manifest: the manifest's path."""
+    from harl.export import export_run
+
+    return export_run(Path(run_dir), Path(checkpoint) if checkpoint else None, fmt, Path(out), with_distribution)

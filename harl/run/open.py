@@ -1,0 +1,122 @@
+"""One run directory opened: its pipeline, a checkpoint, and the stages built with its weights.
+
+``harl eval``, ``harl render``, ``harl export`` and ``resume`` all start here::
+
+    with open_run(run_dir) as run:          # the newest checkpoint, networks restored
+        run.stages.evaluator.evaluate()
+
+Readers never take the run's lock (``harl.run.lock``): they read complete checkpoints only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from harl.compose import Stages, build_stages
+from harl.config.loading import structure_pipeline
+from harl.config.spec import PipelineSpec
+from harl.errors import CheckpointError, ConfigError
+from harl.run.checkpoint import latest_checkpoint, load_checkpoint
+from harl.run.resume_check import check_resumable
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
+    """The run's resolved pipeline (``pipeline.toml``) as a spec, and its text."""
+    path = run_dir / "pipeline.toml"
+    if not run_dir.is_dir():
+        raise CheckpointError(f"{run_dir}: no such run directory")
+    if not path.is_file():
+        raise CheckpointError(
+            f"{run_dir}: not a harl run directory (no pipeline.toml); pass the directory that "
+            "harl train printed when the run started"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a pipeline file (it is not UTF-8 text); harl train writes it as "
+                          "UTF-8: restore it from a copy, or start the run again") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read the run's pipeline ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: malformed TOML: {exc}") from None
+    return structure_pipeline(data, str(path)), text
+
+
+def restore(stages: Stages, state: dict[str, Any], networks_only: bool = False) -> None:
+    """Load a checkpoint into built stages; a mismatch is a ``CheckpointError`` that says why."""
+    try:
+        stages.load_state_dict(state, networks_only)
+    except (KeyError, RuntimeError, ValueError) as exc:
+        raise CheckpointError(
+            f"the checkpoint does not fit this pipeline's networks ({str(exc).splitlines()[0]}); "
+            "was the run's pipeline.toml edited after the checkpoint was written?"
+        ) from None
+
+
+def small(spec: PipelineSpec) -> PipelineSpec:
+    """``spec`` with one inline env per vector env, on the CPU: enough to play or export the networks."""
+    return attrs.evolve(
+        spec, run=attrs.evolve(spec.run, device="cpu"),
+        collector=attrs.evolve(spec.collector, n_envs=1, backend="inline"),
+        evaluator=attrs.evolve(spec.evaluator, n_envs=1),
+    )
+
+
+@attrs.define
+class OpenRun:
+    """A run directory opened for reading (or for a resume): close it to close its envs."""
+
+    run_dir: Path
+    spec: PipelineSpec
+    """As built (``small``/``deterministic`` applied); ``pipeline_text`` is the file's own."""
+    pipeline_text: str
+    checkpoint: Path
+    state: dict[str, Any]
+    stages: Stages
+
+    def close(self) -> None:
+        self.stages.close()
+
+    def __enter__(self) -> OpenRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_run(run_dir: Path | str, checkpoint: Path | str | None = None, *, full: bool = False,
+             one_env: bool = False, deterministic: bool | None = None) -> OpenRun:
+    """Build ``run_dir``'s stages and load its newest (or the named) checkpoint into them.
+
+    ``full``: every stage's state (a resume: the checkpoint must fit the per-env shapes of
+    ``pipeline.toml``); else the networks only (a fresh, seeded evaluation of them).
+    ``one_env``: one inline env on the CPU (``small``).  ``deterministic``: overrides
+    ``[evaluator] deterministic``.
+    """
+    run_dir = Path(run_dir)
+    spec, text = spec_of_run(run_dir)
+    path = Path(checkpoint) if checkpoint is not None else latest_checkpoint(run_dir)
+    state = load_checkpoint(path)
+    if full:
+        check_resumable(state, spec, run_dir / "pipeline.toml", path)
+    if one_env:
+        spec = small(spec)
+    if deterministic is not None:
+        spec = attrs.evolve(spec, evaluator=attrs.evolve(spec.evaluator, deterministic=deterministic))
+    stages = build_stages(spec, str(run_dir / "pipeline.toml"))
+    try:
+        restore(stages, state, networks_only=not full)
+    except BaseException:
+        stages.close()
+        raise
+    return OpenRun(run_dir, spec, text, path, state, stages)
