@@ -13,8 +13,6 @@ import ``harl.envs`` and must not pull in torch).  See docs/python-api.md.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 _HOMES = {
@@ -24,7 +22,7 @@ _HOMES = {
     "register": "harl.api", "check": "harl.api", "open_run": "harl.run.open", "load_policy": "harl.inference",
     # records and protocols
     "PipelineSpec": "harl.config.spec", "Trainer": "harl.trainer", "TrainResult": "harl.trainer",
-    "Counters": "harl.trainer", "EvalStats": "harl.evaluate", "Callback": "harl.callbacks",
+    "Counters": "harl.trainer", "EvalStats": "harl.evaluator", "Callback": "harl.callbacks",
     "Sink": "harl.logging.sink", "SinkContext": "harl.logging.sink",
     # errors
     "HarlError": "harl.errors", "ConfigError": "harl.errors", "CheckpointError": "harl.errors",
@@ -46,16 +44,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(types.ModuleType):
-    """``harl.evaluate`` is the function, though a module of that name exists: importing the
-    module (``from harl.evaluate import EvalStats``) must not replace the function on the package."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _HOMES and isinstance(value, types.ModuleType):
-            return  # the module stays in sys.modules, where imports find it
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -176,11 +176,8 @@ def check(pipeline: Pipeline, overrides: Iterable[str] = (), source: str | None 
           ) -> list[tuple[str, str, str]]:
     """Load and build a pipeline, then close it: its rows (slot, kind, what was built)."""
     spec = load_pipeline(pipeline, overrides)
-    stages = build(spec, source=source or _source(pipeline))
-    try:
-        return stages.describe() if hasattr(stages, "describe") else _describe(stages, spec)
-    finally:
-        stages.close()
+    with build(spec, source=source or _source(pipeline)) as stages:
+        return stages.describe()
 
 
 def stage_kinds(slot: str | None = None) -> list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]]:
@@ -195,51 +192,6 @@ def stage_kinds(slot: str | None = None) -> list[tuple[str, str | None, type, li
             raise HarlError(f"harl stages: no slot or kind named {slot!r}; known: {', '.join(names)}")
     return rows
 
-
-def _describe(stages: Any, spec: PipelineSpec) -> list[tuple[str, str, str]]:
-    """``Stages.describe()`` until compose.py has it (another branch adds it): the rows of ``harl check``."""
-    import attrs
-    import numpy as np
-
-    from harl import registry
-    from harl.buffers.replay import ReplayBuffer
-    from harl.nets.cnn import CNNBase, PlainCNN
-    from harl.sizes import human, replay_bytes_per_transition, rollout_bytes_per_step
-
-    def encoders(module: Any) -> str:
-        return "cnn" if any(isinstance(m, (CNNBase, PlainCNN)) for m in module.modules()) else "mlp"
-
-    venv, buffer, kind = stages.venv, stages.buffer, registry.kind_name
-    settings = {slot: ", ".join(f"{k}={v}" for k, v in attrs.asdict(config, recurse=False).items()
-                                if k not in ("kind", "objective"))[:60]
-                for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
-    state_dim = int(np.prod(venv.state_space.shape))
-    if isinstance(buffer, ReplayBuffer):
-        per = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces, state_dim, venv.state_space)
-        capacity = spec.buffer.capacity
-        memory = (f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes per "
-                  f"transition x {capacity:,} = {human(per * capacity)}")
-    elif hasattr(buffer, "fp_state"):
-        per = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces, state_dim, buffer.fp_state,
-                                     stages.policy.hidden_size, stages.critic.hidden_size, venv.state_space)
-        memory = f"{per:,} bytes per env step, {buffer.length} x {buffer.n_envs} steps"
-    else:
-        memory = ""
-    first_env = next(iter(getattr(stages.eval_venv, "envs", ())), None)
-    state = getattr(first_env, "summary", f"state {tuple(venv.state_space.shape)}")  # an env's own words
-    n_actor = sum(p.numel() for p in stages.policy.parameters())
-    return [
-        ("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, {state}"),
-        ("collector", kind(spec.collector), f"{stages.collector.steps_per_iteration:,} env steps per iteration"),
-        ("buffer", kind(spec.buffer), memory or settings["buffer"] or type(buffer).__name__),
-        ("returns", kind(spec.returns), settings["returns"]),
-        ("critic", kind(spec.critic), f"{encoders(stages.critic)} encoder, "
-                                      f"{sum(p.numel() for p in stages.critic.parameters()):,} parameters"),
-        ("updater", kind(spec.updater), f"objective {kind(spec.updater.objective)}"),
-        ("policy", encoders(stages.policy), f"{len(stages.policy.actors)} actor(s), {n_actor:,} parameters, "
-                                            f"device {stages.device}"),
-        ("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations"),
-    ]
 
 
 def close(trainer: Any, say: Callable[[str], Any] = print) -> None:

@@ -3,7 +3,7 @@
 ::
 
     for each iteration:  stop = callback.on_iteration(row)        # the row metrics.csv gets, as numbers
-    after an evaluation: stop = callback.on_evaluation(stats)     # harl.evaluate.EvalStats
+    after an evaluation: stop = callback.on_evaluation(stats)     # harl.evaluator.EvalStats
     after a checkpoint:  callback.on_checkpoint(path)
 
 Every hook is optional (a callback defines the ones it needs); a plain function is an

@@ -27,7 +27,7 @@ from harl.envs.protocol import VectorEnv
 from harl.envs.registry import make_env, vector_factory
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError
-from harl.evaluate import Evaluator
+from harl.evaluator import Evaluator
 from harl.nets.cnn import CNNBase, PlainCNN
 from harl.policy.on_policy import stochastic_team
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater

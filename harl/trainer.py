@@ -33,7 +33,7 @@ import torch
 
 from harl.callbacks import Callback, Callbacks
 from harl.errors import ResourceError
-from harl.evaluate import EvalStats
+from harl.evaluator import EvalStats
 from harl.finite import NonFiniteUpdateError, check_update
 from harl.logging.progress import ProgressView, StageTimes
 from harl.logging.sink import Sink, close_sinks

@@ -17,12 +17,13 @@ LAYERS: list[tuple[str, ...]] = [
      "harl.registry", "harl.config.run", "harl.protocols"),
     ("harl.nets", "harl.policy", "harl.sizes"),
     ("harl.envs", "harl.buffers", "harl.returns"),
-    ("harl.collect", "harl.update", "harl.evaluate", "harl.run.checkpoint", "harl.logging", "harl.finite"),
+    ("harl.collect", "harl.update", "harl.evaluator", "harl.run.checkpoint", "harl.logging", "harl.finite",
+     "harl.callbacks"),
     ("harl.config",),
     ("harl.compose", "harl.trainer"),
-    ("harl.run", "harl.render", "harl.sweep", "harl.plot", "harl.export", "harl.inference", "harl.compat",
+    ("harl.run", "harl.api", "harl.render", "harl.sweep", "harl.plot", "harl.export", "harl.inference", "harl.compat",
      "harl.utils", "harl.compare"),
-    ("harl.cli", "harl.cli_help", "harl.__main__", "harl.runners"),
+    ("harl.cli", "harl.cli_help", "harl.cli_rules", "harl.__main__", "harl.runners"),
 ]
 
 
@@ -175,3 +176,9 @@ def test_the_foreign_write_check_can_fail() -> None:
     fine = "def f(self, buffer):\n    x = buffer.obs[0]\n    buffer.insert(r)\n    self.buffer = buffer\n"
     assert foreign_writes(fine, "harl/collect/x.py") == []
     assert foreign_writes("def f(buffer):\n    buffer.obs[0] = 1\n", "harl/buffers/x.py") == []
+
+
+def test_the_cli_imports_only_the_public_api() -> None:
+    """``harl/cli.py`` is argument parsing and dispatch over the public API."""
+    allowed = {"harl", "harl.api", "harl.cli_help", "harl.cli_rules", "harl.errors"}
+    assert [name for _, name in imports(HARL / "cli.py") if name not in allowed] == []

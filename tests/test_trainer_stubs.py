@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from harl.config.loading import structure_pipeline
-from harl.evaluate import EvalStats
+from harl.evaluator import EvalStats
 from harl.logging.csv_log import CSVConfig, CSVSink, read_metrics
 from harl.logging.sink import SinkContext
 from harl.trainer import Trainer

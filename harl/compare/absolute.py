@@ -68,7 +68,7 @@ def evaluate_returns(run_dir: Path, checkpoint: Path, episodes: int) -> list[flo
 
     The one place that builds and runs an evaluation: to re-point at a public
     ``harl.evaluate(run_dir, episodes, checkpoint)`` that returns per-episode returns."""
-    import harl.evaluate as evaluate_module
+    import harl.evaluator as evaluate_module
     from harl.compose import build_stages
     from harl.run.checkpoint import load_checkpoint
     from harl.run.lifecycle import restore, spec_of_run

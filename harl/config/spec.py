@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from harl.config.run import CheckpointConfig, LoggingConfig, RunConfig
-from harl.evaluate import EvaluatorConfig
+from harl.evaluator import EvaluatorConfig
 from harl.policy.on_policy import PolicyConfig
 
 

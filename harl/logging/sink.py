@@ -6,8 +6,8 @@
     for row in iterations: sink.write(row)         # the Trainer, after every iteration
     sink.close(newest_checkpoint)                   # the Trainer, when the run stops (any way)
 
-A sink kind registers itself at the bottom of the module that defines it, with the config
-class of its table::
+A sink kind registers itself in harl's one registry (slot ``sink``) at the bottom of the module
+that defines it, with the config class of its table::
 
     register_sink(MLflowConfig, MLflowSink, kind="mlflow")     # [logging.mlflow]
 
@@ -20,7 +20,6 @@ registered (``harl.register("sink", MyConfig, factory)``); its other keys are th
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from harl.user_import import import_module
+from harl import registry
 
 
 class Sink(Protocol):
@@ -58,77 +57,34 @@ class SinkContext:
 Factory = Callable[[Any, SinkContext], Sink]
 
 
-@attrs.frozen
-class SinkEntry:
-    kind: str
-    config: type
-    factory: Factory
-    guarded: bool = False
-    """A failure warns once and switches the sink off instead of stopping training (trackers)."""
-    require: Callable[[], object] | None = None
-    """Raises ``MissingExtraError`` when the sink's package is absent (asked before the run directory exists)."""
-
-
-_SINKS: dict[str, SinkEntry] = {}
-_BY_CLASS: dict[type, SinkEntry] = {}
-BUILTIN = ("harl.logging.csv_log", "harl.logging.tensorboard", "harl.logging.mlflow_log", "harl.logging.wandb_log")
-_loaded = False
-
-
 def register_sink(config: type, factory: Factory, *, kind: str | None = None, guarded: bool = False,
-                  require: Callable[[], object] | None = None) -> SinkEntry:
-    """Register ``config`` (an attrs class: the keys of its table) as a sink kind built by ``factory``.
+                  require: Callable[[], object] | None = None) -> registry.Entry:
+    """Register ``config`` (an attrs class: the keys of its table) as a kind of harl's one
+    registry's ``sink`` slot, built by ``factory(config, context)``.
 
-    harl's one registry (``harl.registry``) knows the stage slots only; sinks sit here, behind
-    the same call for users: ``harl.register("sink", MyConfig, factory)``.
+    ``guarded``: a failure warns once and switches the sink off instead of stopping training
+    (trackers); ``require``: raises ``MissingExtraError`` when the sink's package is absent
+    (asked before the run directory exists).  Users call ``harl.register("sink", MyConfig, factory)``.
     """
-    if not attrs.has(config):
-        raise TypeError(f"{config.__qualname__} is not an attrs class")
-    entry = SinkEntry(kind or f"{config.__module__}:{config.__qualname__}", config, factory, guarded, require)
-    if ":" not in entry.kind:
-        _SINKS[entry.kind] = entry
-    _BY_CLASS[config] = entry
-    return entry
+    return registry.register("sink", config, factory, kind=kind, guarded=guarded, require=require)
 
 
-def _load_builtin() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for name in BUILTIN:
-            importlib.import_module(name)
+def sink_kinds() -> list[registry.Entry]:
+    return sorted(registry.kinds("sink"), key=lambda e: e.kind)
 
 
-def sink_kinds() -> list[SinkEntry]:
-    _load_builtin()
-    return sorted(_SINKS.values(), key=lambda e: e.kind)
-
-
-def entry_of(kind: str) -> SinkEntry:
+def entry_of(kind: str) -> registry.Entry:
     """The sink kind ``kind`` names: a built-in name or ``"module:ConfigClass"``; ValueError says why not."""
-    _load_builtin()
-    if kind in _SINKS:
-        return _SINKS[kind]
-    module_name, colon, name = kind.partition(":")
-    names = ", ".join(e.kind for e in sink_kinds())
-    if not colon or not module_name or not name:
-        raise ValueError(f'unknown sink kind "{kind}" (expected one of: {names}, or "module:Name" of your own)')
-    try:
-        target: Any = import_module(module_name)
-        for part in name.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f'"{kind}": cannot import it ({exc})') from None
-    found = _BY_CLASS.get(target) if isinstance(target, type) else None
+    found = registry.resolve("sink", kind)
     if found is None:
-        raise ValueError(f'"{kind}" is not a registered sink; call harl.register("sink", {name}, factory) '
-                         "in its module")
+        names = ", ".join(e.kind for e in sink_kinds())
+        raise ValueError(f'unknown sink kind "{kind}" (expected one of: {names}, or "module:Name" of your own)')
     return found
 
 
-def _entry_of_class(config: Any) -> SinkEntry:
-    _load_builtin()
-    return _BY_CLASS[type(config)]
+def _entry_of_class(config: Any) -> registry.Entry:
+    registry.kinds("sink")  # harl's own sinks registered
+    return registry.entry_of(config)
 
 
 class Guarded:
@@ -160,17 +116,18 @@ class Guarded:
 def open_sink(config: Any, context: SinkContext, name: str) -> Sink:
     """One sink from its config (a registered sink config class)."""
     entry = _entry_of_class(config)
-    if entry.guarded:
-        return Guarded(name, lambda: entry.factory(config, context))
-    return entry.factory(config, context)
+    factory: Factory = entry.factory  # type: ignore[assignment]
+    if entry.parts.get("guarded"):
+        return Guarded(name, lambda: factory(config, context))
+    return factory(config, context)
 
 
 def require_sinks(configs: Mapping[str, Any]) -> None:
     """``MissingExtraError`` for a sink whose optional package is not installed."""
     for config in configs.values():
-        entry = _entry_of_class(config)
-        if entry.require is not None:
-            entry.require()
+        require = _entry_of_class(config).parts.get("require")
+        if require is not None:
+            require()
 
 
 def open_sinks(configs: Mapping[str, Any], context: SinkContext) -> list[Sink]:
@@ -205,8 +162,7 @@ def sink_configs(logging: Any) -> dict[str, Any]:
     built-in tables, then the user's ``[logging.sinks.NAME]`` in their order."""
     from harl.config.run import structure_sink
 
-    _load_builtin()
-    found: dict[str, Any] = {"csv": _SINKS["csv"].config()}
+    found: dict[str, Any] = {"csv": entry_of("csv").config()}
     found.update({name: getattr(logging, name) for name in ("tensorboard", "mlflow", "wandb")
                   if getattr(logging, name) is not None})
     for name, table in (logging.sinks or {}).items():

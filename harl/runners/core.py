@@ -13,23 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from harl import registry
-from harl.compose import build_stages
 from harl.config.dump import dump_pipeline
 from harl.config.loading import structure_pipeline
 from harl.errors import CheckpointError, ConfigError
-from harl.evaluate import EvalStats
-from harl.logging.tensorboard import require_tensorboard
-from harl.logging.tracker import require_trackers
+from harl.evaluator import EvalStats
 from harl.run.checkpoint import load_checkpoint
 from harl.run.files import list_checkpoints
-from harl.run.lifecycle import restore
+from harl.run.lifecycle import restore, start_run
 from harl.run.resume_check import check_resumable
 from harl.run.signals import signal_name
 from harl.runners.envs import HarlVecEnv
 from harl.runners.exits import RunStopped
 from harl.runners.pipeline import pipeline_tables
 from harl.runners.results import results_dir, write_config
-from harl.trainer import Counters, Trainer, TrainResult, set_rng_state
+from harl.trainer import Counters, TrainResult, set_rng_state
 
 MODEL_DIR_FIX = (
     "set it to a harl run directory (the results/<env>/<task>/<algo>/<exp_name>/seed-... directory "
@@ -88,16 +85,14 @@ class RunnerCore:
                 raise ConfigError("algo_args.render.use_render = True needs a trained model: "
                                   f"algo_args.train.model_dir is not set; {MODEL_DIR_FIX}")
             return
-        if self.spec.logging.tensorboard:
-            require_tensorboard()
-        require_trackers(self.spec.logging)
         state = None if self.checkpoint is None else load_checkpoint(self.checkpoint)
-        self.stages = build_stages(self.spec, self.source)
+        self.run_dir = results_dir(args, algo_args, env_args)
+        # harl's own run start: the run directory locked, pipeline.toml written, stages built,
+        # the [logging] sinks open (metrics.csv first)
+        self.trainer, _ = start_run(self.spec, run_dir=self.run_dir, source=self.source)
+        self.stages = self.trainer.stages
         try:
-            self.run_dir = results_dir(args, algo_args, env_args)
-            (self.run_dir / "pipeline.toml").write_text(self.text, encoding="utf-8")
             write_config(self.run_dir, args, algo_args, env_args)
-            self.trainer = Trainer(self.stages, self.spec, self.run_dir, self.text)
             if state is not None:
                 self.restore_state(state)
         except BaseException:
@@ -192,6 +187,7 @@ class RunnerCore:
         return result
 
     def close(self) -> None:
+        """The envs, the sinks and the run directory's lock."""
         if self.stages is not None and not self.closed:
             self.closed = True
-            self.stages.close()
+            self.trainer.close()

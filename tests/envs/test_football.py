@@ -28,7 +28,7 @@ from harl.envs.football import ACTIVE, SCENARIOS, FootballConfig, make_football_
 from harl.envs.registry import make_env
 from harl.envs.vector import make_vector_env
 from harl.errors import MissingExtraError
-from harl.evaluate import summarize_episodes
+from harl.evaluator import summarize_episodes
 from harl.settings import InvalidSetting
 from tests.train_briefly import train_briefly
 

@@ -19,7 +19,7 @@ from harl.envs.registry import make_env
 from harl.envs.vector import NumpyVectorEnv, as_numpy, make_vector_env
 from harl.envs.vmas_env import SCENARIOS, VMASConfig, VMASVectorEnv
 from harl.errors import ConfigError, MissingExtraError
-from harl.evaluate import Evaluator
+from harl.evaluator import Evaluator
 
 vmas = pytest.importorskip("vmas", reason="VMAS tests need harl[vmas]")
 torch = pytest.importorskip("torch")

@@ -21,7 +21,7 @@ def test_run_writes_harls_results_layout(tmp_path: Path, algo: str, pipeline: di
     r.close()
     (run_dir,) = (tmp_path / "counting" / "fake" / algo / "test").iterdir()
     assert run_dir.name.startswith("seed-00001-") and run_dir == result.run_dir
-    assert {p.name for p in run_dir.iterdir()} == {"metrics.csv", "checkpoints", "pipeline.toml", "config.json"}
+    assert {p.name for p in run_dir.iterdir()} == {"metrics.csv", "checkpoints", "pipeline.toml", "config.json", ".lock"}
     assert len((run_dir / "metrics.csv").read_text().splitlines()) == 3  # header + 2 iterations
     assert json.loads((run_dir / "config.json").read_text())["main_args"]["algo"] == algo
     assert result.counters.iteration == 2

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harl.envs.protocol import VectorStep
-from harl.evaluate import Evaluator, EvaluatorConfig
+from harl.evaluator import Evaluator, EvaluatorConfig
 
 
 class LengthsVectorEnv:
