@@ -26,7 +26,7 @@ from harl.config.checks import cross_checks
 from harl.config.messages import SettingTypeError, fix_for, override_of, problems, show
 from harl.config.overrides import apply_overrides
 from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
-from harl.errors import ConfigError
+from harl.errors import ConfigError, MissingExtraError
 from harl.settings import InvalidSetting
 
 if sys.version_info >= (3, 11):
@@ -242,6 +242,9 @@ def structure_pipeline(data: dict[str, Any], source: str, loader: Loader | None 
             found.extend(problems(exc, [slot]))
     if not found:
         found.extend((path, message, None) for path, message in cross_checks(built))
+    missing = [cause for _, _, cause in found if isinstance(cause, MissingExtraError)]
+    if missing:  # a package to install comes first: the other problems may be its echoes
+        raise missing[0]
     if found:
         lines = []
         for path, message, cause in found:

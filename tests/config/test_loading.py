@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline
 from harl.config.messages import parse_value
-from harl.errors import ConfigError
+from harl.errors import ConfigError, MissingExtraError
 from harl.update.simultaneous import SimultaneousConfig
 from tests.fakes import counting  # noqa: F401 - registers env kind "counting"
 
@@ -33,18 +34,26 @@ def error_of(path: Path, overrides: tuple[str, ...] = ()) -> str:
     return str(info.value)
 
 
+def load_shipped(path: Path) -> tuple[Any, list[str]]:
+    """A shipped pipeline, or a skip with harl's message where its env family's extra is absent."""
+    try:
+        return load_pipeline(path)
+    except MissingExtraError as exc:
+        pytest.skip(str(exc))
+
+
 class TestShippedPipelines:
     @pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.name)
     def test_loads(self, path: Path) -> None:
         """Every pipeline file in pipelines/ loads without notes; its name says its env kind."""
-        spec, notes = load_pipeline(path)
+        spec, notes = load_shipped(path)
         assert notes == []
         assert path.stem.split("_", 1)[1].startswith(spec.env.kind + "_")  # <algorithm>_<env kind>_<task>.toml
 
     @pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.name)
     def test_dump_round_trip(self, path: Path, tmp_path: Path) -> None:
         """The resolved dump of a pipeline loads back to an equal spec."""
-        spec, _ = load_pipeline(path)
+        spec, _ = load_shipped(path)
         dumped = tmp_path / "resolved.toml"
         dumped.write_text(dump_pipeline(spec), encoding="utf-8")
         assert load_pipeline(dumped)[0] == spec

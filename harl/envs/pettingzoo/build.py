@@ -40,6 +40,8 @@ def _import_env_module(name: str) -> Any:
         return import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
+            if name.startswith("pettingzoo.") and exc.name:  # a family's own dependency (Box2D for sisl)
+                raise MissingExtraError(f'env "{name}"', "pettingzoo", exc.name) from None
             raise _invalid("env", f'importing "{name}" failed: {exc}{_DEPENDENCIES}') from None
         if exc.name == "pettingzoo":
             raise MissingExtraError('env kind "pettingzoo"', "pettingzoo", "pettingzoo") from None
