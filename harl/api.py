@@ -24,6 +24,9 @@ _NOTES: dict[int, tuple[weakref.ref[PipelineSpec], list[str]]] = {}
 def load_pipeline(pipeline: Pipeline, overrides: Iterable[str] = ()) -> PipelineSpec:
     """Read and validate a pipeline; ``overrides`` are ``--set`` strings (``"run.seed=3"``).
 
+    ``pipeline``: a TOML file, a dict of tables, a spec, or a HARL ``config.json`` (converted
+    first, its notes kept with the spec's).
+
     Notes about the overrides (keys dropped with a changed kind) are kept beside the spec:
     ``pipeline_notes(spec)``.
     """
@@ -31,10 +34,14 @@ def load_pipeline(pipeline: Pipeline, overrides: Iterable[str] = ()) -> Pipeline
     from harl.config.loading import load_pipeline as load_file
 
     overrides = list(overrides)
-    if isinstance(pipeline, (str, Path)):
+    if isinstance(pipeline, (str, Path)) and Path(pipeline).suffix != ".json":
         spec, notes = load_file(pipeline, overrides)
     else:
-        if isinstance(pipeline, PipelineSpec):
+        converted: list[str] = []
+        if isinstance(pipeline, (str, Path)):  # a HARL config.json (results directory, tuned_configs/)
+            conversion = convert_harl_config(pipeline)
+            source, data, converted = str(pipeline), _plain(conversion.pipeline), list(conversion.notes)
+        elif isinstance(pipeline, PipelineSpec):
             if not overrides:
                 return pipeline
             source, data = "pipeline (a spec)", Loader().unstructure(pipeline)
@@ -46,9 +53,29 @@ def load_pipeline(pipeline: Pipeline, overrides: Iterable[str] = ()) -> Pipeline
         origins: dict[tuple[str, ...], str] = {}
         data, notes = apply_overrides(data, overrides, loader, origins)
         spec = structure_pipeline(data, source, loader, origins)
+        notes = [*converted, *notes]
     key = id(spec)
     _NOTES[key] = (weakref.ref(spec, lambda _: _NOTES.pop(key, None)), notes)
     return spec
+
+
+def convert_harl_config(config: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> Any:
+    """A HARL ``config.json`` (a path, or its dict) as a harl pipeline: ``.pipeline`` (tables),
+    ``.notes`` (HARL keys harl ignores), ``.spec()``, ``.to_toml()``; see docs/harl-compat.md.
+    ``overrides``: HARL-style keys (``{"num_env_steps": 20000}``), as HARL's ``--key value``."""
+    from harl.compat import convert
+
+    return convert(Path(config) if isinstance(config, (str, Path)) else dict(config), dict(overrides or {}) or None)
+
+
+def write_text(path: str | Path, text: str, what: str) -> Path:
+    """``text`` into ``path`` (atomically), a ``ResourceError`` naming the file when it cannot be."""
+    from harl.fs import atomic_write_bytes, writing
+
+    path = Path(path)
+    with writing(path, what):
+        atomic_write_bytes(path, lambda f: f.write(text.encode("utf-8")))
+    return path
 
 
 def _plain(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from harl import api, cli_rules
 from harl.cli_help import command_list, parser
+from harl.compare.command import cmd_compare, cmd_export_results
 from harl.errors import HarlError
 
 
@@ -31,13 +32,13 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     if mode == "sweep":
         return cli_rules.train_sweep(args, console)
     if mode == "resume":
-        trainer = api.start_resume(args.resume, args.checkpoint)
+        trainer = api.start_resume(args.resume, args.checkpoint, overrides=args.overrides)
         c = trainer.counters
         if trainer.finished:
             api.close(trainer, say)
             say(f"{trainer.run_dir}: nothing to do, the run already finished ({c.iteration} iterations, "
                 f"{c.env_steps:,} env steps, run.total_env_steps = {trainer.spec.run.total_env_steps:,}); "
-                f"to train longer, raise total_env_steps in {trainer.run_dir / 'pipeline.toml'} and resume again")
+                f"to train longer: harl train --resume {trainer.run_dir} --set run.total_env_steps=N")
             return 0
         say(f"resuming {trainer.run_dir} at iteration {c.iteration} ({c.env_steps:,} env steps)")
     else:
@@ -54,7 +55,11 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
             f"{c.env_steps:,} env steps in {c.wall_time:.0f} s")
     if result.last_eval is not None:
         line += f"; last evaluation return {result.last_eval.mean_return:.2f}"
-    say(line + f"\nresume with: harl train --resume {result.run_dir}")
+    say(line)
+    if result.interrupted and trainer.newest_checkpoint() is not None:
+        say(f"resume with: harl train --resume {result.run_dir}")
+    elif not result.interrupted:
+        say(f"to train longer: harl train --resume {result.run_dir} --set run.total_env_steps=N")
     return api.exit_status(result)
 
 
@@ -130,8 +135,22 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace, console: Console) -> int:
+    conversion = api.convert_harl_config(args.config)
+    for note in conversion.notes:
+        console.print(f"note: {note}", highlight=False, markup=False)
+    text = conversion.to_toml()
+    if args.out is None:
+        console.print(text, highlight=False, markup=False, end="")
+        return 0
+    api.write_text(args.out, text, "the pipeline")
+    console.print(f"wrote {args.out}: harl train {args.out}", highlight=False)
+    return 0
+
+
 COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval": cmd_eval,
-            "plot": cmd_plot, "render": cmd_render, "export": cmd_export}
+            "plot": cmd_plot, "render": cmd_render, "export": cmd_export, "convert": cmd_convert,
+            "compare": cmd_compare, "export-results": cmd_export_results}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from importlib.metadata import PackageNotFoundError, version
 
+from harl.compare.command import COMPARE_HELP, add_compare_arguments, add_export_arguments
+
 TRAIN_EXAMPLES = """\
 examples:
   harl train pipelines/happo_mpe_spread.toml                       # HAPPO on MPE simple_spread
@@ -29,7 +31,7 @@ def command_list(parser: argparse.ArgumentParser) -> str:
     width = max(map(len, helps))
     lines = [f"harl {harl_version()}: {parser.description}", "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, text in helps.items()]
-    lines += ["", "harl COMMAND --help shows a command's options and examples; harl --help shows them all."]
+    lines += ["", "harl COMMAND --help shows a command's options and examples."]
     return "\n".join(lines)
 
 
@@ -46,6 +48,8 @@ examples:
   harl plot runs/happo-mpe-spread-sweep-20261130-101500
   harl render runs/happo-mpe-spread-s1-20261130-101500 --episodes 3 --out spread.gif
   harl export runs/happo-mpe-spread-s1-20261130-101500 --format onnx --out spread-onnx
+  harl convert HARL/tuned_configs/pettingzoo_mpe/simple_spread_v2-continuous/happo/config.json -o spread.toml
+  harl compare runs/happo-sweep runs/mappo-sweep --out compare/
 
 --set takes a dotted key path and a TOML literal (a bare word is a string):
   --set run.total_env_steps=2_000_000  --set policy.hidden_sizes=[64,64]  --set env.scenario=simple_reference
@@ -132,4 +136,16 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--checkpoint", metavar="FILE", help="export this checkpoint instead of the newest")
     x.add_argument("--with-distribution", action="store_true",
                    help="also output the action distribution's parameters")
+
+    v = sub.add_parser("convert", help="a HARL config.json as a harl pipeline file (docs/harl-compat.md)",
+                       description="Convert a HARL config.json (a HARL results directory's, or one of HARL's "
+                       "tuned_configs/) into a harl pipeline; harl train CONFIG.json trains it directly.")
+    v.add_argument("config", metavar="CONFIG.json")
+    v.add_argument("-o", "--out", metavar="FILE.toml", help="write the pipeline here (default: print it)")
+
+    cp = sub.add_parser("compare", help=COMPARE_HELP, description="Compare algorithms over run and sweep "
+                        "directories after Gorsane et al. 2022 / rliable (docs/compare.md).")
+    add_compare_arguments(cp)
+    er = sub.add_parser("export-results", help="runs as marl-eval's JSON (env/task/algorithm/run/step)")
+    add_export_arguments(er)
     return p

@@ -26,11 +26,10 @@ def train_mode(args: argparse.Namespace) -> str:
     if args.ray or args.storage:
         raise HarlError(f"--{'ray' if args.ray else 'storage'} runs a sweep's trials: it goes with --seeds or --grid")
     if args.resume:
-        if args.pipeline or args.overrides or args.run_dir:
-            raise HarlError("harl train --resume RUN_DIR takes no pipeline file, --set or --run-dir: "
-                            f"a run continues in its own directory with its own pipeline.toml "
-                            f"(edit {Path(args.resume) / 'pipeline.toml'} to change it, e.g. to raise "
-                            "run.total_env_steps)")
+        if args.pipeline or args.run_dir:
+            raise HarlError("harl train --resume RUN_DIR takes no pipeline file or --run-dir: a run continues "
+                            "in its own directory with its own pipeline.toml (--set changes keys that change "
+                            "no shapes, e.g. --set run.total_env_steps=2_000_000 to train longer)")
         return "resume"
     if not args.pipeline:
         raise HarlError("harl train needs a pipeline file (e.g. harl train "
@@ -52,11 +51,11 @@ def train_sweep(args: argparse.Namespace, console: Console) -> int:
         raise HarlError(f"--{'jobs' if args.jobs < 1 else 'max-retries'}: expected a "
                         f"{'positive' if args.jobs < 1 else 'non-negative'} integer, got "
                         f"{args.jobs if args.jobs < 1 else args.max_retries}")
-    if address:
-        import_ray()  # a missing extra before any directory is made
-    if address and args.jobs != 1:
+    if address and args.jobs != 1:  # flags that do not go together before a missing extra
         raise HarlError("--jobs is for local processes; on Ray the cluster's free CPUs decide how many "
                         "trials run at once")
+    if address:
+        import_ray()  # a missing extra before any directory is made
     if args.checkpoint:
         raise HarlError("--checkpoint goes with --resume RUN_DIR of one run; a sweep resumes each trial "
                         "from its newest checkpoint")

@@ -146,7 +146,8 @@ class TestTrain:
         out = capsys.readouterr().out
         assert f"run directory: {run_dir}\n" in out
         assert "finished: 2 iterations, 100 env steps in " in out
-        assert f"resume with: harl train --resume {run_dir}\n" in out
+        assert f"to train longer: harl train --resume {run_dir} --set run.total_env_steps=N\n" in out
+        assert "resume with" not in out  # only a stopped run with a checkpoint says it
         assert iterations(run_dir) == [1, 2]
         assert [p.name for p in list_checkpoints(run_dir)] == ["iter_0000001.pt", "iter_0000002.pt"]
         expected, _ = load_pipeline(HAPPO, tiny(tmp_path / "runs")[1::2])
@@ -162,8 +163,8 @@ class TestTrain:
         assert main(["train", "--resume", str(run_dir)]) == 0
         assert capsys.readouterr().out == (
             f"{run_dir}: nothing to do, the run already finished (2 iterations, 100 env steps, "
-            f"run.total_env_steps = 100); to train longer, raise total_env_steps in "
-            f"{run_dir / 'pipeline.toml'} and resume again\n"
+            f"run.total_env_steps = 100); to train longer: harl train --resume {run_dir} "
+            "--set run.total_env_steps=N\n"
         )
         assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == files
 
@@ -174,6 +175,22 @@ class TestTrain:
         pipeline.write_text(pipeline.read_text().replace("total_env_steps = 100\n", "total_env_steps = 150\n"))
         assert main(["train", "--resume", str(run_dir)]) == 0
         assert iterations(run_dir) == [1, 2, 3]
+
+    def test_resume_with_set_extends_a_finished_run(self, tmp_path: Path) -> None:
+        """--resume RUN --set run.total_env_steps=N continues a finished run and records the budget."""
+        run_dir = train(tmp_path)
+        assert main(["train", "--resume", str(run_dir), "--set", "run.total_env_steps=200"]) == 0
+        assert iterations(run_dir) == [1, 2, 3, 4]
+        assert "total_env_steps = 200\n" in (run_dir / "pipeline.toml").read_text()
+
+    def test_resume_with_set_refuses_a_shape_change(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A key that changes what the checkpoint holds (n_envs) is refused with the reason; nothing trains."""
+        run_dir = train(tmp_path)
+        capsys.readouterr()
+        assert main(["train", "--resume", str(run_dir), "--set", "collector.n_envs=3",
+                     "--set", "run.total_env_steps=200"]) == 2
+        assert "collector.n_envs" in capsys.readouterr().err
+        assert iterations(run_dir) == [1, 2]
 
     def test_interrupted_run_resumes_where_it_stopped(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -233,9 +250,9 @@ class TestTrain:
                     "or --resume RUN_DIR"),
         (["train", str(HAPPO), "--checkpoint", "x.pt"], "--checkpoint only goes with --resume RUN_DIR"),
         (["train", str(HAPPO), "--resume", "runs/x"],
-         "harl train --resume RUN_DIR takes no pipeline file, --set or --run-dir: a run continues in its "
-         "own directory with its own pipeline.toml (edit runs/x/pipeline.toml to change it, e.g. to "
-         "raise run.total_env_steps)"),
+         "harl train --resume RUN_DIR takes no pipeline file or --run-dir: a run continues in its own "
+         "directory with its own pipeline.toml (--set changes keys that change no shapes, e.g. --set "
+         "run.total_env_steps=2_000_000 to train longer)"),
     ])
     def test_wrong_argument_combinations(self, args: list[str], message: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:

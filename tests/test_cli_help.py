@@ -14,10 +14,12 @@ def test_bare_harl_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> Non
     assert main([]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"harl {version('harl')}: Heterogeneous-agent RL as a pipeline of swappable stages."
-    assert "  train   train a pipeline, or resume a run" in out
-    assert "  check   validate a pipeline and build every stage, run nothing" in out
-    commands = [line.split()[0] for line in out[3:] if line.startswith("  ")]
-    assert commands[:6] == ["train", "check", "stages", "eval", "plot", "render"]
+    helps = dict(line.split(None, 1) for line in out[3:] if line.startswith("  "))
+    assert helps["train"] == "train a pipeline, or resume a run"
+    assert helps["check"] == "validate a pipeline and build every stage, run nothing"
+    assert list(helps) == ["train", "check", "stages", "eval", "plot", "render", "export", "convert", "compare",
+                           "export-results"]
+    assert out[-1] == "harl COMMAND --help shows a command's options and examples."
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
