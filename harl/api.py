@@ -166,6 +166,18 @@ def evaluate_run(run_dir: str | Path, episodes: int | None = None, checkpoint: s
         return run.checkpoint, run.stages.evaluator.evaluate(episodes)
 
 
+def logged_evaluation(run_dir: str | Path, checkpoint: str | Path) -> dict[str, Any] | None:
+    """The run's own evaluation row of ``checkpoint``'s iteration in metrics.csv (None: that
+    iteration did not evaluate, or the row is gone)."""
+    from harl.run.files import PATTERN
+
+    found = PATTERN.match(Path(checkpoint).name)
+    if found is None or not (Path(run_dir) / "metrics.csv").is_file():
+        return None
+    rows = [r for r in read_metrics(run_dir) if r["iteration"] == int(found.group(1))]
+    return rows[-1] if rows and rows[-1].get("eval_return") is not None else None
+
+
 def read_metrics(run_dir: str | Path) -> list[dict[str, int | float | str | None]]:
     """A run's ``metrics.csv`` (the run directory or the file) as rows of numbers.
 

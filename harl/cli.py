@@ -108,6 +108,11 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
                   f"{stats.std_return:.3f}, length {stats.mean_length:.1f}", highlight=False)
     for name, value in stats.metrics.items():
         console.print(f"  {name}: {value:.4g}", highlight=False)
+    logged = api.logged_evaluation(args.run_dir, path)
+    if logged is not None:  # why the two numbers of one checkpoint differ
+        console.print(f"the run's own evaluation of iteration {logged['iteration']} read {logged['eval_return']:.3f}: "
+                      "other episodes (a run's evaluations continue their envs' seeds; this one starts them "
+                      "afresh), so the two differ by sampling", highlight=False)
     return 0
 
 

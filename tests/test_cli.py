@@ -284,6 +284,8 @@ class TestEval:
         assert main(["eval", str(run_dir), "--episodes", "3"]) == 0
         out = capsys.readouterr().out
         assert out.startswith(f"{latest_checkpoint(run_dir)}: 3 episodes, return ")
+        logged = read_metrics(run_dir / "metrics.csv")[-1]["eval_return"]
+        assert f"the run's own evaluation of iteration 2 read {float(logged):.3f}: other episodes" in out
 
     def test_run_without_checkpoints(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """eval of a run that never wrote a checkpoint exits 2 and says why."""
