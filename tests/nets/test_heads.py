@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
 import torch
-from gymnasium import spaces
 
-from harl.errors import ConfigError
 from harl.nets.heads import CategoricalHead, GaussianHead
-from harl.policy.on_policy import PolicyConfig, TeamPolicy
 
 
 def test_gaussian_log_prob_and_entropy_match_torch() -> None:
@@ -63,18 +58,3 @@ def test_sampling_frequencies_follow_the_probabilities() -> None:
     a, _ = head.sample(torch.zeros(10_000, 1), None, deterministic=False)
     freq = torch.bincount(a.squeeze(-1).long(), minlength=3).float() / 10_000
     torch.testing.assert_close(freq, torch.tensor([0.2, 0.3, 0.5]), atol=0.02, rtol=0)
-
-
-def test_shared_parameters_refused_when_spaces_differ() -> None:
-    """One actor cannot serve agents with different spaces: a clear ConfigError says so."""
-    obs = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (11,), np.float32)]
-    act = [spaces.Discrete(3), spaces.Discrete(5)]
-    with pytest.raises(ConfigError) as err:
-        TeamPolicy(obs, act, PolicyConfig(share_parameters=True))
-    assert str(err.value) == (
-        "policy.share_parameters: the agents' spaces differ (agent 0: obs (3,), Discrete(3); "
-        "agent 1: obs (11,), Discrete(5)), so one actor cannot serve them all; set "
-        "share_parameters = false"
-    )
-    shared = TeamPolicy(obs[:1] * 2, act[:1] * 2, PolicyConfig(share_parameters=True))
-    assert shared.actor(0) is shared.actor(1)
