@@ -156,6 +156,22 @@ class TestBadUserStages:
     def test_message(self, data: dict[str, Any], expected: str) -> None:
         assert message(data) == f"x.toml: {expected}"
 
+    @pytest.mark.parametrize("kind, expected", [
+        ("tests.fakes.user_stage:ScaledReturnsConfig",
+         'cannot import module "tests.fakes.user_stage" (No module named \'tests.fakes.user_stage\'); '
+         f'did you mean "{M}:ScaledReturnsConfig"?'),
+        ("tests.fakse.user_stages:ScaledReturnsConfig",
+         'cannot import module "tests.fakse.user_stages" (No module named \'tests.fakse\'); '
+         f'did you mean "{M}:ScaledReturnsConfig"?'),
+        ("tets.fakes.user_stages:ScaledReturnsConfig",
+         'cannot import module "tets.fakes.user_stages" (No module named \'tets\'); '
+         f'did you mean "{M}:ScaledReturnsConfig"?'),
+    ], ids=["module", "package", "top-level in the current directory"])
+    def test_misspelt_module_did_you_mean(self, kind: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A misspelt module path is answered with the closest existing one, as a whole kind to paste."""
+        monkeypatch.chdir(ROOT)
+        assert message(returns(kind)) == f'x.toml: returns.kind: "{kind}": {expected}'
+
     def test_a_stage_without_its_protocol_is_refused_at_build(self) -> None:
         """A factory whose stage lacks ``compute`` is named with the slot's protocol."""
         spec = spec_of(returns(f"{M}:NoComputeConfig"))
