@@ -280,6 +280,19 @@ def resolve(slot: str, kind: str) -> Entry | None:
     return None
 
 
+def user_kind(kind: str) -> Entry:
+    """A user's ``"module:Name"`` kind, resolved in the slot its class is registered for (what
+    ``harl stages my_pkg.returns:TDLambdaConfig`` lists); a ``ValueError`` saying what is wrong."""
+    entry = entry_of_class(_import(kind))
+    if entry is None:
+        raise ValueError(f'"{kind}" is not a stage\'s config: a stage\'s config is an @attrs.frozen class '
+                         "registered with harl.registry.register(slot, Config, factory, family=...) in its module")
+    found = resolve(entry.slot, kind)
+    if found is None:
+        raise ValueError(f'"{kind}" is registered for [{entry.slot}], which takes no "module:Name" kind')
+    return found
+
+
 def _import(kind: str) -> Any:
     module_name, _, name = kind.partition(":")
     if not module_name or not name:
