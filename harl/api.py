@@ -220,9 +220,15 @@ def check(pipeline: Pipeline, overrides: Iterable[str] = (), source: str | None 
 
 
 def stage_kinds(slot: str | None = None) -> list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]]:
-    """Every kind (or those of ``slot``/named ``slot``): (slot, kind, config class, [(key, type, default, doc)])."""
-    from harl.config.dump import describe_stages
+    """Every kind (or those of ``slot``/named ``slot``, or a user's ``"module:Name"`` kind):
+    (slot, kind, config class, [(key, type, default, doc)])."""
+    from harl.config.dump import describe_stages, describe_user_kind
 
+    if slot and ":" in slot:
+        try:
+            return [describe_user_kind(slot)]
+        except ValueError as exc:
+            raise HarlError(f"harl stages: {exc}") from None
     rows = describe_stages()
     if slot:
         rows = [r for r in rows if slot in (r[0], r[1]) or r[0].startswith(slot + ".")]

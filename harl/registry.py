@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
@@ -279,6 +280,19 @@ def resolve(slot: str, kind: str) -> Entry | None:
     return None
 
 
+def user_kind(kind: str) -> Entry:
+    """A user's ``"module:Name"`` kind, resolved in the slot its class is registered for (what
+    ``harl stages my_pkg.returns:TDLambdaConfig`` lists); a ``ValueError`` saying what is wrong."""
+    entry = entry_of_class(_import(kind))
+    if entry is None:
+        raise ValueError(f'"{kind}" is not a stage\'s config: a stage\'s config is an @attrs.frozen class '
+                         "registered with harl.registry.register(slot, Config, factory, family=...) in its module")
+    found = resolve(entry.slot, kind)
+    if found is None:
+        raise ValueError(f'"{kind}" is registered for [{entry.slot}], which takes no "module:Name" kind')
+    return found
+
+
 def _import(kind: str) -> Any:
     module_name, _, name = kind.partition(":")
     if not module_name or not name:
@@ -287,6 +301,10 @@ def _import(kind: str) -> Any:
         module = import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            near = _near_module(exc.name)
+            if near is not None:
+                raise ValueError(f'"{kind}": cannot import module "{module_name}" ({exc}); did you mean '
+                                 f'"{near}{module_name[len(exc.name):]}:{name}"?') from None
             raise ValueError(f'"{kind}": cannot import module "{module_name}" ({exc}); it must be '
                              "importable from sys.path or the current directory") from None
         raise ValueError(f'"{kind}": importing "{module_name}" failed: {exc}') from None
@@ -301,6 +319,18 @@ def _import(kind: str) -> Any:
             raise ValueError(f'"{kind}": module "{module_name}" has no attribute "{name}"{near}')
         target = getattr(target, part)
     return target
+
+
+def _near_module(missing: str) -> str | None:
+    """The closest existing name for module ``missing``: a sibling in its package (the package
+    itself imports), or for a top-level name a module in the current directory; else None."""
+    parent, _, leaf = missing.rpartition(".")
+    try:
+        where = importlib.import_module(parent).__path__ if parent else [os.getcwd()]
+    except (ImportError, AttributeError):  # the parent is missing too, or a module, not a package
+        return None
+    hint = difflib.get_close_matches(leaf, [info.name for info in pkgutil.iter_modules(where)], n=1)
+    return (f"{parent}.{hint[0]}" if parent else hint[0]) if hint else None
 
 
 def _user_entry(slot: str, kind: str, target: Any, via: str | None = None) -> Entry:

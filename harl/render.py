@@ -35,8 +35,12 @@ FORMATS = (".gif", ".mp4")
 class RenderResult:
     path: Path
     frames: int
+    """The frames the file holds (read back from a .gif)."""
     returns: list[float]
     lengths: list[int]
+    repeats: int = 0
+    """Frames equal to the one before, which a .gif holds once, shown for their summed time
+    (MPE's first step never moves anything, so its frame repeats the reset's)."""
 
 
 def make_render_env(env_config: Any) -> Any:
@@ -73,12 +77,17 @@ def check_video(out: Path) -> None:
 
 class Video:
     """Frames to a file: an .mp4 is encoded as frames come; a .gif is written at ``close``
-    (pillow needs every frame at once, so long videos are better as .mp4)."""
+    (pillow needs every frame at once, so long videos are better as .mp4).
+
+    ``frames`` is what the file holds: pillow stores a frame equal to the one before it once,
+    lengthening the first's duration, so a .gif's count is read back from the file at
+    ``close`` and the frames merged so are counted in ``repeats``.
+    """
 
     def __init__(self, out: Path, fps: int) -> None:
         check_video(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        self.out, self.fps, self.frames = out, fps, 0
+        self.out, self.fps, self.frames, self.repeats = out, fps, 0, 0
         self._gif: list[np.ndarray] | None = None
         self._mp4: Any = None
         if out.suffix.lower() == ".gif":
@@ -102,8 +111,11 @@ class Video:
             self._mp4.close()
         elif self._gif:
             import imageio.v3 as iio
+            from PIL import Image  # imageio's own dependency
 
             iio.imwrite(self.out, np.stack(self._gif), extension=".gif", duration=1000 / self.fps, loop=0)
+            with Image.open(self.out) as gif:
+                self.frames, self.repeats = gif.n_frames, self.frames - gif.n_frames
 
 
 def default_out(run_dir: Path) -> Path:
@@ -165,7 +177,7 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
     finally:
         env.close()
         stages.close()
-    return RenderResult(out, video.frames, returns, lengths)
+    return RenderResult(out, video.frames, returns, lengths, video.repeats)
 
 
 def _frame(env: Any) -> np.ndarray:

@@ -10,8 +10,10 @@ import pytest
 from rich.console import Console
 
 from harl.cli import main
-from harl.logging.progress import ProgressView, StageTimes
+from harl.evaluator import EvalStats
+from harl.logging.progress import ProgressView, StageTimes, pack_clauses, summary_lines
 from harl.logging.progress_layout import ProgressLayout, clock_time, pack
+from harl.trainer import Counters, TrainResult
 from tests.test_cli import HAPPO, tiny
 
 
@@ -41,6 +43,32 @@ def test_plain_lines_when_not_a_terminal() -> None:
         "it 2  env steps 200  1234 steps/s  train -12.35  eval -  (collect 60% · update 40% · eval 0%)",
         "it 3  env steps 300  1234 steps/s  train -12.35  eval -9.50  (collect 60% · update 40% · eval 0%)",
     ]
+
+
+def test_long_plain_line_is_not_wrapped() -> None:
+    """Off a terminal the console is 80 columns wide; a longer line stays one line, not cut
+    inside a figure (it was ``(collect`` at the end of one line and ``82% ·`` on the next)."""
+    out = io.StringIO()
+    view = ProgressView(10**9, 0, enabled=True, log_every=1, console=Console(file=out, width=80))
+    view.update({**row(1000), "env_steps": 123_456_789}, -123.456, "collect 82% · update 18% · eval 0%")
+    view.close()
+    assert out.getvalue() == ("it 1000  env steps 123,456,789  1234 steps/s  train -12.35  eval -123.46  "
+                              "(collect 82% · update 18% · eval 0%)\n")
+
+
+def test_a_run_logs_one_line_per_iteration_off_a_terminal(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real run with its output captured (not a terminal): one whole line per logged iteration,
+    each wider than the 80 columns rich assumes off a terminal."""
+    pytest.importorskip("mpe2", reason="the run uses MPE (pip install harl[mpe])")
+    settings = [a.replace("logging.progress=false", "logging.log_every=1") for a in tiny(tmp_path, 150)]
+    assert main(["train", str(HAPPO), *settings]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split("  ")[0] for line in lines] == ["it 1", "it 2", "it 3"]
+    for line in lines:
+        assert re.fullmatch(r"it \d  env steps \d+  \d+ steps/s  train \S+  eval -?\d+\.\d\d  "
+                            r"\(collect \d+% · update \d+% · eval \d+%\)", line), line
+    assert max(len(line) for line in lines) > 80
 
 
 def test_disabled_view_prints_nothing() -> None:
@@ -183,3 +211,63 @@ def test_narrowed_terminal_erases_the_rewrapped_frame() -> None:
     assert str(live.position_cursor()) == "\r\x1b[2K" + "\x1b[1A\x1b[2K" * 2
     console.width = 200
     assert str(live.position_cursor()) == "\r\x1b[2K"
+
+
+def result(interrupted: bool = False, last_eval: float | None = -64.08,
+           run_dir: str = "runs/happo_mpe_spread/seed1_2025-01-01_12-00-00") -> TrainResult:
+    return TrainResult(Counters(iteration=1000, env_steps=1_000_000, episodes=4000, wall_time=838.4),
+                       None if last_eval is None else EvalStats(last_eval, 1.0, 25.0, 10, {}),
+                       interrupted, Path(run_dir))
+
+
+class TestSummary:
+    """The lines harl train ends with, no wider than the terminal (``summary_lines``)."""
+
+    def test_wide_terminal_one_line_each(self) -> None:
+        assert summary_lines(result(), 200) == [
+            "finished: 1000 iterations, 1,000,000 env steps in 838 s; last evaluation return -64.08",
+            "to train longer: harl train --resume runs/happo_mpe_spread/seed1_2025-01-01_12-00-00 "
+            "--set run.total_env_steps=N",
+        ]
+
+    def test_80_columns(self) -> None:
+        """The finished line was 81 characters at 80 columns: it breaks after its ``;``."""
+        lines = summary_lines(result(), 80)
+        assert lines == [
+            "finished: 1000 iterations, 1,000,000 env steps in 838 s;",
+            "last evaluation return -64.08",
+            "to train longer:",
+            "  harl train --resume runs/happo_mpe_spread/seed1_2025-01-01_12-00-00 \\",
+            "  --set run.total_env_steps=N",
+        ]
+        assert max(map(len, lines)) <= 80
+
+    def test_narrow_terminal_keeps_the_path_whole(self) -> None:
+        """At 40 columns the path (46 characters) stands whole on its own line, the only one wider."""
+        lines = summary_lines(result(), 40)
+        assert lines == [
+            "finished: 1000 iterations,",
+            "1,000,000 env steps in 838 s;",
+            "last evaluation return -64.08",
+            "to train longer:",
+            "  harl train --resume \\",
+            "  runs/happo_mpe_spread/seed1_2025-01-01_12-00-00 \\",
+            "  --set run.total_env_steps=N",
+        ]
+        assert [line for line in lines if len(line) > 40] == [lines[5]]
+
+    def test_stopped(self) -> None:
+        assert summary_lines(result(interrupted=True, last_eval=None, run_dir="runs/a b"), 80) == [
+            "stopped: 1000 iterations, 1,000,000 env steps in 838 s",
+            "resume with: harl train --resume 'runs/a b'",
+        ]
+        assert summary_lines(result(interrupted=True), 80, resumable=False) == [
+            "stopped: 1000 iterations, 1,000,000 env steps in 838 s;",
+            "last evaluation return -64.08",
+        ]
+
+
+def test_pack_clauses() -> None:
+    assert pack_clauses(["aa", "bb", "cc"], 5) == ["aa bb", "cc"]
+    assert pack_clauses(["aa", "bb", "cc"], 7, indent="  ", continuation=" \\") == ["  aa \\", "  bb \\", "  cc"]
+    assert pack_clauses(["toolong", "a"], 3) == ["toolong", "a"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harl import registry
+from harl import api, registry
 from harl.cli import main
 from harl.compose import build_stages
 from harl.config.dump import dump_pipeline
@@ -156,6 +156,22 @@ class TestBadUserStages:
     def test_message(self, data: dict[str, Any], expected: str) -> None:
         assert message(data) == f"x.toml: {expected}"
 
+    @pytest.mark.parametrize("kind, expected", [
+        ("tests.fakes.user_stage:ScaledReturnsConfig",
+         'cannot import module "tests.fakes.user_stage" (No module named \'tests.fakes.user_stage\'); '
+         f'did you mean "{M}:ScaledReturnsConfig"?'),
+        ("tests.fakse.user_stages:ScaledReturnsConfig",
+         'cannot import module "tests.fakse.user_stages" (No module named \'tests.fakse\'); '
+         f'did you mean "{M}:ScaledReturnsConfig"?'),
+        ("tets.fakes.user_stages:ScaledReturnsConfig",
+         'cannot import module "tets.fakes.user_stages" (No module named \'tets\'); '
+         f'did you mean "{M}:ScaledReturnsConfig"?'),
+    ], ids=["module", "package", "top-level in the current directory"])
+    def test_misspelt_module_did_you_mean(self, kind: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A misspelt module path is answered with the closest existing one, as a whole kind to paste."""
+        monkeypatch.chdir(ROOT)
+        assert message(returns(kind)) == f'x.toml: returns.kind: "{kind}": {expected}'
+
     def test_a_stage_without_its_protocol_is_refused_at_build(self) -> None:
         """A factory whose stage lacks ``compute`` is named with the slot's protocol."""
         spec = spec_of(returns(f"{M}:NoComputeConfig"))
@@ -203,6 +219,43 @@ class TestUserKinds:
         with pytest.raises(ConfigError):
             build_stages(spec, "x.toml", venv=venvs[0], eval_venv=venvs[1])
         assert closed == venvs
+
+    def test_listed_by_module_path(self) -> None:
+        """harl stages pkg.mod:Name lists a user's kind like harl's own, in its registered slot."""
+        assert api.stage_kinds(f"{M}:ScaledReturnsConfig") == [(
+            "returns", f"{M}:ScaledReturnsConfig", user_stages.ScaledReturnsConfig, [
+                ("scale", "number", "1.0", "factor on every advantage"),
+                ("horizon", "integer", "5", "unused; an integer key to type-check"),
+                ("label", "string", '"x"', "unused; a string key to type-check"),
+            ])]
+        slot, kind, cls, keys = api.stage_kinds(f"{M}:UserCriticConfig")[0]
+        assert (slot, kind, cls, keys) == ("critic", f"{M}:UserCriticConfig", user_stages.UserCriticConfig, [])
+
+    def test_listed_by_the_cli(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["stages", f"{M}:ScaledReturnsConfig"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == f'[returns] kind = "{M}:ScaledReturnsConfig"'
+        assert out[4:7] == ["│ scale   │ number  │ 1.0     │ factor on every advantage            │",
+                            "│ horizon │ integer │ 5       │ unused; an integer key to type-check │",
+                            '│ label   │ string  │ "x"     │ unused; a string key to type-check   │']
+        assert out[-1] == "GAE advantages times scale."
+
+    @pytest.mark.parametrize("kind, expected", [
+        (f"{M}:NotAttrs",
+         f'"{M}:NotAttrs" is not a stage\'s config: a stage\'s config is an @attrs.frozen class registered with '
+         "harl.registry.register(slot, Config, factory, family=...) in its module"),
+        (f"{M}:UnregisteredConfig",
+         f'"{M}:UnregisteredConfig" is not a stage\'s config: a stage\'s config is an @attrs.frozen class '
+         "registered with harl.registry.register(slot, Config, factory, family=...) in its module"),
+        (f"{M}:ScaledReturnConfig",
+         f'"{M}:ScaledReturnConfig": module "{M}" has no attribute "ScaledReturnConfig" '
+         '(did you mean "ScaledReturnsConfig"?)'),
+        ("tests.fakes.counting:CountingConfig",
+         '"tests.fakes.counting:CountingConfig" is registered for [env], which takes no "module:Name" kind'),
+    ], ids=["not attrs", "unregistered", "missing name", "env"])
+    def test_not_listable(self, kind: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["stages", kind]) == 2
+        assert capsys.readouterr().err == f"harl: harl stages: {expected}\n"
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,10 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_gif_of_two_episodes(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """render --episodes 2 writes a GIF of 2 x 26 frames (at 10 per second) and prints both returns."""
+    """render --episodes 2 shows 2 x 26 frames (at 10 per second) and prints both returns; the
+    count it reports is the file's: 50, as MPE's first step moves nothing (its position update
+    uses the velocity before the step's force), and pillow stores a frame equal to the one
+    before it once, for twice as long."""
     pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")
     from PIL import Image
 
@@ -33,16 +36,29 @@ def test_gif_of_two_episodes(run_dir: Path, tmp_path: Path, capsys: pytest.Captu
     assert main(["render", str(run_dir), "--episodes", "2", "--out", str(out)]) == 0
     with Image.open(out) as gif:
         assert gif.size == (700, 700)
-        # Pillow merges a frame equal to the one before into its duration: count time, not images.
         durations = []
         for index in range(gif.n_frames):
             gif.seek(index)
             durations.append(gif.info["duration"])
+    assert len(durations) == 2 * FRAMES_PER_EPISODE - 2
+    assert durations[:2] == [200, 100] and durations[FRAMES_PER_EPISODE - 1] == 200  # each reset's frame
     assert sum(durations) == 2 * FRAMES_PER_EPISODE * 100  # 10 frames per second
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == ["episode 0", "episode 1"]
     assert lines[0].endswith(", length 25")
-    assert lines[2] == f"wrote {out}: {2 * FRAMES_PER_EPISODE} frames"
+    assert lines[2] == f"wrote {out}: {len(durations)} frames"
+
+
+def test_reported_frames_are_the_files(run_dir: Path, tmp_path: Path) -> None:
+    """``RenderResult.frames`` is what imageio reads back from the .gif; ``repeats`` the merged ones."""
+    pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")
+    import imageio.v3 as iio
+
+    from harl import api
+
+    result = api.render(run_dir, 1, tmp_path / "one.gif")
+    assert (result.frames, result.repeats) == (FRAMES_PER_EPISODE - 1, 1)
+    assert len(iio.imread(result.path, index=None)) == result.frames
 
 
 def test_mp4(run_dir: Path, tmp_path: Path) -> None:

@@ -76,3 +76,9 @@ def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, 
         if entry is not None:
             rows.append((entry.slot, name, entry.config, _keys(entry.slot, entry.config)))
     return rows
+
+
+def describe_user_kind(kind: str) -> tuple[str, str, type, list[tuple[str, str, str, str]]]:
+    """``describe_stages``'s row for a user's ``"module:Name"`` kind (a ``ValueError`` if it is none)."""
+    entry = registry.user_kind(kind)
+    return (entry.slot, kind, entry.config, _keys(entry.slot, entry.config))

@@ -190,12 +190,24 @@ def read_toml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such pipeline file; the shipped ones are in pipelines/") from None
+        raise ConfigError(f"{path}: no such pipeline file; {_near_pipelines(path)}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a pipeline file (it is not UTF-8 text)") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the pipeline file ({exc.strerror})") from None
     return parse_toml(text, str(path))
+
+
+def _near_pipelines(path: Path) -> str:
+    """``did you mean A, B or C?``: the closest ``*.toml`` files (by name, without the suffix)
+    in the path's folder, or in ``pipelines/`` when that folder does not exist; else where the
+    shipped pipelines are."""
+    folder = path.parent if path.parent.is_dir() else Path("pipelines")
+    stems = sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+    near = [str(folder / f"{stem}.toml") for stem in difflib.get_close_matches(path.stem, stems, n=3)]
+    if not near:
+        return "the shipped ones are in pipelines/"
+    return "did you mean " + " or ".join([", ".join(near[:-1]), near[-1]] if len(near) > 1 else near) + "?"
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:

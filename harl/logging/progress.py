@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
 
 from harl.logging.progress_layout import ProgressLayout, ReflowingLiveRender
+
+if TYPE_CHECKING:
+    from harl.trainer import TrainResult
 
 
 def _fmt(x: float | None) -> str:
@@ -43,7 +48,8 @@ class ProgressView:
 
     On a terminal: a live rich display, whole at any width from 40 columns up (see
     ``harl.logging.progress_layout``).  Otherwise (output redirected to a file, a batch job):
-    a plain line every ``log_every`` iterations and after each evaluation.  ``enabled=False``
+    a plain line every ``log_every`` iterations and after each evaluation, one line however
+    long (never wrapped at the console's width).  ``enabled=False``
     (``harl train --quiet`` or ``[logging] progress = false``) shows neither.
     """
 
@@ -69,7 +75,7 @@ class ProgressView:
             self.console.print(
                 f"it {row['iteration']}  env steps {row['env_steps']:,}  {row['steps_per_s']:.0f} steps/s  "
                 f"train {train}  eval {eval_}" + (f"  ({shares})" if shares else ""),
-                highlight=False, markup=False,
+                highlight=False, markup=False, soft_wrap=True,  # one line in a log, however long
             )
 
     def message(self, text: str) -> None:
@@ -78,3 +84,52 @@ class ProgressView:
     def close(self) -> None:
         if self.live_display is not None:
             self.live_display.stop()
+
+
+def pack_clauses(clauses: Sequence[str], width: int, indent: str = "", continuation: str = "") -> list[str]:
+    """``clauses`` joined by spaces into lines no wider than ``width``, breaking only between two
+    clauses (so a clause, a path, is never cut; one wider than ``width`` stands alone).  Every
+    line starts with ``indent``; every line but the last ends with ``continuation``."""
+    lines: list[str] = []
+    for clause in clauses:
+        if lines and len(lines[-1]) + 1 + len(clause) + len(continuation) <= width:
+            lines[-1] += " " + clause
+        else:
+            lines.append(indent + clause)
+    return [line + continuation for line in lines[:-1]] + lines[-1:]
+
+
+def _command(label: str, command: Sequence[str], width: int) -> list[str]:
+    """``label command`` on one line if it fits; else the label alone and the command below it,
+    indented, broken between its words with shell continuations (`` \\``) so it still pastes."""
+    line = " ".join([label, *command])
+    if len(line) <= width:
+        return [line]
+    return [label, *pack_clauses(command, width, indent="  ", continuation=" \\")]
+
+
+def summary_lines(result: TrainResult, width: int, resumable: bool = True) -> list[str]:
+    """What ``harl train`` prints at the end, in lines no wider than ``width`` (a path wider
+    than that stands whole on its own line)::
+
+        finished: 1,000 iterations, 1,000,000 env steps in 838 s;
+        last evaluation return -64.08
+        to train longer:
+          harl train --resume runs/happo_mpe_spread/seed1 --set run.total_env_steps=N
+
+    A stopped run (Ctrl-C, a signal, a callback) says ``stopped`` and, when ``resumable`` (it
+    left a checkpoint), ``resume with: harl train --resume RUN``; a finished one says how to
+    train it longer.  The first lines break after a ``;`` or, narrower, a ``,``."""
+    c = result.counters
+    clauses = [f"{'stopped' if result.interrupted else 'finished'}: {c.iteration} iterations,",
+               f"{c.env_steps:,} env steps in {c.wall_time:.0f} s"]
+    if result.last_eval is not None:
+        clauses[-1] += ";"
+        clauses.append(f"last evaluation return {result.last_eval.mean_return:.2f}")
+    lines = pack_clauses(clauses, width)
+    run = ["harl train --resume", shlex.quote(str(result.run_dir))]
+    if result.interrupted and resumable:
+        lines += _command("resume with:", run, width)
+    elif not result.interrupted:
+        lines += _command("to train longer:", [*run, "--set run.total_env_steps=N"], width)
+    return lines

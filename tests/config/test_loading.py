@@ -255,6 +255,31 @@ class TestFiles:
         path = tmp_path / "nope.toml"
         assert error_of(path) == f"{path}: no such pipeline file; the shipped ones are in pipelines/"
 
+    def test_misspelt_file_did_you_mean(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A misspelt name gets the closest pipeline files of its folder, best first."""
+        monkeypatch.chdir(HAPPO.parents[1])
+        assert error_of(Path("pipelines/happo_mpe_sprad.toml")) == (
+            "pipelines/happo_mpe_sprad.toml: no such pipeline file; did you mean "
+            "pipelines/happo_mpe_spread.toml, pipelines/mappo_mpe_spread.toml or "
+            "pipelines/hatrpo_mpe_spread.toml?"
+        )
+        for name in ("mine.toml", "other.toml", "notes.txt"):
+            (tmp_path / name).write_text("")
+        assert error_of(tmp_path / "mnie.toml") == (
+            f"{tmp_path / 'mnie.toml'}: no such pipeline file; did you mean {tmp_path / 'mine.toml'}?"
+        )
+        assert error_of(tmp_path / "other") == (
+            f"{tmp_path / 'other'}: no such pipeline file; did you mean {tmp_path / 'other.toml'}?"
+        )
+
+    def test_misspelt_folder_did_you_mean(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A folder that does not exist: the closest files in pipelines/."""
+        monkeypatch.chdir(HAPPO.parents[1])
+        assert error_of(Path("pipeline/happo_smax_3m.toml")) == (
+            "pipeline/happo_smax_3m.toml: no such pipeline file; did you mean "
+            "pipelines/happo_smax_3m.toml, pipelines/mappo_smax_3m.toml or pipelines/happo_smax_3s5z.toml?"
+        )
+
     def test_binary_file(self, tmp_path: Path) -> None:
         """A file that is not UTF-8 text is refused without a traceback."""
         path = tmp_path / "model.pt"
