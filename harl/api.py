@@ -246,6 +246,13 @@ def close(trainer: Any, say: Callable[[str], Any] = print) -> None:
     on_close(trainer, say)
 
 
+def summary_lines(result: Any, width: int, resumable: bool = True) -> list[str]:
+    """What ``harl train`` prints at the end of a run, in lines no wider than ``width``."""
+    from harl.logging.progress import summary_lines as lines
+
+    return lines(result, width, resumable)
+
+
 def exit_status(result: Any) -> int:
     """A command's exit status after ``result``: 0, or 128 + the signal that stopped the run."""
     import signal

@@ -50,16 +50,9 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         result = trainer.train(quiet=args.quiet)
     finally:
         api.close(trainer, say)
-    c = result.counters
-    line = (f"{'stopped' if result.interrupted else 'finished'}: {c.iteration} iterations, "
-            f"{c.env_steps:,} env steps in {c.wall_time:.0f} s")
-    if result.last_eval is not None:
-        line += f"; last evaluation return {result.last_eval.mean_return:.2f}"
-    say(line)
-    if result.interrupted and trainer.newest_checkpoint() is not None:
-        say(f"resume with: harl train --resume {result.run_dir}")
-    elif not result.interrupted:
-        say(f"to train longer: harl train --resume {result.run_dir} --set run.total_env_steps=N")
+    width = console.width if console.is_terminal else sys.maxsize  # a log or a pipe: one line each
+    for text in api.summary_lines(result, width, resumable=trainer.newest_checkpoint() is not None):
+        say(text)
     return api.exit_status(result)
 
 

@@ -2,8 +2,9 @@
 
 - ``extra``: the test needs an optional extra (an env family, an exporter, a tracker, Ray).
   Added automatically to every test of a module that asks for an optional package (with
-  ``pytest.importorskip`` or ``importlib.util.find_spec``), so no such test can go unmarked;
-  it skips with the reason wherever the package is absent.  The README's test command runs
+  ``pytest.importorskip`` or ``importlib.util.find_spec``), so no such test can go unmarked
+  (the module's own ``importorskip`` still decides what skips); written by hand, it skips the
+  test with the extra to install wherever one of its packages is absent.  The README's test command runs
   everything in a venv holding only the README's extras; CI's second step installs every
   extra and runs ``-m extra``, the tests the first step skipped.
 - ``slow``: a test that runs real processes for more than ~20 s; ``nox -s slow`` runs them,
@@ -59,8 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         asked = extras_asked_in(Path(str(item.fspath)))
-        if asked and item.get_closest_marker("extra") is None:
-            item.add_marker(pytest.mark.extra(*asked))
+        if asked and item.get_closest_marker("extra") is None:  # for -m extra only: the module's own
+            item.add_marker(pytest.mark.extra(*asked, auto=True))  # importorskip decides what skips
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -68,6 +69,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     from importlib.util import find_spec
 
     for marker in item.iter_markers("extra"):
+        if marker.kwargs.get("auto"):
+            continue
         for extra in marker.args:
             missing = [name for name, of in EXTRA_OF_PACKAGE.items() if of == extra and find_spec(name) is None]
             if missing:
