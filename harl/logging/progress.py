@@ -5,15 +5,12 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 
 from harl.logging.progress_layout import ProgressLayout, ReflowingLiveRender
-
-if TYPE_CHECKING:
-    from harl.trainer import TrainResult
 
 
 def _fmt(x: float | None) -> str:
@@ -108,8 +105,8 @@ def _command(label: str, command: Sequence[str], width: int) -> list[str]:
     return [label, *pack_clauses(command, width, indent="  ", continuation=" \\")]
 
 
-def summary_lines(result: TrainResult, width: int, resumable: bool = True) -> list[str]:
-    """What ``harl train`` prints at the end, in lines no wider than ``width`` (a path wider
+def summary_lines(result: Any, width: int, resumable: bool = True) -> list[str]:
+    """What ``harl train`` prints at the end of ``result`` (a ``harl.TrainResult``), in lines no wider than ``width`` (a path wider
     than that stands whole on its own line)::
 
         finished: 1,000 iterations, 1,000,000 env steps in 838 s;
