@@ -27,7 +27,8 @@ _HOMES = {
     # errors
     "HarlError": "harl.errors", "ConfigError": "harl.errors", "CheckpointError": "harl.errors",
     "MissingExtraError": "harl.errors", "ResourceError": "harl.errors", "EnvCrashedError": "harl.errors",
-    "EnvProtocolError": "harl.errors", "NonFiniteError": "harl.errors", "RunLockedError": "harl.run.lock",
+    "EnvProtocolError": "harl.errors", "NonFiniteError": "harl.errors", "StageError": "harl.errors",
+    "RunLockedError": "harl.run.lock",
 }
 
 __all__ = sorted(_HOMES)

@@ -54,3 +54,8 @@ class NonFiniteError(HarlError):
 
 class ResourceError(HarlError):
     """A size that cannot fit in memory, or a file that cannot be written (disk full, read-only)."""
+
+
+class StageError(HarlError):
+    """A stage (harl's or a user's) raised during training: the slot, the kind, its module and
+    the frames of the traceback outside harl (the user's code), in one paragraph."""

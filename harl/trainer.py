@@ -20,10 +20,12 @@ One iteration::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,9 @@ import attrs
 import numpy as np
 import torch
 
+from harl import registry
 from harl.callbacks import Callback, Callbacks
-from harl.errors import ResourceError
+from harl.errors import HarlError, ResourceError, StageError
 from harl.evaluator import EvalStats
 from harl.finite import NonFiniteUpdateError, check_update
 from harl.logging.progress import ProgressView, StageTimes
@@ -93,6 +96,30 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+HARL_DIR = Path(__file__).resolve().parent
+
+
+@contextlib.contextmanager
+def calling(slot: str, stage: Any, config: Any) -> Iterator[None]:
+    """A stage's own exception becomes a ``StageError`` naming the slot, its kind and module, and
+    the frames of the traceback outside harl (a user's stage, objective or env), innermost last.
+    harl's own errors (a crashed env worker, a full disk, a non-finite update) pass as they are."""
+    try:
+        yield
+    except (HarlError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the stage's own code is reported the same way
+        frames = traceback.extract_tb(exc.__traceback__)
+        own = [f for f in frames if not Path(f.filename).resolve().is_relative_to(HARL_DIR)] or frames[-1:]
+        where = "; ".join(f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in own[-3:])
+        kind = registry.kind_name(config) if config is not None else type(stage).__name__
+        raise StageError(
+            f"[{slot}] kind \"{kind}\" ({type(stage).__module__}.{type(stage).__qualname__}) raised "
+            f"{type(exc).__name__}: {exc}; at {where}. The run stopped after its last whole iteration, "
+            "whose checkpoint is kept (harl train --resume continues from it); --debug shows the whole "
+            "traceback") from exc
+
+
 class Trainer:
     """Composes the built stages (see ``harl.compose``) into the training loop.
 
@@ -123,6 +150,7 @@ class Trainer:
         self.total_iterations = max(1, math.ceil(spec.run.total_env_steps / steps_per_iteration))
         self.last_eval: EvalStats | None = None
         self.stage_times = StageTimes()
+        self._rng_at_iteration_end: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -130,10 +158,12 @@ class Trainer:
         return self.counters.iteration >= self.total_iterations
 
     def checkpoint_state(self) -> dict[str, Any]:
+        """The stages' state, the counters and the RNG states as of the end of the last whole
+        iteration (a save after a failure inside the next one must not take its draws)."""
         return {
             **self.stages.state_dict(),
             "counters": attrs.asdict(self.counters),
-            "rng": rng_state(),
+            "rng": self._rng_at_iteration_end or rng_state(),
             "pipeline": self.pipeline_text,
         }
 
@@ -172,21 +202,34 @@ class Trainer:
         last_saved = c.iteration
         rows: list[Row] = []
         stop = GracefulStop(view.message)
-        poisoned = False  # a non-finite update or a failed write: the exit-save must not run
+        poisoned = False  # a non-finite update, a failed write or a failed update: no exit-save
+        updating = False
         try:
             with stop:
                 while c.iteration < last:
                     start = time.perf_counter()
-                    rollout = s.collector.collect(s.buffer)
+                    with calling("collector", s.collector, spec.collector):
+                        rollout = s.collector.collect(s.buffer)
                     collected = time.perf_counter()
-                    s.returns.compute(s.buffer)
-                    update = s.updater.update(s.buffer, progress=c.iteration / self.total_iterations)
+                    with calling("returns", s.returns, spec.returns):
+                        s.returns.compute(s.buffer)
+                    updating = True  # from here to the end of the update, a failure leaves half-updated networks
+                    with calling("updater", s.updater, spec.updater):
+                        update = s.updater.update(s.buffer, progress=c.iteration / self.total_iterations)
                     check_update(update.row(), c.iteration + 1, s, self.run_dir)
+                    updating = False
                     c.iteration += 1
                     c.env_steps += rollout.env_steps
                     c.episodes += len(rollout.episodes)
                     updated = time.perf_counter()
-                    evaluation = s.evaluator.evaluate() if self._should_evaluate(c.iteration, last) else None
+                    evaluation, failed = None, None
+                    if self._should_evaluate(c.iteration, last):
+                        try:
+                            with calling("evaluator", s.evaluator, None):
+                                evaluation = s.evaluator.evaluate()
+                        except Exception as exc:  # noqa: BLE001 - the row is written first, then it is raised
+                            failed = exc
+                    self._rng_at_iteration_end = rng_state()  # what a save of this iteration holds
                     if evaluation is not None:
                         self.last_eval = evaluation
                     end = time.perf_counter()
@@ -194,8 +237,10 @@ class Trainer:
                     self.stage_times.add(collected - start, updated - collected, end - updated)
                     row = self._row(rollout, update, evaluation, rollout.env_steps / (updated - start))
                     rows.append(row)
-                    for sink in self.sinks:
+                    for sink in self.sinks:  # every finished iteration's row, its eval columns empty if it failed
                         sink.write(row)
+                    if failed is not None:
+                        raise failed
                     view.update(row, self.last_eval.mean_return if self.last_eval else None,
                                 self.stage_times.shares())
                     wants_stop = self.callbacks.on_iteration(dict(row))
@@ -212,6 +257,9 @@ class Trainer:
                         break
         except (NonFiniteUpdateError, ResourceError):
             poisoned = True
+            raise
+        except StageError:
+            poisoned = updating  # networks half-updated: the newest checkpoint stays the newest
             raise
         except KeyboardInterrupt:
             interrupted, stopped_by = True, "signal"

@@ -78,3 +78,26 @@ class PrintSink:
 
 
 register("sink", PrintSinkConfig, lambda config, *context: PrintSink(config), kind="print")
+
+
+@attrs.frozen
+class FlakyReturnsConfig:
+    """GAE that raises on its ``fail_at``-th call (0: never): a user's stage failing mid-run."""
+
+    fail_at: int = setting(0, "the call that raises (0: none)", in_range(0, None))
+
+
+class FlakyReturns:
+    def __init__(self, config: FlakyReturnsConfig) -> None:
+        self.config = config
+        self.gae = GAE(GAEConfig())
+        self.calls = 0
+
+    def compute(self, buffer: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.config.fail_at:
+            raise ValueError(f"flaky on call {self.calls}")
+        return self.gae.compute(buffer)
+
+
+register("returns", FlakyReturnsConfig, lambda config, parts: FlakyReturns(config), family="on_policy")
