@@ -50,6 +50,10 @@ def _argmax_each(log_probs: Sequence[torch.Tensor]) -> torch.Tensor:
 class DeployActor(nn.Module):
     """``forward(obs [, avail] [, hidden])`` -> ``(action [, hidden_out] [, params...])``."""
 
+    # registered buffers (register_buffer in __init__)
+    low: torch.Tensor
+    high: torch.Tensor
+
     def __init__(self, actor: nn.Module, space: spaces.Space, masked: bool, with_params: bool) -> None:
         super().__init__()
         self.actor = actor

@@ -56,6 +56,10 @@ def masked_uniform(avail: torch.Tensor | None, n: int, batch: int, device: torch
 class DeterministicActor(nn.Module):
     """obs -> ``centre + half_range * tanh(mlp(obs))``: always inside the Box."""
 
+    # registered buffers (register_buffer in __init__)
+    centre: torch.Tensor
+    half_range: torch.Tensor
+
     def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
                  input_norm: bool, expl_noise: float, encoder: nn.Module | None = None) -> None:
         """``encoder``: an image's feature extractor (``off_policy_encoder``), ``obs_dim`` its width."""
@@ -81,6 +85,11 @@ class DeterministicActor(nn.Module):
 
 class SquashedGaussianActor(nn.Module):
     """SAC's Box actor: ``a = centre + half_range * tanh(u)``, ``u ~ N(mu(o), sigma(o))``."""
+
+    # registered buffers (register_buffer in __init__)
+    centre: torch.Tensor
+    half_range: torch.Tensor
+    log_half_sum: torch.Tensor
 
     def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
                  input_norm: bool, encoder: nn.Module | None = None) -> None:

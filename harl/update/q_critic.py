@@ -107,6 +107,9 @@ def one_hot_actions(stored: torch.Tensor, space: spaces.Space) -> torch.Tensor:
 class QCritic(nn.Module):
     """Q(s, a_1..a_n); values in env units: ``(B,)`` for EP, ``(B, A)`` for FP."""
 
+    # registered buffers (register_buffer in __init__)
+    agent_ids: torch.Tensor
+
     def __init__(self, state_dim: int, action_spaces: Sequence[spaces.Space], config: QCriticConfig,
                  state_space: Any = None, source: str = "pipeline") -> None:
         """``state_space``: read for ``encoder`` (an image state: a PlainCNN per network, as in HARL)."""
@@ -174,6 +177,9 @@ class QCritic(nn.Module):
 
 class JointQCritic(nn.Module):
     """Q(s, joint action) for all joint actions at once; agent 0's index varies fastest."""
+
+    # registered buffers (register_buffer in __init__)
+    strides: torch.Tensor
 
     fp = False
     normalizer = None
