@@ -88,7 +88,7 @@ class MLflowSink:
 
     def write(self, row: Mapping[str, Any]) -> None:
         step, stamp = int(row["env_steps"]), int(time.time() * 1000)
-        metrics = [self._metric(k, v, stamp, step) for k, v in numeric(dict(row)).items() if k != "env_steps"]
+        metrics = [self._metric(k, v, stamp, step) for k, v in numeric(row).items() if k != "env_steps"]
         self.client.log_batch(self.run_id, metrics=metrics)
 
     def close(self, checkpoint: Path | None) -> None:
