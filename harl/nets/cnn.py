@@ -104,8 +104,12 @@ class ImageMLP(nn.Module):
         return self.mlp(self.layout.flat(x))
 
 
+OnPolicyBase = CNNBase | MLP | ImageMLP
+"""What reads an on-policy actor's observation (``out_dim`` wide)."""
+
+
 def on_policy_base(layout: ImageLayout | None, encoder: str, in_dim: int, hidden_sizes: Sequence[int],
-                   activation: str, input_norm: bool) -> nn.Module:
+                   activation: str, input_norm: bool) -> OnPolicyBase:
     """An actor's base (``out_dim`` wide): HARL's CNN, or the MLP (on an image: flattened and scaled)."""
     if encoder == "cnn":
         assert layout is not None
