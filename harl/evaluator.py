@@ -46,6 +46,8 @@ class EvalStats:
     episodes: int
     metrics: dict[str, float]
     """Means of env-specific episode numbers (win rate, forward velocity, ...)."""
+    returns: tuple[float, ...] = ()
+    """Each episode's return, in the order the episodes counted (the absolute metric keeps them)."""
 
 
 def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
@@ -54,7 +56,7 @@ def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
     keys = sorted({k for e in episodes for k in e} - {"return", "length"})
     metrics = {k: float(np.mean([e[k] for e in episodes if k in e])) for k in keys}
     return EvalStats(float(returns.mean()), float(returns.std()), float(lengths.mean()),
-                     len(episodes), metrics)
+                     len(episodes), metrics, tuple(float(r) for r in returns))
 
 
 class ActingPolicy(Protocol):

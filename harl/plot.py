@@ -120,7 +120,7 @@ def _number(text: str | None) -> float | None:
 
 def curve(run: Run, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(env steps, metric) over the rows where the metric has a value."""
-    points = [(float(r["env_steps"]), y) for r in run.rows if (y := _number(r.get(metric))) is not None]
+    points = [(float(r["env_steps"]), value) for r in run.rows if (value := _number(r.get(metric))) is not None]
     x, y = (np.array(v, dtype=np.float64) for v in zip(*points)) if points else (np.empty(0), np.empty(0))
     return x, y
 

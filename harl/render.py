@@ -145,8 +145,8 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
     except BaseException:
         stages.close()
         raise
-    policy = stages.policy
-    policy.eval()
+    stages.team.eval()
+    policy = stages.evaluator.policy  # the team, typed by what acting asks of it (ActingPolicy)
     returns: list[float] = []
     lengths: list[int] = []
     try:

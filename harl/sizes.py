@@ -106,14 +106,14 @@ def check_env_count(make: Any, n_train: int, n_eval: int, native: bool, source: 
         "lower collector.n_envs (and evaluator.n_envs)", source)
 
 
-def _observation_bytes(observation_spaces: Sequence[spaces.Space], state_dim: int,
+def _observation_bytes(observation_spaces: Sequence[spaces.Box], state_dim: int,
                        state_space: spaces.Space | None) -> int:
     """Bytes of every agent's observation and the state, as stored (uint8 images: 1 byte a value)."""
     state = 4 * state_dim if state_space is None else storage_bytes(state_space) * state_dim
     return sum(storage_bytes(s) * int(np.prod(s.shape)) for s in observation_spaces) + state
 
 
-def rollout_bytes_per_step(observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
+def rollout_bytes_per_step(observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
                            state_dim: int, fp_state: bool, hidden_size: int, critic_hidden_size: int,
                            state_space: spaces.Space | None = None) -> int:
     """Bytes the rollout buffer holds per env step (all agents; see ``RolloutBuffer``)."""
@@ -135,7 +135,7 @@ def check_rollout(per_step: int, rollout_length: int, n_envs: int, source: str, 
         "lower collector.rollout_length or collector.n_envs", source, device)
 
 
-def replay_bytes_per_transition(observation_spaces: Sequence[spaces.Space],
+def replay_bytes_per_transition(observation_spaces: Sequence[spaces.Box],
                                 action_spaces: Sequence[spaces.Space], state_dim: int,
                                 state_space: spaces.Space | None = None) -> int:
     """Bytes the replay buffer holds per transition (see ``ReplayBuffer``'s layout)."""

@@ -81,3 +81,11 @@ def test_close_closes_the_eval_envs():
     venv = LengthsVectorEnv([1])
     Evaluator(EvaluatorConfig(n_envs=1), venv, StillPolicy(), torch.device("cpu"), seed=0).close()
     assert venv.closed
+
+
+def test_the_stats_keep_each_counted_episodes_return():
+    """``EvalStats.returns``: the counted episodes' returns (what the absolute metric pools)."""
+    config = EvaluatorConfig(episodes=5, n_envs=2, counting="per_env")
+    stats = Evaluator(config, LengthsVectorEnv([1, 9]), StillPolicy(), torch.device("cpu"), seed=0).evaluate()
+    assert sorted(stats.returns) == [1.0, 1.0, 1.0, 9.0, 9.0]
+    assert stats.mean_return == pytest.approx(np.mean(stats.returns))

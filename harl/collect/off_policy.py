@@ -69,7 +69,12 @@ def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.
             normal = torch.randn(n, low.numel(), generator=generator).to(device)
             out.append(torch.where(bounded, low + u * (high - low), normal))
             continue
-        sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(k) for k in np.asarray(space.nvec).ravel()]
+        if isinstance(space, spaces.Discrete):
+            sizes = [int(space.n)]
+        elif isinstance(space, spaces.MultiDiscrete):
+            sizes = [int(k) for k in np.asarray(space.nvec).ravel()]
+        else:
+            raise TypeError(f"no random actions of a {type(space).__name__} space (Box, Discrete, MultiDiscrete)")
         parts = [None] * len(sizes) if mask is None else mask.split(sizes, -1)
         picks = [masked_uniform(part, size, n, device, generator) for part, size in zip(parts, sizes)]
         out.append(torch.stack(picks, -1).float())
@@ -95,7 +100,7 @@ class OffPolicyCollector:
         self._state: Any = None
         self._avail: list[Any] | None = None
         self._active: Any = (torch.ones(config.n_envs, venv.n_agents, device=venv.device)
-                             if self.native else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
+                             if is_tensor_native(venv) else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
         self._restart: list[dict[str, Any]] | None = None
         self._saved = self._state_now(started=False)
         self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
@@ -135,11 +140,12 @@ class OffPolicyCollector:
         n = self.config.n_envs
         for _ in range(self.config.train_interval):
             obs, state, avail = self._obs, self._state, self._avail
+            assert obs is not None  # _start() above, then each step's
             masks = self._masks(avail)
             if self.warming_up:
                 actions = random_actions(self.venv.action_spaces, masks, n, self.device, self.generator)
             else:
-                actions = self.team.explore(self._tensors(obs), masks, self.env_steps)  # type: ignore[arg-type]
+                actions = self.team.explore(self._tensors(obs), masks, self.env_steps)
             env_actions = actions if self.native else [a.cpu().numpy() for a in actions]
             step = self.venv.step(env_actions)
             transition, self._active = self.observe((obs, state, avail), env_actions, step, self._active)
@@ -164,7 +170,7 @@ class OffPolicyCollector:
                                 next_obs=final_obs, next_avail=final_avail, next_state=step.final_state)
         ended = step.terminated | step.truncated
         if self.native:
-            return transition, torch.where(ended.unsqueeze(-1), 1.0, step.active.float())
+            return transition, torch.where(torch.as_tensor(ended).unsqueeze(-1), 1.0, torch.as_tensor(step.active).float())
         return transition, np.where(ended[:, None], 1.0, step.active).astype(np.float32)
 
     def advance(self, env_steps: int) -> None:

@@ -38,7 +38,10 @@ def candidates(run_dir: Path) -> list[Candidate]:
     by_iteration = {row.get("iteration"): row for row in rows}
     out = []
     for path in list_checkpoints(run_dir):
-        iteration = int(PATTERN.match(path.name).group(1))
+        found = PATTERN.match(path.name)
+        if found is None:  # list_checkpoints lists only names PATTERN matches
+            continue
+        iteration = int(found.group(1))
         row = by_iteration.get(str(iteration), {})
         value = _number(row.get("eval_return"))
         steps = _number(row.get("env_steps"))
@@ -67,8 +70,7 @@ def evaluate_returns(run_dir: Path, checkpoint: Path, episodes: int) -> list[flo
     evaluates: the run's [evaluator] settings, its evaluation seed, the networks only.
 
     The one place that builds and runs an evaluation: to re-point at a public
-    ``harl.evaluate(run_dir, episodes, checkpoint)`` that returns per-episode returns."""
-    import harl.evaluator as evaluate_module
+    ``harl.evaluate(run_dir, episodes, checkpoint)`` (its ``EvalStats.returns``)."""
     from harl.compose import build_stages
     from harl.run.checkpoint import load_checkpoint
     from harl.run.lifecycle import restore, spec_of_run
@@ -76,21 +78,11 @@ def evaluate_returns(run_dir: Path, checkpoint: Path, episodes: int) -> list[flo
     spec, _ = spec_of_run(run_dir)
     state = load_checkpoint(checkpoint)
     stages = build_stages(spec, str(run_dir / "pipeline.toml"))
-    kept: list[float] = []
-    summarize = evaluate_module.summarize_episodes
-
-    def keeping(episodes_done: list[dict[str, Any]]) -> Any:  # the Evaluator reports means only
-        kept.extend(float(e["return"]) for e in episodes_done)
-        return summarize(episodes_done)
-
-    evaluate_module.summarize_episodes = keeping
     try:
         restore(stages, state, networks_only=True)
-        stages.evaluator.evaluate(episodes)
+        return list(stages.evaluator.evaluate(episodes).returns)
     finally:
-        evaluate_module.summarize_episodes = summarize
         stages.close()
-    return kept
 
 
 def absolute_metric(run_dir: str | Path, factor: int = 10) -> dict[str, Any]:

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
 
+from harl.config.loading import parse_toml
 from harl.errors import HarlError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 @attrs.frozen
@@ -62,11 +57,17 @@ def load_bounds(path: str | Path) -> dict[str, Bound]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise HarlError(f"{path}: malformed {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
     except OSError as exc:
         raise HarlError(f"{path}: cannot read the bounds file ({exc.strerror})") from None
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise HarlError(f"{path}: malformed {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise HarlError(f"{path}: malformed JSON: {exc}") from None
+    else:
+        data = parse_toml(text, str(path))  # a ConfigError (a HarlError) names the line and column
     out = {}
     for task, value in data.items():
         where = f"{path}: {task}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,10 @@ from typing import Any
 import attrs
 import numpy as np
 
+from harl.config.loading import parse_toml
 from harl.errors import HarlError
 from harl.logging.csv_log import read_metrics
 from harl.plot import find_runs
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 ALGORITHMS = {
     ("sequential", "ppo"): "HAPPO", ("sequential", "trpo"): "HATRPO", ("sequential", "a2c"): "HAA2C",
@@ -138,10 +133,8 @@ def load_run(path: Path, labels: Mapping[str, str] | None = None, split_by: Sequ
     """A run's record; None when it has no evaluation yet.  ``labels``: a directory (a run or a
     folder above runs) -> the algorithm name its runs take; ``split_by``: dotted pipeline keys
     whose values are added to the algorithm's name (``HAPPO (updater.objective.lr=0.0005)``)."""
-    try:
-        data = tomllib.loads((path / "pipeline.toml").read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise HarlError(f"{path / 'pipeline.toml'}: malformed TOML: {exc}") from None
+    pipeline = path / "pipeline.toml"
+    data = parse_toml(pipeline.read_text(encoding="utf-8"), str(pipeline))  # ConfigError: line, column
     metrics = path / "metrics.csv"
     evaluations = _evaluations(read_metrics(metrics)) if metrics.is_file() else ()
     if not evaluations:

@@ -46,13 +46,16 @@ def _grid(records: Sequence[RunRecord], points: int) -> np.ndarray | None:
 def _task_section(env: str, task: str, records: Sequence[RunRecord], score: str,
                   bound: Bound | None, points: int) -> Section | None:
     by_algorithm: dict[str, list[RunRecord]] = {}
+    values: dict[str, list[float]] = {}
     for r in records:
-        if r.score(score) is not None:
+        value = r.score(score)
+        if value is not None:
             by_algorithm.setdefault(r.algorithm, []).append(r)
+            values.setdefault(r.algorithm, []).append(value)
     if not by_algorithm:
         return None
     norm = bound.normalise if bound is not None else (lambda v: v)
-    scores = {a: np.array([[norm(r.score(score))] for r in rs]) for a, rs in by_algorithm.items()}
+    scores = {a: np.array([[norm(v)] for v in vs]) for a, vs in values.items()}
     steps = _grid([r for rs in by_algorithm.values() for r in rs], points)
     curves = {}
     if steps is not None:
@@ -73,7 +76,8 @@ def _all_tasks(sections: Sequence[Section], score: str) -> tuple[Section | None,
     if not algorithms:
         return None, notes
     scores, curves = {}, {}
-    same_steps = all(s.steps is not None and np.array_equal(s.steps, sections[0].steps) for s in sections)
+    first = sections[0].steps
+    same_steps = first is not None and all(s.steps is not None and np.array_equal(s.steps, first) for s in sections)
     for a in algorithms:
         n = min(len(s.scores[a]) for s in sections)
         if any(len(s.scores[a]) > n for s in sections):

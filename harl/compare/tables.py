@@ -112,7 +112,7 @@ def latex(sections: Sequence[Section], estimates: Sequence[Estimate], reps: int)
     return "\n".join(out)
 
 
-def to_csv(items: Sequence[object]) -> str:
+def to_csv(items: Sequence[attrs.AttrsInstance]) -> str:
     """attrs records as CSV, one per row, their fields as columns."""
     text = io.StringIO()
     if items:

@@ -150,6 +150,11 @@ def _name_problem(what: str, name: object, choices: tuple[str, ...]) -> str:
     return f'unknown HARL {what} "{name}" (HARL\'s are: {", ".join(choices)}){hint}'
 
 
+def _table(value: Any) -> dict[str, Any]:
+    """A section of algo_args, or {} when it is not a table (reported as a problem already)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _checked(algo: str, env: str, algo_args: dict[str, Any], env_args: dict[str, Any], source: str,
              notes: list[str]) -> dict[str, Any]:
     """Flat ``section.key -> value`` of every key, defaults filled in; all problems in one error."""
@@ -165,8 +170,8 @@ def _checked(algo: str, env: str, algo_args: dict[str, Any], env_args: dict[str,
             problems.append(f"algo_args.{section}: {unknown_key('algo_args', section, list(keys.ALGO_SECTIONS))}")
         elif not isinstance(algo_args[section], dict):
             problems.append(f"algo_args.{section}: expected a table of keys, got {algo_args[section]!r}")
-    sections = [(s, algo_args.get(s) if isinstance(algo_args.get(s), dict) else {}, defaults.get(s, {}))
-                for s in keys.ALGO_SECTIONS]
+    sections: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        (s, _table(algo_args.get(s)), defaults.get(s, {})) for s in keys.ALGO_SECTIONS]
     sections.append((f"env:{env}", env_args, env_defaults(env)))
     for section, given, default in sections:
         known = keys.section_keys(section)
@@ -192,9 +197,9 @@ def _checked(algo: str, env: str, algo_args: dict[str, Any], env_args: dict[str,
     if problems:
         raise ConfigError("\n".join(f"{source}: {p}" for p in problems))
     for path in values:
-        key = keys.BY_PATH.get(path)
-        if key is not None and key.status == keys.IGNORED:
-            ignored.append(f"{path} ({key.what})")
+        entry = keys.BY_PATH.get(path)
+        if entry is not None and entry.status == keys.IGNORED:
+            ignored.append(f"{path} ({entry.what})")
     if filled:
         notes.append("not in the config, HARL's defaults used: " + ", ".join(filled))
     if ignored:

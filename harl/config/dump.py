@@ -8,7 +8,7 @@ import attrs
 
 from harl import registry
 from harl.config.loading import Loader
-from harl.config.messages import toml_literal
+from harl.config.messages import field_default, toml_literal
 from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
 
 DUMP_HEADER = ("# The resolved pipeline of this run: every key of every stage, defaults included\n"
@@ -48,7 +48,7 @@ def _keys(slot: str, cls: type) -> list[tuple[str, str, str, str]]:
     for f in attrs.fields(cls):
         if f.name == "kind" or (slot + "." + f.name) in NESTED_SLOTS:
             continue
-        default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default
+        default = field_default(f)
         type_name = str(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", f.type))
         optional = type_name.endswith(" | None")
         type_name = type_name.removesuffix(" | None")
@@ -60,7 +60,7 @@ def _keys(slot: str, cls: type) -> list[tuple[str, str, str, str]]:
 
 def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]]:
     """(slot, kind, class, [(key, type, default, doc)]) for every kind, installed packages' too."""
-    rows = []
+    rows: list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]] = []
     for slot in [*TOP_SLOTS, *sorted(NESTED_SLOTS)]:
         if slot in SINGLE_SLOTS:
             rows.append((slot, None, SINGLE_SLOTS[slot], _keys(slot, SINGLE_SLOTS[slot])))
@@ -72,9 +72,9 @@ def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, 
             target = point.load()
         except Exception:  # noqa: BLE001 - a broken package is reported when a pipeline uses it
             continue
-        entry = registry.entry_of_class(target)
-        if entry is not None:
-            rows.append((entry.slot, name, entry.config, _keys(entry.slot, entry.config)))
+        found = registry.entry_of_class(target)
+        if found is not None:
+            rows.append((found.slot, name, found.config, _keys(found.slot, found.config)))
     return rows
 
 

@@ -10,7 +10,7 @@ import difflib
 import shlex
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import cattrs
@@ -22,6 +22,14 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+_FACTORY = cast("type[Any]", attrs.Factory)
+"""attrs' ``Factory`` class (its stubs declare a function, so ``isinstance`` needs it typed as a class)."""
+
+
+def field_default(field: attrs.Attribute[Any]) -> Any:
+    """A config field's default value: a ``Factory``'s made fresh."""
+    return field.default.factory() if isinstance(field.default, _FACTORY) else field.default
 
 
 def toml_literal(value: Any) -> str:
@@ -119,7 +127,7 @@ def fix_for(cls: type | None, path: Sequence[str], cause: BaseException, overrid
     field = attrs.fields_dict(cls).get(path[-1]) if cls is not None else None
     if field is None:
         return ""
-    default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default
+    default = field_default(field)
     if default is None:  # an optional key: TOML has no null, so "not set" is "left out"
         advice = f"{cause.advice}, " if isinstance(cause, SettingTypeError) else ""
         return f"; {advice}or leave {path[-1]} out (it is not set by default)"

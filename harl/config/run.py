@@ -12,7 +12,7 @@ from harl.settings import InvalidSetting, in_range, one_of, positive, setting
 from harl.settings import _show as show
 
 
-def _device(_: object, attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
+def _device(_: object, attribute: attrs.Attribute[str], value: str) -> None:
     from harl.settings import InvalidSetting
 
     ok = value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit())
@@ -44,28 +44,24 @@ MOVED = {
 """The old prefixed ``[logging]`` keys -> (their table, key); ``tracker_checkpoint`` goes to wandb's too."""
 
 
-def _sink_table(name: str, cls_path: str) -> Any:
+def _sink_table(name: str, cls_path: str, value: Any) -> Any:
     """``[logging.NAME]`` of a built-in sink: a table, or the old shorthand ``NAME = true`` (false: off)."""
-
-    def convert(value: Any) -> Any:
-        # Found by name, as the registry finds stage packages: this module sits below the sinks.
-        module, _, qualname = cls_path.partition(":")
-        cls = getattr(importlib.import_module(module), qualname)
-        if value is None or value is False:
-            return None
-        if value is True:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, dict):
-            return _structure(name, value, cls)
-        raise InvalidSetting(name, f"expected a [logging.{name}] table (or {name} = true), got {show(value)}",
-                             suggest_default=False)
-
-    return convert
+    # Found by name, as the registry finds stage packages: this module sits below the sinks.
+    module, _, qualname = cls_path.partition(":")
+    cls = getattr(importlib.import_module(module), qualname)
+    if value is None or value is False:
+        return None
+    if value is True:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        return _structure(name, value, cls)
+    raise InvalidSetting(name, f"expected a [logging.{name}] table (or {name} = true), got {show(value)}",
+                         suggest_default=False)
 
 
-TYPES = {"str": (str, "a string"), "bool": (bool, "a boolean (true or false)"), "int": (int, "an integer"),
+TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {"str": (str, "a string"), "bool": (bool, "a boolean (true or false)"), "int": (int, "an integer"),
          "float": ((int, float), "a number")}
 """A sink table's scalar field types and how a message names them (other types are not checked here)."""
 
@@ -124,15 +120,15 @@ class LoggingConfig:
     progress: bool = setting(True, "rich progress display (a plain line per log_every iterations when not a terminal)")
     log_every: int = setting(10, "iterations between plain log lines when the output is not a terminal", positive())
     tensorboard: Any = attrs.field(
-        default=None, converter=_sink_table("tensorboard", "harl.logging.tensorboard:TensorBoardConfig"),
+        default=None, converter=lambda v: _sink_table("tensorboard", "harl.logging.tensorboard:TensorBoardConfig", v),
         metadata={"doc": '[logging.tensorboard] (or tensorboard = true): every metric as TensorBoard scalars '
                          'in the run directory (pip install "harl[tensorboard]")'})
     mlflow: Any = attrs.field(
-        default=None, converter=_sink_table("mlflow", "harl.logging.mlflow_log:MLflowConfig"),
+        default=None, converter=lambda v: _sink_table("mlflow", "harl.logging.mlflow_log:MLflowConfig", v),
         metadata={"doc": '[logging.mlflow] (or mlflow = true): the run in MLflow; keys tracking_uri, experiment, '
                          'checkpoint (pip install "harl[mlflow]")'})
     wandb: Any = attrs.field(
-        default=None, converter=_sink_table("wandb", "harl.logging.wandb_log:WandbConfig"),
+        default=None, converter=lambda v: _sink_table("wandb", "harl.logging.wandb_log:WandbConfig", v),
         metadata={"doc": '[logging.wandb] (or wandb = true): the run in Weights & Biases; keys project, entity, '
                          'mode, checkpoint (pip install "harl[wandb]")'})
     sinks: dict[str, Any] | None = attrs.field(

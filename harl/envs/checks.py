@@ -65,8 +65,8 @@ def _kind(value: Any) -> str:
 class EnvOutputCheck:
     """Checks one env copy's ``reset`` and ``step`` results; cheap after the first steps."""
 
-    def __init__(self, name: str, n_agents: int, observation_spaces: Sequence[spaces.Space],
-                 action_spaces: Sequence[spaces.Space], state_space: spaces.Space) -> None:
+    def __init__(self, name: str, n_agents: int, observation_spaces: Sequence[spaces.Box],
+                 action_spaces: Sequence[spaces.Space], state_space: spaces.Box) -> None:
         self.name = name
         self.n_agents = n_agents
         self.obs_shapes = [tuple(s.shape) for s in observation_spaces]

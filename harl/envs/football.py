@@ -222,7 +222,7 @@ class FootballEnv:
 
     def get_rng_state(self) -> dict[str, Any]:
         """The generator that picks each episode's engine seed."""
-        return self._rng.bit_generator.state
+        return dict(self._rng.bit_generator.state)
 
     def set_rng_state(self, state: dict[str, Any]) -> None:
         self._rng.bit_generator.state = state

@@ -101,7 +101,7 @@ class GymEnv(GymnasiumHandle):
     def _flat(self, obs: Any) -> np.ndarray:
         if self._box_obs:
             return np.asarray(obs, dtype=np.float32).reshape(-1)
-        return spaces.flatten(self._obs_space, obs).astype(np.float32)
+        return np.asarray(spaces.flatten(self._obs_space, obs), dtype=np.float32)
 
     def reset(
         self, seed: int | None = None

@@ -103,7 +103,7 @@ class GymmaEnv(GymnasiumHandle):
         self.summary = f"state: the agents' observations side by side ({size},)"
 
     def _observe(self, raw: Sequence[Any]) -> tuple[list[np.ndarray], np.ndarray]:
-        obs = [spaces.flatten(s, o).astype(np.float32) for s, o in zip(self._raw_spaces, raw)]
+        obs = [np.asarray(spaces.flatten(s, o), dtype=np.float32) for s, o in zip(self._raw_spaces, raw)]
         return obs, np.concatenate(obs)
 
     def reset(self, seed: int | None = None) -> tuple[list[np.ndarray], np.ndarray, None]:

@@ -18,7 +18,7 @@ class GymnasiumHandle:
 
     def get_rng_state(self) -> dict[str, Any]:
         """The env's ``np_random`` state (what an unseeded ``reset`` draws from)."""
-        return self._env.unwrapped.np_random.bit_generator.state
+        return dict(self._env.unwrapped.np_random.bit_generator.state)
 
     def set_rng_state(self, state: dict[str, Any]) -> None:
         self._env.unwrapped.np_random.bit_generator.state = state

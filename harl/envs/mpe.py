@@ -118,12 +118,13 @@ class MPEEnv:
         self.action_spaces: list[spaces.Space] = [raw.action_spaces[name] for name in self._names]
         self.state_space: spaces.Box = raw.state_space
 
-        if self._continuous:
-            self._low = [space.low for space in self.action_spaces]
-            self._high = [space.high for space in self.action_spaces]
+        if self._continuous:  # mpe2's continuous actions: a Box per agent; else a Discrete
+            boxes = [space for space in self.action_spaces if isinstance(space, spaces.Box)]
+            self._low = [space.low for space in boxes]
+            self._high = [space.high for space in boxes]
             self._avail: list[np.ndarray] | None = None
         else:
-            self._n_actions = [int(space.n) for space in self.action_spaces]
+            self._n_actions = [int(space.n) for space in self.action_spaces if isinstance(space, spaces.Discrete)]
             # Every action is always legal; the masks are shared, so make them read-only.
             self._avail = []
             for n in self._n_actions:
@@ -179,7 +180,8 @@ class MPEEnv:
         # A terminal state wins over the time limit: its value is zero either way.
         terminated = self._is_terminal is not None and bool(self._is_terminal(self._world))
         truncated = not terminated and self._steps >= self._max_cycles
-        return EnvStep(obs, state, self._avail, rewards, terminated, truncated)
+        avail: list[np.ndarray | None] | None = None if self._avail is None else [*self._avail]
+        return EnvStep(obs, state, avail, rewards, terminated, truncated)
 
     def get_rng_state(self) -> dict[str, Any]:
         """The state of mpe2's generator (MPE draws random numbers only in ``reset``)."""

@@ -24,7 +24,7 @@ apart all the way to the return computer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 import attrs
 import numpy as np
@@ -174,6 +174,13 @@ class VectorEnv(Protocol):
     def close(self) -> None: ...
 
 
-def is_tensor_native(venv: Any) -> bool:
+class TensorNativeVectorEnv(VectorEnv, Protocol):
+    """A ``VectorEnv`` whose batches are torch tensors on its ``device`` (``is_tensor_native``)."""
+
+    tensor_native: bool
+    device: torch.device
+
+
+def is_tensor_native(venv: Any) -> TypeGuard[TensorNativeVectorEnv]:
     """True when ``venv`` hands out torch tensors on its ``device`` (see ``VectorEnv``)."""
     return bool(getattr(venv, "tensor_native", False))

@@ -148,7 +148,7 @@ class VMASVectorEnv:
         step), entry 0 also holds ``batch``: that reset's seed or the generator before it, and
         the generator now.  Otherwise ``restart`` begins every env anew from the first seed.
         """
-        starts = [{"seed": None, "rng": None, "steps": int(n)} for n in self._lengths.tolist()]
+        starts: list[dict[str, Any]] = [{"seed": None, "rng": None, "steps": int(n)} for n in self._lengths.tolist()]
         if self._batch_start is not None:
             starts[0]["batch"] = {**self._batch_start, "now": list(self._shared_rng())}
         return starts

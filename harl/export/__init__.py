@@ -24,6 +24,7 @@ from harl.errors import HarlError, MissingExtraError
 from harl.export.deploy import DeployActor, deploy_team
 from harl.export.manifest import agent_entry, write_manifest
 from harl.nets.heads import avail_size
+from harl.policy.on_policy import Actor
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 ONNX_OPSET = 17
@@ -59,7 +60,7 @@ def example_inputs(module: DeployActor, obs_dim: int, space: spaces.Space, batch
     inputs = [torch.zeros(batch, obs_dim)]
     if module.masked:
         inputs.append(torch.ones(batch, avail_size(space)))
-    if module.recurrent:
+    if module.recurrent and isinstance(module.actor, Actor):  # recurrent: an on-policy Actor with a GRU
         inputs.append(torch.zeros(batch, module.actor.hidden_size))
     return tuple(inputs)
 

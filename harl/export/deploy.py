@@ -34,7 +34,7 @@ from harl.policy.off_policy import (
     DuelingQActor,
     SquashedGaussianActor,
 )
-from harl.policy.on_policy import Actor
+from harl.policy.on_policy import Actor, OnPolicyTeam
 
 PARAMS = {"gaussian": ["mean", "std"], "squashed_gaussian": ["mu", "log_std"],
           "categorical": ["logits"], "deterministic": [], "q": ["q_values"]}
@@ -49,6 +49,10 @@ def _argmax_each(log_probs: Sequence[torch.Tensor]) -> torch.Tensor:
 
 class DeployActor(nn.Module):
     """``forward(obs [, avail] [, hidden])`` -> ``(action [, hidden_out] [, params...])``."""
+
+    # registered buffers (register_buffer in __init__)
+    low: torch.Tensor
+    high: torch.Tensor
 
     def __init__(self, actor: nn.Module, space: spaces.Space, masked: bool, with_params: bool) -> None:
         super().__init__()
@@ -88,7 +92,7 @@ class DeployActor(nn.Module):
         actor: Any = self.actor
         if isinstance(actor, Actor):
             x, hidden_out = actor.base(obs), None
-            if hidden is not None:  # one GRU step from the given state (zeros at an episode start)
+            if hidden is not None and actor.rnn is not None:  # one GRU step from the given state (zeros at an episode start)
                 out, h = actor.rnn.gru(x.unsqueeze(0), hidden.unsqueeze(0))
                 x, hidden_out = actor.rnn.norm(out[0]), h[0]
             params = list(actor.head.distribution(x, avail))
@@ -122,9 +126,12 @@ def distribution_kind(actor: nn.Module) -> str:
 
 def team_actors(policy: nn.Module) -> list[nn.Module]:
     """Each agent's actor, in agent order (a shared actor repeats)."""
-    if hasattr(policy, "actor"):  # TeamPolicy: shared parameters map several agents to one actor
+    if isinstance(policy, OnPolicyTeam):  # shared parameters map several agents to one actor
         return [policy.actor(i) for i in range(policy.n_agents)]
-    return list(policy.actors)
+    actors = policy.actors  # OffPolicyTeam: one actor per agent
+    if not isinstance(actors, nn.ModuleList):
+        raise TypeError(f"cannot export the actors of a {type(policy).__name__} (no actors ModuleList)")
+    return list(actors)
 
 
 def deploy_team(policy: nn.Module, action_spaces: list[spaces.Space], masked: bool,

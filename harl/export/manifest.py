@@ -37,7 +37,9 @@ def describe(space: spaces.Space) -> dict[str, Any]:
                 "low": np.asarray(space.low).ravel().tolist(), "high": np.asarray(space.high).ravel().tolist()}
     if isinstance(space, spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n)}
-    return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).ravel().tolist()}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).ravel().tolist()}
+    raise TypeError(f"cannot describe a {type(space).__name__} action space (Box, Discrete, MultiDiscrete)")
 
 
 def _tensor(name: str, shape: list[Any], dtype: str) -> dict[str, Any]:
@@ -49,11 +51,13 @@ def _action_shape(space: spaces.Space) -> list[Any]:
         return ["batch", *space.shape]
     if isinstance(space, spaces.Discrete):
         return ["batch"]
-    return ["batch", int(np.asarray(space.nvec).size)]
+    if isinstance(space, spaces.MultiDiscrete):
+        return ["batch", int(np.asarray(space.nvec).size)]
+    raise TypeError(f"no action shape for a {type(space).__name__} action space (Box, Discrete, MultiDiscrete)")
 
 
 def _param_shapes(kind: str, space: spaces.Space) -> list[list[Any]]:
-    width = avail_size(space) or int(np.prod(space.shape))
+    width = int(np.prod(space.shape)) if isinstance(space, spaces.Box) else avail_size(space)
     return [["batch", width] for _ in PARAMS[kind]]
 
 

@@ -6,16 +6,18 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 IDS = "trackers.json"
 """Run directory file: tracker name -> its run id, for resume."""
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -30,11 +32,16 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
+def pipeline_tables(pipeline_text: str) -> dict[str, Any]:
+    """The run's ``pipeline.toml`` (as harl wrote it) as nested tables."""
+    return tomllib.loads(pipeline_text)
+
+
 def pipeline_params(pipeline_text: str) -> dict[str, str]:
-    return flatten(tomllib.loads(pipeline_text))
+    return flatten(pipeline_tables(pipeline_text))
 
 
-def numeric(row: dict[str, Any]) -> dict[str, float]:
+def numeric(row: Mapping[str, Any]) -> dict[str, float]:
     """The row's finite numbers (text columns, empty cells and booleans left out)."""
     return {k: float(v) for k, v in row.items()
             if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)}

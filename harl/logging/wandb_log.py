@@ -18,13 +18,8 @@ import attrs
 
 from harl.errors import import_extra
 from harl.logging.sink import SinkContext, register_sink
-from harl.logging.tracker_data import numeric, save_id, saved_id
+from harl.logging.tracker_data import numeric, pipeline_tables, save_id, saved_id
 from harl.settings import one_of, setting
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 
 @attrs.frozen
@@ -48,7 +43,7 @@ class WandbSink:
         self.log_checkpoint = config.checkpoint
         self.run = wandb.init(project=config.project, entity=config.entity or None,
                               mode=config.mode or None, dir=str(run_dir), id=run_id, resume="allow",
-                              name=run_dir.name, config=tomllib.loads(pipeline_text),
+                              name=run_dir.name, config=pipeline_tables(pipeline_text),
                               settings=wandb.Settings(console="off", silent=True))
         self.run.define_metric("env_steps")
         self.run.define_metric("*", step_metric="env_steps")

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from harl.nets.image import ImageLayout
-from harl.nets.mlp import ACTIVATIONS, MLP, init_linear
+from harl.nets.mlp import ACTIVATIONS, MLP, activation_gain, init_linear
 
 KERNEL, STRIDE = 3, 1
 """HARL's defaults (``kernel_size=3, stride=1``)."""
@@ -35,10 +35,6 @@ def conv_output(layout: ImageLayout, channels: int) -> int:
     """Flattened size of a ``KERNEL``/``STRIDE`` convolution's output with ``channels`` maps."""
     _, h, w = layout.chw
     return channels * ((h - KERNEL) // STRIDE + 1) * ((w - KERNEL) // STRIDE + 1)
-
-
-def _gain(activation: str) -> float:
-    return nn.init.calculate_gain("leaky_relu" if activation == "elu" else activation)
 
 
 class CNNBase(nn.Module):
@@ -53,10 +49,11 @@ class CNNBase(nn.Module):
                  extra_dim: int = 0) -> None:
         super().__init__()
         self.layout = layout
-        act, gain = ACTIVATIONS[activation], _gain(activation)
+        act, gain = ACTIVATIONS[activation], activation_gain(activation)
         maps = hidden_sizes[0] // 2
         self.conv = nn.Conv2d(layout.chw[0], maps, KERNEL, STRIDE)
         nn.init.orthogonal_(self.conv.weight, gain=gain)
+        assert self.conv.bias is not None  # Conv2d's bias=True
         nn.init.zeros_(self.conv.bias)
         self.conv_act = act()
         widths = [conv_output(layout, maps) + extra_dim, *hidden_sizes]
@@ -107,8 +104,12 @@ class ImageMLP(nn.Module):
         return self.mlp(self.layout.flat(x))
 
 
+OnPolicyBase = CNNBase | MLP | ImageMLP
+"""What reads an on-policy actor's observation (``out_dim`` wide)."""
+
+
 def on_policy_base(layout: ImageLayout | None, encoder: str, in_dim: int, hidden_sizes: Sequence[int],
-                   activation: str, input_norm: bool) -> nn.Module:
+                   activation: str, input_norm: bool) -> OnPolicyBase:
     """An actor's base (``out_dim`` wide): HARL's CNN, or the MLP (on an image: flattened and scaled)."""
     if encoder == "cnn":
         assert layout is not None

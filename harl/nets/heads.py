@@ -12,6 +12,7 @@ them every env step and the distribution objects' argument checks cost more than
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Protocol
 
 import numpy as np
@@ -107,6 +108,17 @@ def _entropy(log_p: torch.Tensor) -> torch.Tensor:
     return -(log_p.exp() * log_p).sum(-1)
 
 
+def add_up(terms: Iterable[torch.Tensor]) -> torch.Tensor:
+    """``terms[0] + terms[1] + ...``, added in order (a running total: the sub-actions' log-probs,
+    entropies or KLs, the same numbers as a loop from 0.0 gives)."""
+    total: torch.Tensor | None = None
+    for term in terms:
+        total = term if total is None else total + term
+    if total is None:
+        raise ValueError("add_up: no terms")
+    return total
+
+
 class CategoricalHead(nn.Module):
     """Several independent categoricals: one for Discrete, one per sub-action for MultiDiscrete.
 
@@ -137,11 +149,11 @@ class CategoricalHead(nn.Module):
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor,
                  avail: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         index = actions.long()
-        log_probs, entropy = [], 0.0
+        log_probs, entropies = [], []
         for j, log_p in enumerate(self._log_probs(x, avail)):
             log_probs.append(log_p.gather(-1, index[:, j : j + 1]))
-            entropy = entropy + _entropy(log_p)
-        return torch.cat(log_probs, -1), entropy  # type: ignore[return-value]
+            entropies.append(_entropy(log_p))
+        return torch.cat(log_probs, -1), add_up(entropies)
 
     def distribution(self, x: torch.Tensor, avail: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
         """The distribution's parameters: one ``(batch, n_j)`` table of masked logits per sub-action."""
@@ -151,11 +163,11 @@ class CategoricalHead(nn.Module):
     @staticmethod
     def kl(old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """``(batch,)`` KL(old || new) of two ``distribution`` outputs, summed over sub-actions."""
-        total = 0.0
+        terms = []
         for z0, z1 in zip(old, new):
             p0 = torch.log_softmax(z0, -1)
-            total = total + (p0.exp() * (p0 - torch.log_softmax(z1, -1))).sum(-1)
-        return total  # type: ignore[return-value]
+            terms.append((p0.exp() * (p0 - torch.log_softmax(z1, -1))).sum(-1))
+        return add_up(terms)
 
 
 def make_head(space: spaces.Space, in_dim: int, std_x_coef: float, std_y_coef: float,

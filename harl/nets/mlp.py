@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import nn
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU}
+GAIN_NONLINEARITY: dict[str, Literal["relu", "tanh", "leaky_relu"]] = {
+    "relu": "relu", "tanh": "tanh", "leaky_relu": "leaky_relu", "elu": "leaky_relu"}
+"""Activation -> the nonlinearity whose ``nn.init.calculate_gain`` initialises its layers
+(HARL takes leaky_relu's gain for elu)."""
+
+
+def activation_gain(activation: str) -> float:
+    """The orthogonal-init gain of layers followed by ``activation`` (one of ``ACTIVATIONS``)."""
+    return nn.init.calculate_gain(GAIN_NONLINEARITY[activation])
 
 
 def init_linear(layer: nn.Linear, gain: float) -> nn.Linear:
@@ -28,7 +38,7 @@ class MLP(nn.Module):
                  input_norm: bool = True) -> None:
         super().__init__()
         act = ACTIVATIONS[activation]
-        gain = nn.init.calculate_gain("leaky_relu" if activation == "elu" else activation)
+        gain = activation_gain(activation)
         layers: list[nn.Module] = [nn.LayerNorm(in_dim)] if input_norm else []
         width = in_dim
         for size in hidden_sizes:

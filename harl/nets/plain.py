@@ -48,14 +48,14 @@ def plain_mlp(sizes: Sequence[int], activation: str, final_activation: str | Non
     return nn.Sequential(*layers)
 
 
-def off_policy_encoder(space: spaces.Space, encoder: str, channel_order: str, width: int, activation: str,
+def off_policy_encoder(space: spaces.Box, encoder: str, channel_order: str, width: int, activation: str,
                        table: str, source: str) -> tuple[nn.Module | None, int]:
     """(what reads the input first, its output width): HARL's ``PlainCNN`` (``width`` features) for
     an image under ``encoder = "cnn"``, a flatten-and-scale for an image under ``"mlp"``, else None."""
     kind = choose_encoder(space, encoder, table, source)
     if not is_image(space):
         return None, int(np.prod(space.shape))
-    layout = image_layout(space, channel_order, table, source)  # type: ignore[arg-type]
+    layout = image_layout(space, channel_order, table, source)
     if kind == "cnn":
         return PlainCNN(layout, width, OFF_POLICY_ACTIVATIONS[activation]()), width
     return ImageMLP(layout, nn.Identity(), layout.size), layout.size

@@ -47,7 +47,7 @@ class StackedMLP(nn.Module):
                                        for j in range(len(sizes) - 1))
         self.norm: nn.ParameterList | None = None
         if input_norm:
-            norms = [net[0] for net in nets]
+            norms = [m for net in nets if isinstance(m := net[0], nn.LayerNorm)]  # input_norm: a LayerNorm first
             self.norm = nn.ParameterList([nn.Parameter(torch.stack([n.weight.detach() for n in norms]).unsqueeze(1)),
                                           nn.Parameter(torch.stack([n.bias.detach() for n in norms]).unsqueeze(1))])
 
@@ -64,9 +64,9 @@ class StackedMLP(nn.Module):
                 norm, *ordered = ordered
                 state_dict[prefix + "norm.0"] = torch.stack(norm["weight"]).unsqueeze(1)
                 state_dict[prefix + "norm.1"] = torch.stack(norm["bias"]).unsqueeze(1)
-            for j, layer in enumerate(ordered):
-                state_dict[f"{prefix}weights.{j}"] = torch.stack(layer["weight"])
-                state_dict[f"{prefix}biases.{j}"] = torch.stack(layer["bias"]).unsqueeze(1)
+            for j, tensors in enumerate(ordered):
+                state_dict[f"{prefix}weights.{j}"] = torch.stack(tensors["weight"])
+                state_dict[f"{prefix}biases.{j}"] = torch.stack(tensors["bias"]).unsqueeze(1)
         super()._load_from_state_dict(state_dict, prefix, *args)
 
     def first_input(self, x: torch.Tensor) -> torch.Tensor:

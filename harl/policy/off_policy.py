@@ -29,7 +29,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional as F
 
-from harl.nets.heads import MASKED_LOGIT
+from harl.nets.heads import MASKED_LOGIT, add_up
 from harl.nets.mlp import MLP, init_linear
 from harl.nets.plain import EdgeLinear, masked_argmax, off_policy_encoder, plain_mlp, prefixed
 
@@ -55,6 +55,10 @@ def masked_uniform(avail: torch.Tensor | None, n: int, batch: int, device: torch
 
 class DeterministicActor(nn.Module):
     """obs -> ``centre + half_range * tanh(mlp(obs))``: always inside the Box."""
+
+    # registered buffers (register_buffer in __init__)
+    centre: torch.Tensor
+    half_range: torch.Tensor
 
     def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
                  input_norm: bool, expl_noise: float, encoder: nn.Module | None = None) -> None:
@@ -82,6 +86,11 @@ class DeterministicActor(nn.Module):
 class SquashedGaussianActor(nn.Module):
     """SAC's Box actor: ``a = centre + half_range * tanh(u)``, ``u ~ N(mu(o), sigma(o))``."""
 
+    # registered buffers (register_buffer in __init__)
+    centre: torch.Tensor
+    half_range: torch.Tensor
+    log_half_sum: torch.Tensor
+
     def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
                  input_norm: bool, encoder: nn.Module | None = None) -> None:
         super().__init__()
@@ -104,8 +113,9 @@ class SquashedGaussianActor(nn.Module):
         """(action (B, d) with a reparameterised gradient, log-density (B,) of that action)."""
         return self.sample(self.distribution(obs, avail), deterministic)
 
-    def sample(self, params: tuple[torch.Tensor, torch.Tensor],
+    def sample(self, params: Sequence[torch.Tensor],
                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``params``: ``distribution``'s (mu, log_std)."""
         mu, log_std = params
         std = log_std.exp()
         u = mu if deterministic else mu + std * torch.randn_like(mu)
@@ -129,8 +139,8 @@ class CategoricalActor(nn.Module):
     straight-through Gumbel-softmax gradient, as HARL's HASAC does for discrete actions.
     """
 
-    def __init__(self, obs_dim: int, space: spaces.Space, hidden_sizes: Sequence[int], activation: str,
-                 input_norm: bool, gain: float, encoder: nn.Module | None = None) -> None:
+    def __init__(self, obs_dim: int, space: spaces.Discrete | spaces.MultiDiscrete, hidden_sizes: Sequence[int],
+                 activation: str, input_norm: bool, gain: float, encoder: nn.Module | None = None) -> None:
         super().__init__()
         if isinstance(space, spaces.Discrete):
             self.sizes = [int(space.n)]
@@ -155,8 +165,8 @@ class CategoricalActor(nn.Module):
         """(one-hot actions (B, sum n) with a straight-through gradient, log-probability (B,))."""
         return self.sample(self.log_probs(obs, avail), deterministic)
 
-    def sample(self, log_probs: list[torch.Tensor], deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        onehots, logp = [], 0.0
+    def sample(self, log_probs: Sequence[torch.Tensor], deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        onehots, terms = [], []
         for log_p in log_probs:
             if deterministic:
                 hard = F.one_hot(log_p.argmax(-1), log_p.shape[-1]).to(log_p.dtype)
@@ -166,8 +176,8 @@ class CategoricalActor(nn.Module):
                 soft = torch.softmax(log_p + gumbel, -1)
                 hard = F.one_hot(soft.argmax(-1), log_p.shape[-1]).to(log_p.dtype)
                 onehots.append(hard - soft.detach() + soft)
-            logp = logp + (onehots[-1] * log_p).sum(-1)
-        return torch.cat(onehots, -1), logp  # type: ignore[return-value]
+            terms.append((onehots[-1] * log_p).sum(-1))
+        return torch.cat(onehots, -1), add_up(terms)
 
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
         picks = []

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.errors import ConfigError
-from harl.nets.cnn import on_policy_base
+from harl.nets.cnn import OnPolicyBase, on_policy_base
 from harl.nets.heads import make_head
 from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layout, is_image
 from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer
@@ -42,7 +42,7 @@ class PolicyConfig:
     channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4, last if both; else the smaller end)", one_of(CHANNEL_ORDERS))
 
 
-def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline") -> nn.Module:
+def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline") -> OnPolicyBase:
     """The network under an actor's GRU and head: ``[policy] encoder`` on ``space``."""
     encoder = choose_encoder(space, config.encoder, "policy", source)
     layout = image_layout(space, config.channel_order, "policy", source) if is_image(space) else None
@@ -54,7 +54,7 @@ class Actor(nn.Module):
     """Observation (and GRU state) -> action distribution for one agent."""
 
     def __init__(self, obs_dim: int, action_space: spaces.Space, config: PolicyConfig,
-                 base: nn.Module | None = None) -> None:
+                 base: OnPolicyBase | None = None) -> None:
         """``base``: the encoder (``actor_base``); by default the MLP on ``obs_dim`` inputs."""
         super().__init__()
         self.base = base if base is not None else MLP(obs_dim, config.hidden_sizes, config.activation,
@@ -126,7 +126,7 @@ def describe_space(space: spaces.Space) -> str:
 def _same_space(a: spaces.Space, b: spaces.Space) -> bool:
     if type(a) is not type(b):
         return False
-    if isinstance(a, spaces.Box):
+    if isinstance(a, spaces.Box) and isinstance(b, spaces.Box):
         return a.shape == b.shape and bool(np.all(a.low == b.low) and np.all(a.high == b.high))
     return a == b
 

@@ -14,6 +14,11 @@ from torch import nn
 class ValueNorm(nn.Module):
     """Normalise targets for the critic; denormalise its outputs for GAE and advantages."""
 
+    # registered buffers (register_buffer in __init__)
+    running_mean: torch.Tensor
+    running_mean_sq: torch.Tensor
+    debias: torch.Tensor
+
     def __init__(self, beta: float = 0.99999, epsilon: float = 1e-5, min_var: float = 1e-2) -> None:
         super().__init__()
         self.beta = beta

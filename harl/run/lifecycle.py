@@ -75,10 +75,11 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     those the pipeline's ``[logging]`` asks for.  ``fresh=False``: ``run_dir`` may hold its own
     ``pipeline.toml`` already (a sweep's trial, written by the sweep before it starts).
     """
+    notes: list[str] = []
     if isinstance(pipeline, PipelineSpec):
         if overrides:
             raise TypeError("overrides go with a pipeline file; apply them with harl.load_pipeline(spec, overrides)")
-        spec, notes = pipeline, []
+        spec = pipeline
     else:
         spec, notes = load_pipeline(pipeline, overrides)
         source = str(pipeline)

@@ -16,16 +16,11 @@ from typing import Any
 import attrs
 
 from harl.compose import Stages, build_stages
-from harl.config.loading import structure_pipeline
+from harl.config.loading import parse_toml, structure_pipeline
 from harl.config.spec import PipelineSpec
 from harl.errors import CheckpointError, ConfigError
 from harl.run.checkpoint import latest_checkpoint, load_checkpoint
 from harl.run.resume_check import check_resumable
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 
 def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
@@ -45,11 +40,7 @@ def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
                           "UTF-8: restore it from a copy, or start the run again") from None
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot read the run's pipeline ({exc.strerror})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: malformed TOML: {exc}") from None
-    return structure_pipeline(data, str(path)), text
+    return structure_pipeline(parse_toml(text, str(path)), str(path)), text
 
 
 def restore(stages: Stages, state: dict[str, Any], networks_only: bool = False) -> None:

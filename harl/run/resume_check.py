@@ -9,16 +9,11 @@ fit (``policy.hidden_sizes``, another env) are reported by ``harl.run.restore``.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from harl.errors import CheckpointError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from harl.config.loading import parse_toml
+from harl.errors import CheckpointError, ConfigError
 
 SHAPE_KEYS = ("collector.n_envs", "evaluator.n_envs")
 """Keys a checkpoint's contents are shaped by, in every run."""
@@ -37,8 +32,8 @@ def _at(data: Any, key: str) -> Any:
 def check_resumable(state: dict[str, Any], spec: Any, pipeline: Path, checkpoint: Path) -> None:
     """``CheckpointError`` naming each shape key of ``pipeline`` that differs from ``checkpoint``'s."""
     try:
-        saved = tomllib.loads(state.get("pipeline", ""))
-    except tomllib.TOMLDecodeError:
+        saved = parse_toml(state.get("pipeline", ""), "the checkpoint's pipeline")
+    except ConfigError:
         return  # a checkpoint without a readable pipeline: restore() reports what does not fit
     keys = SHAPE_KEYS + (BUFFER_KEYS if "buffer" in state else ())
     differ = []

@@ -74,7 +74,8 @@ class HarlVecEnv:
         self.before, self.last_step = (obs, state, avail), None
         return self._obs(obs), self._share(state), self._avail(avail)
 
-    def step(self, actions: Any) -> tuple[np.ndarray, ...]:
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                          list[list[dict[str, Any]]], np.ndarray]:
         """HARL's ``step``: actions ``(n, A, dim)``; returns obs, share_obs, rewards ``(n, A, 1)``,
         dones ``(n, A)``, infos (``n`` lists of ``A`` dicts) and available_actions."""
         if self.before is None:

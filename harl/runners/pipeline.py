@@ -22,7 +22,7 @@ def convert(args: dict[str, Any], algo_args: dict[str, Any], env_args: dict[str,
             ) -> tuple[dict[str, Any], list[str]]:
     """The converter's pipeline tables and notes for HARL's ``(args, algo_args, env_args)``."""
     try:
-        from harl.compat import pipeline_from_harl  # type: ignore[import-not-found]
+        from harl.compat import pipeline_from_harl
     except ImportError:
         raise ConfigError(
             f"harl.runners: cannot convert HARL's config of algo \"{args.get('algo')}\" on env "

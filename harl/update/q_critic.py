@@ -99,13 +99,21 @@ def one_hot_actions(stored: torch.Tensor, space: spaces.Space) -> torch.Tensor:
     """Stored actions ``(B, k)`` -> the critic's format (Box unchanged, categories one-hot)."""
     if isinstance(space, spaces.Box):
         return stored
-    sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(n) for n in np.asarray(space.nvec).ravel()]
+    if isinstance(space, spaces.Discrete):
+        sizes = [int(space.n)]
+    elif isinstance(space, spaces.MultiDiscrete):
+        sizes = [int(n) for n in np.asarray(space.nvec).ravel()]
+    else:
+        raise TypeError(f"no one-hot form of a {type(space).__name__} action space (Box, Discrete, MultiDiscrete)")
     index = stored.long()
     return torch.cat([F.one_hot(index[:, j], n).to(stored.dtype) for j, n in enumerate(sizes)], -1)
 
 
 class QCritic(nn.Module):
     """Q(s, a_1..a_n); values in env units: ``(B,)`` for EP, ``(B, A)`` for FP."""
+
+    # registered buffers (register_buffer in __init__)
+    agent_ids: torch.Tensor
 
     def __init__(self, state_dim: int, action_spaces: Sequence[spaces.Space], config: QCriticConfig,
                  state_space: Any = None, source: str = "pipeline") -> None:
@@ -116,13 +124,14 @@ class QCritic(nn.Module):
         self.n_agents = len(self.spaces)
         self.fp = config.state_type == "FP"
         k = 2 if config.twin else 1
-        encoders = [off_policy_encoder(state_space, config.encoder, config.channel_order, config.hidden_sizes[0],
-                                       config.activation, "critic", source)[0]
-                    for _ in range(k)] if state_space is not None else [None]
-        width = state_dim if encoders[0] is None else encoders[0].out_dim  # type: ignore[assignment]
+        built = [off_policy_encoder(state_space, config.encoder, config.channel_order, config.hidden_sizes[0],
+                                    config.activation, "critic", source)
+                 for _ in range(k)] if state_space is not None else []
+        encoders = [encoder for encoder, _ in built if encoder is not None]  # one per network, or none
+        width = built[0][1] if encoders else state_dim  # an encoder's output width
         in_dim = width + (self.n_agents if self.fp else 0) + sum(critic_action_width(s) for s in self.spaces)
         stack = StackedMLP([in_dim, *config.hidden_sizes, 1], config.activation, config.input_norm, k)
-        self.nets: StackedMLP | EncodedStack = stack if encoders[0] is None else EncodedStack(encoders, stack)  # type: ignore[arg-type]
+        self.nets: StackedMLP | EncodedStack = EncodedStack(encoders, stack) if encoders else stack
         self.targets = copy.deepcopy(self.nets)
         self.targets.requires_grad_(False)
         self.normalizer = ValueNorm() if config.value_norm else None
@@ -148,10 +157,10 @@ class QCritic(nn.Module):
         return torch.cat([copies, ids], -1)
 
     def raw(self, state: torch.Tensor, actions: Sequence[torch.Tensor],
-            nets: StackedMLP | None = None) -> torch.Tensor:
+            nets: StackedMLP | EncodedStack | None = None) -> torch.Tensor:
         """Every network's output, stacked ``(k, B)`` / ``(k, B, A)`` (normalised units when value_norm is on)."""
-        nets = nets if nets is not None else self.nets
-        return nets(self.inputs(self.features(nets, state), actions)).squeeze(-1)
+        net = self.nets if nets is None else nets
+        return net(self.inputs(self.features(net, state), actions)).squeeze(-1)
 
     def _denormalize(self, q: torch.Tensor) -> torch.Tensor:
         return q if self.normalizer is None else self.normalizer.denormalize(q)
@@ -174,6 +183,9 @@ class QCritic(nn.Module):
 
 class JointQCritic(nn.Module):
     """Q(s, joint action) for all joint actions at once; agent 0's index varies fastest."""
+
+    # registered buffers (register_buffer in __init__)
+    strides: torch.Tensor
 
     fp = False
     normalizer = None
@@ -288,11 +300,11 @@ class QCriticLearner:
             loss = (losses * mask).sum() / mask.sum().clamp(min=1.0)
         else:
             loss = losses.mean(-1).sum()
-        optimizer_step(self.optimizer, loss, critic.nets.parameters(), cfg.max_grad_norm)  # type: ignore[arg-type]
+        optimizer_step(self.optimizer, loss, critic.nets.parameters(), cfg.max_grad_norm)
         q = predictions[0].detach()
         if critic.normalizer is not None:
             q = critic.normalizer.denormalize(q)
-        return {"critic_loss": loss.detach(), "q_mean": q.mean(), "target_mean": target.mean()}  # type: ignore[union-attr]
+        return {"critic_loss": loss.detach(), "q_mean": q.mean(), "target_mean": target.mean()}
 
     def soft_update(self) -> None:
         self.critic.soft_update(self.config.polyak)

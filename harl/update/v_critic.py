@@ -53,6 +53,9 @@ class VCriticConfig:
 class VCritic(nn.Module):
     """V(s) -> values in env units (denormalised), shape ``(...,)`` for EP, ``(..., A)`` for FP."""
 
+    # registered buffers (register_buffer in __init__)
+    agent_ids: torch.Tensor
+
     def __init__(self, state_dim: int, n_agents: int, config: VCriticConfig, recurrent: bool = False,
                  state_space: Any = None, source: str = "pipeline") -> None:
         """``recurrent``: a GRU between the MLP and the value layer (follows ``[policy] recurrent``).
@@ -89,7 +92,7 @@ class VCritic(nn.Module):
         if isinstance(self.base, CNNBase):
             if not self.fp:
                 return self.base(state)
-            lead = self.layout.lead(state)  # type: ignore[union-attr]
+            lead = self.base.layout.lead(state)
             return self.base(state, self.agent_ids.expand(*lead, self.n_agents, self.n_agents))
         if self.layout is not None:
             state = self.layout.flat(state)

@@ -188,7 +188,7 @@ class DogfightEnv:
                        active=self._alive[:N_LEARNERS].copy(), info=info)
 
     def get_rng_state(self) -> dict[str, Any]:
-        return self._rng.bit_generator.state
+        return dict(self._rng.bit_generator.state)
 
     def set_rng_state(self, state: dict[str, Any]) -> None:
         self._rng.bit_generator.state = state

@@ -16,7 +16,7 @@ resets after it are those the checkpointed run would have drawn.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from harl.envs.mpe_torch.spread import Spread
 from harl.envs.mpe_torch.world import Physics, World, sample_worlds
 from harl.envs.protocol import VectorStep
 from harl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harl.envs.protocol import Array
 
 Reset = tuple[list[torch.Tensor], torch.Tensor, list[torch.Tensor] | None]
 
@@ -194,10 +197,11 @@ class MPETorchVectorEnv:
             episode_infos = [{"return": r, "length": int(n)} for r, n in zip(returns, lengths)]
             self._reset_envs(ended)
             obs, state, avail = self._observe()
+        masks: list[Array] | None = None if avail is None else [*avail]
         return VectorStep(
-            obs=obs, state=state, avail=avail, rewards=rewards, terminated=self._not_terminated.clone(),
+            obs=[*obs], state=state, avail=masks, rewards=rewards, terminated=self._not_terminated.clone(),
             truncated=truncated, active=self._active, final_state=final_state,
-            episode_infos=episode_infos, final_obs=final_obs, final_avail=avail,
+            episode_infos=episode_infos, final_obs=[*final_obs], final_avail=masks,
         )
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 import torch
 from gymnasium import spaces
 
@@ -64,7 +65,7 @@ class Layout:
         if not self.silent[i]:
             size = size + self.dim_c if continuous else size * self.dim_c
         if continuous:
-            return spaces.Box(0.0, 1.0, (size,), dtype="float32")
+            return spaces.Box(0.0, 1.0, (size,), dtype=np.float32)
         return spaces.Discrete(size)
 
 
@@ -99,7 +100,7 @@ class Physics:
         self.continuous = continuous
         self.dtype = dtype
         n_agents = layout.n_agents
-        sizes = [int(s.shape[0] if continuous else 1) for s in
+        sizes = [int(s.shape[0]) if isinstance(s, spaces.Box) else 1 for s in
                  (layout.action_space(i, continuous) for i in range(n_agents))]
         offsets = [sum(sizes[:i]) for i in range(n_agents)]
         moving = [i for i in range(n_agents) if layout.movable[i]]

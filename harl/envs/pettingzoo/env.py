@@ -78,7 +78,7 @@ class PettingZooEnv:
                                           'use state = "observations" (the agents\' observations side by '
                                           "side)", suggest_default=False)
         self._use_env_state = env_state is not None and config.state != "observations"
-        if self._use_env_state:
+        if self._use_env_state and env_state is not None:
             self.state_space: spaces.Box = env_state
             self.summary = f"state: env.state() {tuple(env_state.shape)}"
         else:

@@ -39,7 +39,7 @@ class ObservationView:
             raw = raw["observation"]
         if isinstance(self.raw, spaces.Box):  # reshaped: flattened where the view is flat
             return np.asarray(raw, dtype=self.space.dtype).reshape(self.space.shape), mask
-        return spaces.flatten(self.raw, raw).astype(np.float32), mask
+        return np.asarray(spaces.flatten(self.raw, raw), dtype=np.float32), mask
 
     def blank(self) -> np.ndarray:
         """The observation of an agent that has left the episode: zeros."""
@@ -51,12 +51,12 @@ def observation_view(name: str, space: spaces.Space, action_space: spaces.Space,
     """The view of agent ``name`` (``flatten``: 1-D even for a Box), or why harl cannot read it."""
     masked = isinstance(space, spaces.Dict) and "action_mask" in space.spaces
     width = avail_width(action_space)
-    if masked:
+    if masked and isinstance(space, spaces.Dict):
         if set(space.spaces) != {"observation", "action_mask"}:
             return (f"agent {name!r} observes {space}: a Dict with an action_mask must hold exactly "
                     "observation and action_mask")
         mask_shape = space["action_mask"].shape
-        if width == 0 or int(np.prod(mask_shape)) != width:
+        if width == 0 or mask_shape is None or int(np.prod(mask_shape)) != width:
             return (f"agent {name!r} has an action_mask of shape {mask_shape} for action space "
                     f"{action_space}, which needs {width} entries")
         space = space["observation"]

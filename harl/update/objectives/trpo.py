@@ -36,7 +36,7 @@ from torch import nn
 
 from harl.buffers.rollout import AgentBatch
 from harl.errors import ConfigError
-from harl.nets.heads import CategoricalHead
+from harl.nets.heads import CategoricalHead, add_up
 from harl.policy.on_policy import Actor
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
@@ -96,11 +96,11 @@ def approx_categorical_kl(old: tuple[torch.Tensor, ...], new: tuple[torch.Tensor
     with a smaller true KL than under the exact divergence.  Its Hessian at ``new = old``
     is ``sum_a (∂d_a)^2``.
     """
-    total = 0.0
+    terms = []
     for z0, z1 in zip(old, new):
         d = torch.log_softmax(z1, -1) - torch.log_softmax(z0, -1)
-        total = total + (d.exp() - 1 - d).sum(-1)
-    return total  # type: ignore[return-value]
+        terms.append((d.exp() - 1 - d).sum(-1))
+    return add_up(terms)
 
 
 def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor,
@@ -162,7 +162,7 @@ def fisher_operator(model: nn.Module, inputs: tuple[Any, ...], kl_of: KLOf,
         with torch.backends.cudnn.flags(enabled=False), warnings.catch_warnings():
             # torch loads its forward-mode rules on first use through torch.jit.script (deprecated)
             warnings.filterwarnings("ignore", ".*torch.jit.script", DeprecationWarning)
-            _, jv = torch.func.jvp(call, (frozen,), (tangents,))
+            jv = torch.func.jvp(call, (frozen,), (tangents,))[1]  # (output, jvp): no has_aux
         mjv = torch.autograd.grad(grad_phi, phi, grad_outputs=jv, retain_graph=True, allow_unused=True)
         mjv = tuple(torch.zeros_like(f) if m is None else m for m, f in zip(mjv, phi))
         grads = torch.autograd.grad(outputs, params, grad_outputs=mjv, retain_graph=True, allow_unused=True)
