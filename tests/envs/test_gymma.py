@@ -58,6 +58,7 @@ def test_missing_suite_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
                                  '"harl[pettingzoo]" (the optional package "rware" is not installed)')
 
 
+@pytest.mark.extra("pettingzoo")  # lbforaging must be importable for its ids to be looked up
 def test_bad_ids() -> None:
     """An unknown id and a single-agent id each name env.id and what is wrong."""
     with pytest.raises(ConfigError, match="^env.id: "):

@@ -146,12 +146,14 @@ class TestBadInputs:
             'p.toml: env.state: "tests.fakes.pettingzoo_fake:make" has no state_space / state(); use state = '
             "\"observations\" (the agents' observations side by side)")
 
+    @pytest.mark.extra("pettingzoo")  # supersuit's wrappers
     def test_bad_wrapper(self) -> None:
         """A wrapper path that does not resolve names its entry."""
         message = _message({"factory": FAKE, "wrappers": [{"wrapper": "supersuit:no_such_v0"}]})
         assert message.startswith('p.toml: env.wrappers[0].wrapper: module "supersuit" has no attribute')
 
 
+@pytest.mark.extra("pettingzoo")  # Box2D (pettingzoo[sisl])
 class TestSisl:
     def test_multiwalker_matches_pettingzoo_and_walkers_fall(self) -> None:
         """Continuous actions; the same seed and actions give PettingZoo's own observations; a fall terminates."""
@@ -249,6 +251,7 @@ def test_state_failure_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
         env.step(_actions())
 
 
+@pytest.mark.extra("pettingzoo")
 def test_harl_check_names_the_state_source(capsys: pytest.CaptureFixture[str]) -> None:
     """harl check's env row says where the global state comes from."""
     from harl.cli import main
