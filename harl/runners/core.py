@@ -8,7 +8,9 @@ pipeline (the Trainer, its progress display, checkpoints and Ctrl-C/SIGTERM hand
 from __future__ import annotations
 
 import csv
+import shutil
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from harl.config.dump import dump_pipeline
 from harl.config.loading import structure_pipeline
 from harl.errors import CheckpointError, ConfigError
 from harl.evaluator import EvalStats
+from harl.logging.progress import summary_lines
 from harl.run.checkpoint import load_checkpoint
 from harl.run.files import list_checkpoints
 from harl.run.lifecycle import restore, start_run
@@ -163,11 +166,9 @@ class RunnerCore:
         """``harl train`` on the converted pipeline, in this results directory."""
         result = self.trainer.train()
         c = result.counters
-        line = (f"{'stopped' if result.interrupted else 'finished'}: {c.iteration} iterations, "
-                f"{c.env_steps:,} env steps in {c.wall_time:.0f} s")
-        if result.last_eval is not None:
-            line += f"; last evaluation return {result.last_eval.mean_return:.2f}"
-        print(line + f"\nresume with: harl train --resume {result.run_dir}")
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else sys.maxsize
+        for text in summary_lines(result, width, resumable=self.trainer.newest_checkpoint() is not None):
+            print(text)  # what harl train says at the end of a run
         if result.interrupted:
             self.close()
             signum = result.signum or signal.SIGINT
