@@ -451,7 +451,8 @@ class SubprocessVectorEnv:
         return f"Environment worker {worker.index} (hosting {worker.envs_text()})"
 
     def _death(self, worker: _Worker, doing: str) -> str:
-        """What happened to a worker whose process is gone, in words."""
+        """What happened to a worker whose process is gone (or going: its pipe closed), in words."""
+        worker.process.join(1.0)
         code = worker.process.exitcode
         if code is not None and code < 0:
             try:
