@@ -113,6 +113,8 @@ class GracefulStop:
     """
 
     def __init__(self, message: Callable[[str], Any]) -> None:
+        global _requested_at
+        _requested_at = None  # a new run's waits are not cut short by an earlier run's stop request
         self.message = message
         self.requested = False
         self.signum = 0
