@@ -17,16 +17,16 @@ main thread can catch signals; elsewhere the defaults stay.  A signal that was i
 when the run began (SIGINT in a background job of a script) stays ignored.
 
 Signals cannot race the exit: once a stop signal has arrived, leaving a ``GracefulStop``
-block does not put the default handlers back (a second Ctrl-C landing between the last
-handler and the exit would kill the process with -2, a SIGTERM with -15); later stop
-signals are only noted until the process exits with the first one's status
-(``first_signal``).  A wait on env workers that may never answer (a hung simulator) asks
+block does not put the previous handlers back but ignores the stop signals (SIG_IGN) until
+the process exits with the first one's status (``first_signal``).  A Python handler would
+not do: a second Ctrl-C landing between the last handler and the exit would kill the
+process with -2 (a SIGTERM with -15), and Python itself puts the defaults back while it
+shuts down, which an ignored signal survives.  A wait on env workers that may never answer (a hung simulator) asks
 ``stop_waiting`` and gives up a few seconds after a stop request (``StopNow``).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -76,24 +76,20 @@ def _note(signum: int, request: bool) -> None:
         _requested_at = time.monotonic()
 
 
-def _late(signum: int, frame: FrameType | None) -> None:
-    """After the run's handlers are gone: note the signal, say so, and let the exit go on."""
-    _note(signum, request=False)
-    try:
-        os.write(2, f"{signal_name(signum)}: already stopping; please wait\n".encode())
-    except OSError:
-        pass
+_latched: set[int] = set()
+"""Stop signals this module set to SIG_IGN after a first one (a later ``GracefulStop`` still handles them)."""
 
 
 def reset() -> None:
     """Forget the signals received (for a process that runs several trainings, and tests);
-    puts back the default handlers where ``_late`` holds them."""
+    puts back the default handlers of the signals ignored since the first one."""
     global _first, _requested_at
     _first, _requested_at = 0, None
     if threading.current_thread() is threading.main_thread():
-        for signum in STOP_SIGNALS:
-            if signal.getsignal(signum) is _late:
+        for signum in _latched:
+            if signal.getsignal(signum) is signal.SIG_IGN:
                 signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    _latched.clear()
 
 
 def signal_name(signum: int) -> str:
@@ -124,7 +120,7 @@ class GracefulStop:
     def __enter__(self) -> GracefulStop:
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
-                if signal.getsignal(signum) is not signal.SIG_IGN:
+                if signal.getsignal(signum) is not signal.SIG_IGN or signum in _latched:
                     self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
@@ -151,7 +147,9 @@ class GracefulStop:
         # After a stop signal the defaults never come back: one more signal before the exit
         # would kill the process instead of letting it exit with the first one's status.
         for signum, previous in self._previous.items():
-            signal.signal(signum, _late if _first else previous)
+            if _first:
+                _latched.add(signum)
+            signal.signal(signum, signal.SIG_IGN if _first else previous)
         self._previous.clear()
 
 
