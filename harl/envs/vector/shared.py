@@ -146,12 +146,13 @@ def _untracked() -> Iterator[None]:
     has ``track=False`` for this; before it, registering is switched off for the call)."""
     register, unregister = resource_tracker.register, resource_tracker.unregister
 
-    def skip(name: str, rtype: str, call: Any) -> None:
-        if rtype != "shared_memory":
-            call(name, rtype)
+    def skipping(call: Any) -> Any:
+        def other_types_only(name: Any, rtype: str) -> None:
+            if rtype != "shared_memory":
+                call(name, rtype)
+        return other_types_only
 
-    resource_tracker.register = lambda name, rtype: skip(name, rtype, register)  # type: ignore[assignment]
-    resource_tracker.unregister = lambda name, rtype: skip(name, rtype, unregister)  # type: ignore[assignment]
+    resource_tracker.register, resource_tracker.unregister = skipping(register), skipping(unregister)
     try:
         yield
     finally:

@@ -331,7 +331,7 @@ class SubprocessVectorEnv:
 
     # ----------------------------------------------------------------- calls and failures
 
-    def _keep(self, now: Reset) -> Reset:
+    def _keep(self, now: Any) -> Any:
         """Remember every env's current obs, state, avail: what a restarted worker's envs end at."""
         if self.restart_workers:
             self._last = now
