@@ -197,6 +197,8 @@ def trial(fault: str, out: Path, k: int, pipeline: Path, rng: random.Random) -> 
                               "left": len(left), "rows": len(done), "corrupt": False, "saved": None,
                               "resumed": None, "leaked": "leaked shared_memory" in err, "extra": extra,
                               "stop_s": time.monotonic() - signalled,
+                              "failed": ("checkpoint" if "cannot write the checkpoint" in err else
+                                         "metrics" if "cannot write the metrics" in err else ""),
                               "err": err.strip().splitlines()[-1:] if err.strip() else []}
     if hang is not None:
         hang.unlink()
@@ -282,6 +284,9 @@ def main_(argv: list[str] | None = None) -> None:
         codes = ",".join(f"{c}x{n}" for c, n in sorted(_count(t["code"] for t in trials).items(), key=str))
         lost = [t["lost"] for t in trials if t.get("lost") is not None]
         notes = ",".join(f"{e}x{n}" for e, n in _count(t["extra"] for t in trials if t["extra"]).items())
+        if fault == "diskfull":
+            notes += " failed writing: " + ",".join(
+                f"{e}x{n}" for e, n in _count(t.get("failed") or "nothing" for t in trials).items())
         if fault in ("hungterm", "int2", "term2", "sigterm"):
             notes += f" stop in {max(t['stop_s'] for t in trials):.1f} s at most"
         print(f"{fault:8} {codes:22} {sum(bool(t['resumed']) for t in trials):>10} "
