@@ -237,11 +237,14 @@ def two_writers(pipeline: Path, run_dir: Path) -> dict[str, Any]:
     if importlib.util.find_spec("harl.run.lock") is None:
         return {"skipped": "harl.run.lock is not on this branch (the run-directory lock is on branch api)"}
     procs = [start(["train", str(pipeline), "--run-dir", str(run_dir), "--quiet"]) for _ in range(2)]
-    wait_rows(procs[0], run_dir, 3)
+    deadline = time.monotonic() + 120  # until the writer (whichever got the lock) has 3 rows
+    while len(rows(run_dir)) < 3 and any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
     for proc in procs:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     outs = [proc.communicate(timeout=60) for proc in procs]
+    time.sleep(0.5)
     codes = sorted(proc.returncode for proc in procs)
     errs = "".join(err for _, err in outs)
     result: dict[str, Any] = {"code": ",".join(map(str, codes)), "traceback": "Traceback" in errs, "hung": False,
