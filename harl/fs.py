@@ -9,8 +9,11 @@ complete checkpoint is intact: checkpoints are written to a temporary file and r
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import re
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,14 +62,19 @@ def writing(path: Path, what: str, fix: str = "", note: Callable[[], str] = str)
 TEMP_SUFFIX = ".tmp"
 
 
+def _writer_tag() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 def atomic_write_bytes(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Call ``write(file)`` on a temp file next to ``path``, fsync, then rename it into place.
 
     If ``write`` raises, the temp file is removed and ``path`` is untouched (an older file
-    under that name stays as it was).
+    under that name stays as it was).  The temp file is named after this host and process,
+    so ``remove_stale_temps`` can tell a dead writer's leftovers from a live writer's file.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_writer_tag()}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -78,6 +86,34 @@ def atomic_write_bytes(path: Path, write: Callable[[BinaryIO], object]) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def remove_stale_temps(folder: Path, name: re.Pattern[str]) -> list[Path]:
+    """Remove the temp files in ``folder`` of writes of files matching ``name`` whose writer, a
+    process of this host, is gone (killed mid-write); another process's file in progress, or
+    one of another host (a shared file system), is left alone.  The files removed."""
+    removed = []
+    # .<name>.<host>-<pid>.<random>.tmp (mkstemp's random part has no dots)
+    ours = re.compile(rf"^\.(?P<name>.+)\.{re.escape(socket.gethostname())}-(?P<pid>\d+)\.[^.]+"
+                      rf"{re.escape(TEMP_SUFFIX)}$")
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            found = ours.match(entry.name)
+            if found and name.match(found["name"]) and not _alive(int(found["pid"])):
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+                    removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: another user's process
+        return True
+    return True
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -4,20 +4,30 @@ A checkpoint is one ``torch.save`` file ``checkpoints/iter_<NNNNNNN>.pt`` in the
 directory.  It is written to a temporary file in the same directory, flushed to disk and
 renamed over its final name, so a crash mid-write never leaves a half file under a real
 name: the newest complete checkpoint is always the latest one listed.
+
+A full disk shows inside ``torch.save`` not as ``OSError`` but as torch's zip writer giving
+up (``RuntimeError: [enforce fail at inline_container.cc:...] . unexpected pos ...`` or
+"PytorchStreamWriter failed writing file ..."): ``save_checkpoint`` turns that back into
+the ``OSError`` behind it, so it ends as one ``ResourceError`` paragraph like any other
+failed write (see ``harl.fs.writing``), naming the newest checkpoint that verifies.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
 from harl.errors import CheckpointError
-from harl.fs import TEMP_SUFFIX, atomic_write_bytes
+from harl.fs import atomic_write_bytes, remove_stale_temps
 from harl.run.files import PATTERN, checkpoint_dir, list_checkpoints, writing
 
 FORMAT_VERSION = 1
+_ZIP_WRITER_FAILED = ("inline_container.cc", "unexpected pos", "PytorchStreamWriter failed")
+"""What torch's zip writer says when a write to the file fails (a full disk, a quota)."""
 
 
 def save_checkpoint(run_dir: Path, iteration: int, state: dict[str, Any], keep: int) -> Path:
@@ -27,14 +37,39 @@ def save_checkpoint(run_dir: Path, iteration: int, state: dict[str, Any], keep: 
     folder = checkpoint_dir(run_dir)
     path = folder / f"iter_{iteration:07d}.pt"
     with writing(path, "the checkpoint", run_dir):
-        # Temp files left by a process killed mid-write (one writer per run directory).
-        if folder.is_dir():
-            for stale in folder.glob(f".iter_*{TEMP_SUFFIX}"):
-                stale.unlink(missing_ok=True)
-        atomic_write_bytes(path, lambda f: torch.save({"format": FORMAT_VERSION, **state}, f))
+        # Only temp files of writers that died mid-write (kill -9): never a live writer's file.
+        remove_stale_temps(folder, PATTERN)
+        atomic_write_bytes(path, lambda f: _torch_save({"format": FORMAT_VERSION, **state}, f))
         for old in list_checkpoints(run_dir)[:-keep]:
             old.unlink(missing_ok=True)
     return path
+
+
+def _torch_save(state: dict[str, Any], f: IO[bytes]) -> None:
+    """``torch.save``, with a write failure inside its zip writer raised as the ``OSError`` behind it."""
+    try:
+        torch.save(state, f)
+    except RuntimeError as exc:
+        if not any(text in str(exc) for text in _ZIP_WRITER_FAILED):
+            raise
+        cause = _os_error(exc)
+        detail = str(exc).strip().splitlines()[0]
+        if cause is not None:
+            raise OSError(cause.errno, f"{cause.strerror} (torch: {detail})") from exc
+        # No OSError behind it (torch wrote through its own stream): a short write is a full disk.
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (torch: {detail})") from exc
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The ``OSError`` among ``exc``'s causes and contexts (the file's ``write`` that failed)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError) and current.errno:
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def latest_checkpoint(run_dir: Path) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 
 from harl.cli import main
 from harl.envs.vector import SubprocessVectorEnv, make_vector_env
+from harl.envs.vector.shared import remove_stale
 from harl.errors import EnvCrashedError
 from harl.logging.csv_log import read_metrics
 from tests.fakes.counting import CountingConfig
@@ -97,8 +97,9 @@ class TestSegmentReleased:
 
     @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
     def test_when_the_parent_is_killed(self, signum: int) -> None:
-        """A parent ended by a signal it does not handle: its workers exit and the resource
-        tracker removes the segment within seconds."""
+        """A parent ended by a signal it does not handle: its workers exit, nothing warns of a leaked
+        shared_memory object (the segment is not the resource tracker's), and the next subprocess env
+        built on this machine removes the dead parent's segment."""
         script = ("import sys, time\n"
                   "from harl.envs.vector import make_vector_env\n"
                   "from tests.fakes.counting import CountingConfig\n"
@@ -106,19 +107,30 @@ class TestSegmentReleased:
                   "print(venv._segments[0].name, flush=True)\n"
                   "time.sleep(60)\n")
         proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+                                stderr=subprocess.PIPE, text=True)
         try:
-            segment = SHM / proc.stdout.readline().strip().lstrip("/")  # type: ignore[union-attr]
+            name = proc.stdout.readline().strip().lstrip("/")  # type: ignore[union-attr]
+            assert name.startswith(f"harl_{proc.pid}_")
+            segment = SHM / name
             assert segment.exists()
             proc.send_signal(signum)
-            proc.wait(10)
-            deadline = time.monotonic() + 15
-            while segment.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
+            _, err = proc.communicate(timeout=15)  # stderr closes once the workers (and any tracker) are gone
+            assert "leaked" not in err and "resource_tracker" not in err, err
+            venv = make_vector_env(CountingConfig(), 2, "subprocess", workers=1)
+            venv.close()
             assert not segment.exists()
         finally:
             proc.kill()
             proc.wait()
+
+    def test_a_live_processs_segment_is_kept(self) -> None:
+        """Only dead processes' harl_<pid>_ segments are stale: another live run's segment stays."""
+        first = make_vector_env(CountingConfig(), 2, "subprocess", workers=1)
+        try:
+            assert remove_stale() == []
+            assert _segment(first).exists()
+        finally:
+            first.close()
 
 
 def test_error_names_the_worker_and_the_env() -> None:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
+import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
 import torch
 
-from harl.errors import CheckpointError
+from harl.errors import CheckpointError, ResourceError
 from harl.fs import atomic_write_bytes
 from harl.run.checkpoint import (
     FORMAT_VERSION,
@@ -17,6 +23,7 @@ from harl.run.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from harl.run.files import checkpoint_note, intact
 
 
 class WriterFailed(Exception):
@@ -80,13 +87,102 @@ class TestSaveAndPrune:
         assert path == tmp_path / "checkpoints" / "iter_0000007.pt"
         assert load_checkpoint(path) == {"format": FORMAT_VERSION, "counters": {"iteration": 7}}
 
-    def test_stale_temp_files_are_removed(self, tmp_path: Path) -> None:
-        """A temp file left by a killed writer is removed by the next save."""
+    def test_only_dead_writers_temp_files_are_removed(self, tmp_path: Path) -> None:
+        """The next save removes the temp file of a writer killed mid-write on this host, and leaves a live
+        writer's (another process writing into the same folder), another host's and unknown ones alone."""
         folder = tmp_path / "checkpoints"
         folder.mkdir()
-        (folder / ".iter_0000001.pt.abc123.tmp").write_bytes(b"killed mid-write")
-        save_checkpoint(tmp_path, 2, {}, keep=3)
-        assert names(folder) == ["iter_0000002.pt"]
+        host = socket.gethostname()
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True)
+        live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            left = [f".iter_0000001.pt.{host}-{live.pid}.k3j2h1g0.tmp", f".iter_0000001.pt.elsewhere-{dead.stdout.strip()}"
+                    ".a1b2c3d4.tmp", ".iter_0000001.pt.abc123.tmp", f".metrics.csv.{host}-{dead.stdout.strip()}.x1.tmp"]
+            for name in [*left, f".iter_0000001.pt.{host}-{dead.stdout.strip()}.q9w8e7r6.tmp"]:
+                (folder / name).write_bytes(b"mid-write")
+            save_checkpoint(tmp_path, 2, {}, keep=3)
+            assert names(folder) == sorted([*left, "iter_0000002.pt"])
+        finally:
+            live.kill()
+            live.wait()
+
+    def test_own_temp_file_is_named_after_this_process(self, tmp_path: Path) -> None:
+        """While torch.save writes, the temp file carries this host and PID (what the cleanup reads)."""
+        seen: list[str] = []
+
+        def spy(f: BinaryIO) -> None:
+            seen.extend(p.name for p in tmp_path.iterdir())
+            f.write(b"x")
+
+        atomic_write_bytes(tmp_path / "iter_0000001.pt", spy)
+        assert len(seen) == 1 and seen[0].startswith(f".iter_0000001.pt.{socket.gethostname()}-{os.getpid()}.")
+
+
+class TestDiskFullInsideTorchSave:
+    """torch's zip writer reports a full disk as a RuntimeError: it must end as the same ResourceError."""
+
+    def zip_writer_fails(self, monkeypatch: pytest.MonkeyPatch, with_os_error: bool) -> None:
+        def save(obj: object, f: BinaryIO) -> None:
+            f.write(b"the first bytes")
+            try:
+                if with_os_error:
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                raise RuntimeError("basic_ios::clear: iostream error")
+            except (OSError, RuntimeError):
+                raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598") from None
+
+        monkeypatch.setattr(torch, "save", save)
+
+    @pytest.mark.parametrize("with_os_error", [True, False])
+    def test_is_a_resource_error_naming_the_intact_checkpoint(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               with_os_error: bool) -> None:
+        """"unexpected pos" (with the OSError behind it, or without one): "the disk is full", the newest
+        checkpoint named, no temp file left."""
+        older = save_checkpoint(tmp_path, 1, {"i": 1}, keep=3)
+        self.zip_writer_fails(monkeypatch, with_os_error)
+        with pytest.raises(ResourceError) as caught:
+            save_checkpoint(tmp_path, 2, {"i": 2}, keep=3)
+        assert str(caught.value) == (
+            f"{tmp_path / 'checkpoints' / 'iter_0000002.pt'}: cannot write the checkpoint: the disk is full; the "
+            f"newest complete checkpoint, {older}, is intact: free some space and continue with harl train "
+            f"--resume {tmp_path}")
+        assert names(tmp_path / "checkpoints") == ["iter_0000001.pt"]
+
+    def test_other_runtime_errors_pass(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A RuntimeError that is not the zip writer's (a bug) is not dressed up as a full disk."""
+        def save(obj: object, f: BinaryIO) -> None:
+            raise RuntimeError("cannot pickle 'generator' object")
+
+        monkeypatch.setattr(torch, "save", save)
+        with pytest.raises(RuntimeError, match="cannot pickle"):
+            save_checkpoint(tmp_path, 1, {}, keep=3)
+
+
+class TestIntact:
+    def test_a_damaged_newest_checkpoint_is_passed_over(self, tmp_path: Path) -> None:
+        """The note after a failed write names the newest checkpoint that reads back whole, and the damaged newer one."""
+        older = save_checkpoint(tmp_path, 1, {"w": torch.arange(1000.0)}, keep=3)
+        newer = save_checkpoint(tmp_path, 2, {"w": torch.arange(1000.0)}, keep=3)
+        assert intact(older) and intact(newer)
+        data = bytearray(newer.read_bytes())
+        data[data.index(struct.pack("<f", 500.0))] ^= 0xFF  # one flipped bit in a tensor's bytes
+        newer.write_bytes(bytes(data))
+        assert not intact(newer)
+        assert checkpoint_note(tmp_path) == (
+            f"; the newest complete checkpoint, {older}, is intact (newer ones do not read back whole: {newer}): "
+            f"free some space and continue with harl train --resume {tmp_path}")
+
+    def test_truncated_and_empty_files(self, tmp_path: Path) -> None:
+        """A truncated archive, an empty file and a missing one are not intact; with none left, the note says so."""
+        path = save_checkpoint(tmp_path, 1, {"w": torch.zeros(100)}, keep=3)
+        path.write_bytes(path.read_bytes()[:-200])
+        assert not intact(path) and not intact(tmp_path / "nothing.pt")
+        (tmp_path / "empty.pt").write_bytes(b"")
+        assert not intact(tmp_path / "empty.pt")
+        assert checkpoint_note(tmp_path) == (
+            f"; none of this run's 1 checkpoints reads back whole (the newest is {path}): free some space and "
+            "start the run again with harl train")
 
 
 class TestLatest:

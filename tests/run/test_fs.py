@@ -5,6 +5,7 @@ needed, else skipped); the others make the write itself fail."""
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,3 +112,59 @@ def test_checkpoint_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         f"--resume {run_dir}\n")
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["iter_0000001.pt", "iter_0000002.pt"]
     assert harl.run.checkpoint.list_checkpoints(run_dir)[-1] == newest
+
+
+def fill_but(disk: Path, free: int) -> None:
+    """Fill the file system, then give back ``free`` bytes (a few pages: room for metrics rows, not a checkpoint)."""
+    fill(disk)
+    filler = disk / "filler"
+    os.truncate(filler, filler.stat().st_size - free)
+
+
+class TestDiskFullInsideTorchSave:
+    def test_real_tmpfs(self, tmpfs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+        """A tmpfs with room for metrics rows but not for a 52 KB checkpoint: torch's zip writer fails inside
+        torch.save ("unexpected pos"); exit 2 with one paragraph, no traceback, one write attempt only, the
+        newest checkpoint verified and loadable, no temp file left; after freeing space the run resumes."""
+        run_dir = tmpfs / "run"
+        assert train(write_pipeline(tmp_path / "p.toml"), run_dir) == 0
+        newest = list_checkpoints(run_dir)[-1]
+        longer(run_dir, 400)
+        fill_but(tmpfs, 16384)
+        calls = []
+        save = torch.save
+        monkeypatch.setattr(torch, "save", lambda *a, **k: (calls.append(1), save(*a, **k))[1])
+        assert main(["train", "--resume", str(run_dir)]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"harl: {run_dir / 'checkpoints' / 'iter_0000003.pt'}: cannot write the checkpoint: the disk "
+                       f"is full; the newest complete checkpoint, {newest}, is intact: free some space and continue "
+                       f"with harl train --resume {run_dir}\n")
+        assert calls == [1]  # no second attempt on the way out
+        assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["iter_0000001.pt", "iter_0000002.pt"]
+        assert load_checkpoint(newest)["counters"]["iteration"] == 2
+        (tmpfs / "filler").unlink()
+        assert main(["train", "--resume", str(run_dir)]) == 0
+
+
+def test_zip_writer_failure_in_a_run_is_written_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """torch.save failing as torch's zip writer does on a full disk (any machine): exit 2, "the disk is full",
+    and torch.save is called once: neither the exit-save nor anything else writes again."""
+    run_dir = tmp_path / "run"
+    assert train(write_pipeline(tmp_path / "p.toml"), run_dir) == 0
+    longer(run_dir, 100)
+    calls = []
+
+    def full(obj: object, f: object) -> None:
+        calls.append(1)
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534") from None
+
+    monkeypatch.setattr(torch, "save", full)
+    assert main(["train", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "iter_0000003.pt: cannot write the checkpoint: the disk is full; the newest complete checkpoint, " in err
+    assert "Traceback" not in err and calls == [1]

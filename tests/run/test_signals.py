@@ -9,14 +9,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harl.logging.csv_log import read_metrics
+from harl.run import signals
 from harl.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from harl.run.signals import exit_status
 from tests.fakes.bad_env import write_pipeline
+from tests.fakes.hung_env import write_hung_pipeline
 from tests.procs import group, workers
 
 ROOT = Path(__file__).parents[2]
@@ -175,3 +178,125 @@ def test_worker_dies_during_the_update_before_a_scheduled_save(tmp_path: Path) -
     saved = load_checkpoint(latest_checkpoint(tmp_path / "run"))
     assert saved["counters"]["iteration"] == 2
     assert [s["seed"] for s in saved["collector"]["episode_starts"]] == [None, None]
+
+
+class TestNoRace:
+    """After a first stop signal, no later one can kill the process before it exits with the first's status."""
+
+    @pytest.fixture(autouse=True)
+    def clean(self) -> Iterator[None]:
+        signals.reset()
+        yield
+        signals.reset()
+
+    def test_a_signal_after_the_block_is_ignored(self) -> None:
+        """A SIGTERM, then a SIGINT and a SIGTERM after the handlers' block ended: ignored (SIG_IGN, which
+        survives Python's shutdown), no KeyboardInterrupt, the SIGTERM stays the first (what the process
+        exits with); a later block (the exit-save) still handles them with a message."""
+        said: list[str] = []
+        with signals.GracefulStop(said.append) as stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested and stop.signum == signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert signals.first_signal() == signal.SIGTERM
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        with stop:
+            stop.shutting_down()
+            os.kill(os.getpid(), signal.SIGINT)
+        assert said[-1].startswith("Ctrl-C: already stopping")
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+    def test_without_a_signal_the_previous_handlers_come_back(self) -> None:
+        """A block that saw no signal puts the handlers back as they were (pytest's own, here)."""
+        before = signal.getsignal(signal.SIGINT)
+        with signals.GracefulStop(print):
+            pass
+        assert signal.getsignal(signal.SIGINT) is before
+
+    def test_stop_now_only_once(self) -> None:
+        """The second signal stops at once (KeyboardInterrupt); a third one, landing in the exit that follows,
+        only prints a message."""
+        said: list[str] = []
+        with pytest.raises(KeyboardInterrupt), signals.GracefulStop(said.append):
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        with signals.GracefulStop(said.append) as stop:  # the trainer's exit-save re-enters its block
+            stop.shutting_down()
+            os.kill(os.getpid(), signal.SIGINT)
+        assert said[-1].startswith("Ctrl-C: already stopping")
+
+    def test_stop_waiting(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A wait gives up only once a stop was requested STOP_WAIT_S ago and the wait itself lasted that long."""
+        assert not signals.stop_waiting(1e9)
+        signals._note(signal.SIGTERM, request=True)
+        assert not signals.stop_waiting(10.0)  # requested just now
+        monkeypatch.setattr(signals, "_requested_at", time.monotonic() - 10)
+        assert signals.stop_waiting(signals.STOP_WAIT_S) and not signals.stop_waiting(0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("first", "gap"), [(signal.SIGINT, 0.01), (signal.SIGINT, 0.3), (signal.SIGTERM, 0.05),
+                                            (signal.SIGTERM, 0.5)])
+def test_two_signals_exit_with_the_first_ones_status(first: int, gap: float, tmp_path: Path) -> None:
+    """Two signals GAP s apart (then SIGINT, as an impatient Ctrl-C) to a real run: exit 130 or 143 for the
+    first one, never killed by the second (-2, -15), a loadable checkpoint, no leftovers."""
+    pipeline = write_pipeline(tmp_path / "p.toml", total_env_steps=4000, every=1000, env={"sleep": 0.02},
+                              backend="subprocess", workers=2)
+    run_dir = tmp_path / "run"
+    proc = start(["train", str(pipeline), "--run-dir", str(run_dir)])
+    wait_for_rows(proc, run_dir, 1)
+    os.killpg(proc.pid, first)
+    time.sleep(gap)
+    os.killpg(proc.pid, signal.SIGINT)
+    code, _, err = finish(proc)
+    assert code == exit_status(first), err
+    assert "Traceback" not in err
+    load_checkpoint(latest_checkpoint(run_dir))
+    no_leftovers(proc.pid)
+
+
+@pytest.mark.slow
+class TestHungWorker:
+    def test_one_sigterm_stops_a_run_waiting_on_a_hung_worker(self, tmp_path: Path) -> None:
+        """An env whose step() never returns (default 300 s timeout): one SIGTERM stops the run within seconds,
+        exit 143, a checkpoint of the last whole iteration, no leftovers; once the env is fixed, --resume goes on."""
+        hang = tmp_path / "hang"
+        hang.touch()
+        pipeline = write_hung_pipeline(tmp_path / "p.toml", hang_at=25, hang_file=hang, total_env_steps=100)
+        run_dir = tmp_path / "run"
+        proc = start(["train", str(pipeline), "--run-dir", str(run_dir)])
+        wait_for_rows(proc, run_dir, 2)
+        time.sleep(1.0)  # iteration 3 steps each env a 25th time: hung from here on
+        assert rows(run_dir) == 2
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        code, out, err = finish(proc)
+        assert time.monotonic() - started < 15
+        assert code == 143, err
+        assert "Traceback" not in err
+        assert load_checkpoint(latest_checkpoint(run_dir))["counters"]["iteration"] == 2
+        no_leftovers(proc.pid)
+        hang.unlink()
+        code, out, err = finish(start(["train", "--resume", str(run_dir)]))
+        assert code == 0, err
+        assert [int(r["iteration"]) for r in read_metrics(run_dir / "metrics.csv")] == list(range(1, 6))
+
+    def test_timeout_checkpoints_the_last_whole_iteration(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+        """The step timeout expires (1 s here): exit 2 naming the worker, its envs and the factory, and a checkpoint
+        of the last whole iteration although none was scheduled."""
+        from harl.cli import main
+        from harl.envs.vector import subprocess as backend
+
+        monkeypatch.setattr(backend, "STEP_TIMEOUT_S", 1.0)
+        pipeline = write_hung_pipeline(tmp_path / "p.toml", hang_at=25, total_env_steps=100)
+        run_dir = tmp_path / "run"
+        assert main(["train", str(pipeline), "--run-dir", str(run_dir), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith('harl: Environment worker 0 (hosting env 0) did not answer within 1 s while stepping '
+                              '(python env "tests.fakes.hung_env:make"); it was killed.')
+        assert load_checkpoint(latest_checkpoint(run_dir))["counters"]["iteration"] == 2
+        assert rows(run_dir) == 2

@@ -27,12 +27,14 @@ BACKENDS = ("inline", "subprocess", "ray")
 
 def make_vector_env(
     env_config: Any, n_envs: int, backend: str = "inline", workers: int = 0, seed: int = 0,
-    restart_workers: bool = False,
+    restart_workers: bool = False, step_timeout_s: float | None = None,
 ) -> VectorEnv:
     """``n_envs`` copies of the env that ``env_config`` describes; env ``k`` is seeded ``seed + k``.
 
     ``workers`` (subprocess and ray backends): 0 means one per env, at most one per CPU of
-    this machine.  ``restart_workers`` (ray backend): restart a dead worker instead of stopping.
+    this machine.  ``restart_workers`` (subprocess and ray backends): restart a dead or hung worker
+    instead of stopping.  ``step_timeout_s`` (subprocess and ray): how long one env call may take
+    before its worker is taken as hung (None: ``chunks.STEP_TIMEOUT_S``, 300 s; 0: no limit).
     A natively vectorised kind (a ``VectorFactory``, e.g. VMAS) is built as one simulator
     of ``n_envs`` environments in this process; ``backend`` and ``workers`` do not apply.
     """
@@ -46,9 +48,9 @@ def make_vector_env(
     if workers <= 0:
         workers = min(n_envs, os.cpu_count() or 1)
     if backend == "subprocess":
-        return SubprocessVectorEnv(env_config, n_envs, workers, seed)
+        return SubprocessVectorEnv(env_config, n_envs, workers, seed, restart_workers, step_timeout_s)
     if backend == "ray":  # imports ray only when chosen
         from harl.envs.vector.ray_actors import RayVectorEnv
 
-        return RayVectorEnv(env_config, n_envs, workers, seed, restart_workers)
+        return RayVectorEnv(env_config, n_envs, workers, seed, restart_workers, step_timeout_s)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")

@@ -12,6 +12,20 @@ from harl.envs.vector.inline import Reset
 
 INLINE_HINT = 'Try [collector] backend = "inline" to see the full traceback.'
 
+STEP_TIMEOUT_S = 300.0
+"""Default of ``[collector] step_timeout_s``: a worker that has not answered one call (a step, a
+reset, building its envs) after this long is taken as hung.  Several minutes: slow simulators
+(a StarCraft II or Football reset, a physics step of a large scene) take seconds, and
+a false alarm costs a run, while a real hang costs only this wait."""
+START_TIMEOUT_S = 120.0
+"""The least a worker is given to start and build its envs (spawning and imports take seconds on a
+busy machine); a longer ``step_timeout_s`` applies to starting too."""
+TIMEOUT_HINT = ("An env call should never take this long: raise [collector] step_timeout_s for a slow "
+                "simulator (0: no limit), or set [collector] restart_workers = true to restart the "
+                "worker and go on.")
+RESEED = 1_000_003
+"""A restarted worker's envs get fresh seeds ``seed + k + RESEED * restarts``."""
+
 
 def chunk_bounds(n_envs: int, workers: int) -> list[tuple[int, int]]:
     """``(start, stop)`` of each worker's contiguous envs, as even as ``n_envs`` allows."""
@@ -23,6 +37,19 @@ def envs_text(start: int, stop: int) -> str:
     """``env 3`` or ``envs 3-5``: a worker's envs, for messages."""
     last = stop - 1
     return f"env {start}" if last == start else f"envs {start}-{last}"
+
+
+def cut_short(last: Reset, reset: Reset) -> VectorStep:
+    """The step in flight for a restarted worker's envs: a time limit with reward 0 at their
+    last observation, followed by the fresh episodes ``reset`` began."""
+    obs, state, avail = reset
+    n, n_agents = state.shape[0], len(obs)
+    return VectorStep(
+        obs=obs, state=state, avail=avail, rewards=np.zeros((n, n_agents), dtype=np.float32),
+        terminated=np.zeros(n, dtype=bool), truncated=np.ones(n, dtype=bool),
+        active=np.ones((n, n_agents), dtype=bool), final_state=np.asarray(last[1]), episode_infos=[],
+        final_obs=list(last[0]), final_avail=None if last[2] is None else list(last[2]),
+    )
 
 
 def _per_agent(lists: list[Any]) -> list[np.ndarray] | None:

@@ -27,23 +27,31 @@ import attrs
 import numpy as np
 from gymnasium import spaces
 
+from harl.envs.checks import describe_env
 from harl.envs.protocol import VectorStep
-from harl.envs.vector.chunks import INLINE_HINT, chunk_bounds, concat_resets, concat_steps, envs_text
+from harl.envs.vector.chunks import (
+    INLINE_HINT,
+    RESEED,
+    START_TIMEOUT_S,
+    STEP_TIMEOUT_S,
+    TIMEOUT_HINT,
+    chunk_bounds,
+    concat_resets,
+    concat_steps,
+    cut_short,
+    envs_text,
+)
 from harl.envs.vector.inline import InlineVectorEnv, Reset, _one_line, per_env
 from harl.errors import EnvCrashedError, HarlError, import_extra
 from harl.run.signals import ignore_in_worker
 
-TIMEOUT_S = 300.0
-"""An actor that has not answered one call after this long is taken as hung."""
-START_TIMEOUT_S = 120.0
-"""How long the actors may take to be placed and to build their envs."""
+TIMEOUT_S = STEP_TIMEOUT_S
+"""Default of ``step_timeout_s``: an actor that has not answered one call after this long is taken as hung."""
 OBJECT_STORE_BYTES = 200 * 1024**2
 """Object store of a local Ray: a step's arrays are small, and /dev/shm is shared."""
 _CLOSE_S = 2.0
 """How long ``close`` lets the actors close their envs before killing them."""
 _RESTART = "[collector] restart_workers = true restarts a dead worker instead of stopping."
-_RESEED = 1_000_003
-"""A restarted worker's envs get fresh seeds ``seed + k + _RESEED * restarts``."""
 
 
 def import_ray() -> Any:
@@ -143,8 +151,10 @@ class RayVectorEnv:
     """
 
     def __init__(self, env_config: Any, n_envs: int, workers: int, seed: int = 0,
-                 restart_workers: bool = False) -> None:
+                 restart_workers: bool = False, step_timeout_s: float | None = None) -> None:
         self._ray = import_ray()
+        timeout = TIMEOUT_S if step_timeout_s is None else step_timeout_s
+        self.step_timeout_s = timeout or None  # 0: no limit
         workers = max(1, min(workers, n_envs))
         started = connect(workers)
         self.n_envs = n_envs
@@ -265,13 +275,13 @@ class RayVectorEnv:
         """``command`` on every actor (or on ``workers``), each with its own arguments; a dead one may be restarted."""
         workers = self._workers if workers is None else workers
         refs = [w.actor.call.remote(command, *a) for w, a in zip(workers, args)]
-        replies = self._gather(workers, refs, doing, TIMEOUT_S, restartable=self.restart_workers)
+        replies = self._gather(workers, refs, doing, self.step_timeout_s, restartable=self.restart_workers)
         for w, reply in enumerate(replies):
             if isinstance(reply, _Dead):
                 replies[w] = self._replace(workers[w], reply, command, args[w], doing)
         return replies
 
-    def _gather(self, workers: list[_Worker], refs: list[Any], doing: str, timeout: float,
+    def _gather(self, workers: list[_Worker], refs: list[Any], doing: str, timeout: float | None,
                 restartable: bool) -> list[Any]:
         """The replies, in order; a dead actor is a ``_Dead`` when ``restartable``, else an error."""
         ray = self._ray
@@ -283,8 +293,8 @@ class RayVectorEnv:
                 raise self._crashed(late, f"was not running within {timeout:.0f} s (each env worker needs 1 CPU; "
                                     f"the Ray cluster has {free:g} of {total:g} free)",
                                     "Lower [collector] workers, or add CPUs (nodes) to the Ray cluster.")
-            raise self._crashed(late, f"did not answer within {timeout:.0f} s while {doing}",
-                                "Its actor was killed; an env call should never take this long.")
+            raise self._crashed(late, f"did not answer within {timeout:g} s while {doing} "
+                                f"({describe_env(self._env_config)}); its actor was killed", TIMEOUT_HINT)
         replies: list[Any] = []
         for worker, ref in zip(workers, refs):
             try:
@@ -307,10 +317,10 @@ class RayVectorEnv:
         old = worker.where
         with contextlib.suppress(Exception):
             self._ray.kill(worker.actor, no_restart=True)
-        seed = self._seed + worker.start + _RESEED * self.restarts
+        seed = self._seed + worker.start + RESEED * self.restarts
         self._start([worker], [seed])
         reset = self._gather([worker], [worker.actor.call.remote("reset", seed)], "resetting",
-                             TIMEOUT_S, restartable=False)[0]
+                             self.step_timeout_s, restartable=False)[0]
         chunk = slice(worker.start, worker.stop)
         text = (f"Environment worker {worker.index} (hosting {worker.envs_text()}; Ray actor {old}) died "
                 f"while {doing} ({dead.reason}); restarted it as {worker.where} and reset its envs")
@@ -319,18 +329,18 @@ class RayVectorEnv:
                 self._pending[worker.index] = reset
             warnings.warn(f"{text}; its episodes are cut short at the next step.", RuntimeWarning, stacklevel=4)
             return self._gather([worker], [worker.actor.call.remote(command, *args)], doing,
-                                TIMEOUT_S, restartable=False)[0]
+                                self.step_timeout_s, restartable=False)[0]
         lost, cut = worker.stop - worker.start, self._lengths[chunk]
         self.lost_steps += lost
         warnings.warn(f"{text}: {lost} env steps lost (the step in flight), {lost} episodes cut short "
                       f"after {cut.mean():.0f} steps on average.", RuntimeWarning, stacklevel=4)
-        return _cut_short(self._last[worker.index], reset)  # type: ignore[arg-type]
+        return cut_short(self._last[worker.index], reset)  # type: ignore[arg-type]
 
     def _cut_pending(self, worker: _Worker) -> VectorStep:
         """The step of a worker restarted since the last one: its actions are not run (lost), its
         old episodes end as a time limit and its fresh ones begin (as when it dies in a step)."""
         self.lost_steps += worker.stop - worker.start
-        return _cut_short(self._last[worker.index], self._pending.pop(worker.index))  # type: ignore[arg-type]
+        return cut_short(self._last[worker.index], self._pending.pop(worker.index))  # type: ignore[arg-type]
 
     def _crashed(self, worker: _Worker, what: str, fix: str) -> EnvCrashedError:
         """Shut every actor down and describe what happened to this one."""
@@ -346,16 +356,3 @@ class _Dead:
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
-
-
-def _cut_short(last: Reset, reset: Reset) -> VectorStep:
-    """The step in flight for a restarted worker's envs: a time limit with reward 0 at their
-    last observation, followed by the fresh episodes ``reset`` began."""
-    obs, state, avail = reset
-    n, n_agents = state.shape[0], len(obs)
-    return VectorStep(
-        obs=obs, state=state, avail=avail, rewards=np.zeros((n, n_agents), dtype=np.float32),
-        terminated=np.zeros(n, dtype=bool), truncated=np.ones(n, dtype=bool),
-        active=np.ones((n, n_agents), dtype=bool), final_state=np.asarray(last[1]), episode_infos=[],
-        final_obs=list(last[0]), final_avail=None if last[2] is None else list(last[2]),
-    )

@@ -6,13 +6,23 @@ rewards, flags, the pre-reset finals).  Each array is ``(n_envs, ...)`` and C-co
 so a worker's chunk of envs is one slice of each and the parent sees the whole batch
 without concatenating.  The pipe then carries only a command and a small ack: the
 episode-end infos and whether any env gave action masks.
+
+Segments are named ``harl_<pid>_<random>`` after the process that creates them and are not
+handed to multiprocessing's resource tracker (which, after a ``kill -9`` of the trainer,
+would unlink the segment with a "leaked shared_memory objects" warning): the creator
+unlinks its segment on close, and a segment whose creator died without doing so is
+removed by the next ``create_segment`` on the machine (``remove_stale``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from multiprocessing import shared_memory
+import os
+import secrets
+import sys
+from collections.abc import Iterator, Sequence
+from multiprocessing import resource_tracker, shared_memory
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -125,9 +135,80 @@ class StepLayout:
         )
 
 
+PREFIX = "harl_"
+SHM_DIR = Path("/dev/shm")
+"""Where POSIX shared memory shows as files (Linux); elsewhere stale segments are not looked for."""
+
+
+@contextlib.contextmanager
+def _untracked() -> Iterator[None]:
+    """Keep the resource tracker out of ``SharedMemory``'s create, attach and unlink (Python 3.13
+    has ``track=False`` for this; before it, registering is switched off for the call)."""
+    register, unregister = resource_tracker.register, resource_tracker.unregister
+
+    def skipping(call: Any) -> Any:
+        def other_types_only(name: Any, rtype: str) -> None:
+            if rtype != "shared_memory":
+                call(name, rtype)
+        return other_types_only
+
+    resource_tracker.register, resource_tracker.unregister = skipping(register), skipping(unregister)
+    try:
+        yield
+    finally:
+        resource_tracker.register, resource_tracker.unregister = register, unregister
+
+
+def _segment(name: str, create: bool = False, size: int = 0) -> shared_memory.SharedMemory:
+    if sys.version_info >= (3, 13):
+        return shared_memory.SharedMemory(name, create, size, track=False)  # type: ignore[call-arg]
+    with _untracked():
+        return shared_memory.SharedMemory(name, create, size)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale() -> list[str]:
+    """Unlink the segments of harl processes of this machine that died without closing their envs
+    (``kill -9``); the names removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in SHM_DIR.iterdir():
+            parts = entry.name.split("_")
+            if (len(parts) == 3 and entry.name.startswith(PREFIX) and parts[1].isdigit()
+                    and not _pid_alive(int(parts[1]))):
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+                    removed.append(entry.name)
+    return removed
+
+
+def create_segment(size: int) -> shared_memory.SharedMemory:
+    """A new segment of ``size`` bytes named after this process (stale ones removed first)."""
+    remove_stale()
+    return _segment(f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}", create=True, size=size)
+
+
+def attach_segment(name: str) -> shared_memory.SharedMemory:
+    """The segment ``name`` (a worker's view of its parent's)."""
+    return _segment(name)
+
+
 def release(segment: shared_memory.SharedMemory) -> None:
     """Remove the segment's /dev/shm entry, then unmap it where no array still points into it."""
     with contextlib.suppress(FileNotFoundError):
-        segment.unlink()
+        if sys.version_info >= (3, 13):
+            segment.unlink()
+        else:
+            with _untracked():
+                segment.unlink()
     with contextlib.suppress(BufferError):
         segment.close()
