@@ -253,6 +253,17 @@ def summary_lines(result: Any, width: int, resumable: bool = True) -> list[str]:
     return lines(result, width, resumable)
 
 
+def interrupted_status() -> int:
+    """The exit status of a process stopped by a signal: 128 + the first stop signal it got
+    (a second signal arriving later does not change it)."""
+    import signal
+
+    from harl.run.signals import exit_status as status
+    from harl.run.signals import first_signal
+
+    return status(first_signal() or signal.SIGINT)
+
+
 def exit_status(result: Any) -> int:
     """A command's exit status after ``result``: 0, or 128 + the signal that stopped the run."""
     import signal

@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         Console(stderr=True).print("harl: interrupted", highlight=False)
-        return 130
+        return api.interrupted_status()  # 130 for Ctrl-C, 143 for SIGTERM: the first stop signal
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -201,7 +201,7 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
         with allocating("the environments and buffers", source):
             if venv is None:
                 venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000,
-                                       restart_workers=col.restart_workers)
+                                       restart_workers=col.restart_workers, step_timeout_s=col.step_timeout_s)
             opened.append(venv)
             if eval_venv is None:
                 eval_venv = make_vector_env(spec.env, spec.evaluator.n_envs, "inline", seed=run.seed * 1000 + 500)

@@ -261,8 +261,10 @@ class Trainer:
         except StageError:
             poisoned = updating  # networks half-updated: the newest checkpoint stays the newest
             raise
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             interrupted, stopped_by = True, "signal"
+            if str(exc):  # why the wait was given up (a worker that hung while a stop was asked for)
+                view.message(f"interrupted: {exc}")
             if c.iteration > last_saved:
                 view.message("interrupted: writing a checkpoint before stopping")
             elif last_saved:

@@ -51,7 +51,10 @@ class OffPolicyCollectorConfig:
     backend: str = setting("inline", "inline (one process), subprocess (worker processes) or ray (Ray actors, any node)",
                            one_of(("inline", "subprocess", "ray")))
     workers: int = setting(0, "subprocess workers or Ray actors (0: one per CPU core, at most n_envs)", in_range(0, None))
-    restart_workers: bool = setting(False, "ray backend: restart a dead worker and reset its envs instead of stopping")
+    restart_workers: bool = setting(False, "subprocess and ray backends: restart a dead or hung worker and reset "
+                                    "its envs instead of stopping")
+    step_timeout_s: float = setting(300.0, "subprocess and ray backends: seconds one env call may take before its "
+                                    "worker is taken as hung (0: no limit)", in_range(0, None))
 
 
 def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.Tensor | None],

@@ -39,12 +39,12 @@ def test_missing_ray_names_the_key_and_the_fix(monkeypatch: pytest.MonkeyPatch) 
                                  '(the optional package "ray" is not installed)')
 
 
-def test_restart_workers_needs_the_ray_backend() -> None:
-    """restart_workers with another backend would do nothing: refused with the fix."""
+def test_restart_workers_needs_worker_processes() -> None:
+    """restart_workers with inline envs would do nothing: refused with the fix."""
     with pytest.raises(ConfigError) as caught:
         structure_pipeline({"env": {"kind": "counting"}, "collector": {"restart_workers": True}}, "x.toml")
-    assert str(caught.value) == ('x.toml: collector.restart_workers: applies to backend = "ray" only, but '
-                                 'backend = "inline"; remove the key or set backend = "ray"')
+    assert str(caught.value) == ('x.toml: collector.restart_workers: applies to backend = "subprocess" or "ray", '
+                                 'but backend = "inline"; remove the key or set backend = "subprocess"')
 
 
 

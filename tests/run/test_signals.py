@@ -70,8 +70,9 @@ def test_exit_status() -> None:
     assert [exit_status(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)] == [130, 143, 138]
 
 
-@pytest.mark.slow
 class TestRealRun:
+    """Real runs; the first (one SIGTERM) stays in the default run, the rest are slow."""
+
     def test_sigterm_finishes_the_iteration_and_checkpoints(self, slow_pipeline: Path, tmp_path: Path) -> None:
         """SIGTERM (Slurm, Kubernetes, timeout) acts like one Ctrl-C: exact checkpoint, exit 143, no leftovers."""
         run_dir = tmp_path / "run"
@@ -86,6 +87,7 @@ class TestRealRun:
         assert load_checkpoint(latest_checkpoint(run_dir))["counters"]["iteration"] == done
         no_leftovers(proc.pid)
 
+    @pytest.mark.slow
     def test_sigterm_to_the_whole_group(self, slow_pipeline: Path, tmp_path: Path) -> None:
         """SIGTERM to every process of the job (scancel): workers leave stopping to the trainer."""
         run_dir = tmp_path / "run"
@@ -97,6 +99,7 @@ class TestRealRun:
         assert load_checkpoint(latest_checkpoint(run_dir))["counters"]["iteration"] == rows(run_dir)
         no_leftovers(proc.pid)
 
+    @pytest.mark.slow
     def test_double_ctrl_c_mid_step_then_resume(self, slow_pipeline: Path, tmp_path: Path) -> None:
         """Two Ctrl-C to the group while steps are in flight: exit 130, no traceback, a checkpoint of the
         last whole iteration, and the run resumes (no desynchronised pipes: the exit-save asks no worker)."""
@@ -122,6 +125,7 @@ class TestRealRun:
         assert f"at iteration {saved} " in out
         assert [int(r["iteration"]) for r in read_metrics(run_dir / "metrics.csv")] == list(range(1, saved + 2))
 
+    @pytest.mark.slow
     def test_worker_killed_keeps_the_work_done(self, slow_pipeline: Path, tmp_path: Path) -> None:
         """An env worker killed with SIGKILL: the real message, exit 2, and a checkpoint of the last whole
         iteration although none was scheduled; resume continues from it."""
@@ -138,6 +142,7 @@ class TestRealRun:
         no_leftovers(proc.pid)
         assert len(list_checkpoints(run_dir)) == 1
 
+    @pytest.mark.slow
     def test_env_raising_in_a_worker(self, tmp_path: Path) -> None:
         """A custom env that raises inside a worker: its message, exit 2, the iterations done are saved."""
         pipeline = write_pipeline(tmp_path / "raises.toml", "raises", total_env_steps=400, every=1000,
@@ -237,9 +242,10 @@ class TestNoRace:
         assert signals.stop_waiting(signals.STOP_WAIT_S) and not signals.stop_waiting(0.5)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("first", "gap"), [(signal.SIGINT, 0.01), (signal.SIGINT, 0.3), (signal.SIGTERM, 0.05),
-                                            (signal.SIGTERM, 0.5)])
+@pytest.mark.parametrize(("first", "gap"), [
+    pytest.param(signal.SIGINT, 0.01, marks=pytest.mark.slow), (signal.SIGINT, 0.3),
+    pytest.param(signal.SIGTERM, 0.05, marks=pytest.mark.slow), pytest.param(signal.SIGTERM, 0.5, marks=pytest.mark.slow),
+])
 def test_two_signals_exit_with_the_first_ones_status(first: int, gap: float, tmp_path: Path) -> None:
     """Two signals GAP s apart (then SIGINT, as an impatient Ctrl-C) to a real run: exit 130 or 143 for the
     first one, never killed by the second (-2, -15), a loadable checkpoint, no leftovers."""
@@ -258,7 +264,6 @@ def test_two_signals_exit_with_the_first_ones_status(first: int, gap: float, tmp
     no_leftovers(proc.pid)
 
 
-@pytest.mark.slow
 class TestHungWorker:
     def test_one_sigterm_stops_a_run_waiting_on_a_hung_worker(self, tmp_path: Path) -> None:
         """An env whose step() never returns (default 300 s timeout): one SIGTERM stops the run within seconds,
@@ -284,6 +289,7 @@ class TestHungWorker:
         assert code == 0, err
         assert [int(r["iteration"]) for r in read_metrics(run_dir / "metrics.csv")] == list(range(1, 6))
 
+    @pytest.mark.slow
     def test_timeout_checkpoints_the_last_whole_iteration(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
         """The step timeout expires (1 s here): exit 2 naming the worker, its envs and the factory, and a checkpoint
