@@ -54,7 +54,6 @@ def extras_asked_in(path: Path) -> tuple[str, ...]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "extra(*names): needs these optional extras (skips with the reason "
                             "where absent); added automatically where a module asks for an optional package")
-    config.addinivalue_line("markers", "slow: runs real processes for more than ~20 s (nox -s slow)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
