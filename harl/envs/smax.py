@@ -87,7 +87,7 @@ def _import_smax() -> tuple[Any, Any, Any]:
         import jax.numpy as jnp
     except ImportError as exc:
         raise MissingExtraError('env kind "smax"', "smax", "jax") from exc
-    if not jax.config.jax_platforms:  # imported before us, with no platform chosen
+    if not getattr(jax.config, "jax_platforms", None):  # imported before us, with no platform chosen
         jax.config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
     try:
         with _quiet_import():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -42,7 +42,8 @@ class WandbSink:
         self.run_dir = run_dir
         self.log_checkpoint = config.checkpoint
         self.run = wandb.init(project=config.project, entity=config.entity or None,
-                              mode=config.mode or None, dir=str(run_dir), id=run_id, resume="allow",
+                              mode=cast(Any, config.mode or None),  # validated: online | offline | disabled
+                              dir=str(run_dir), id=run_id, resume="allow",
                               name=run_dir.name, config=pipeline_tables(pipeline_text),
                               settings=wandb.Settings(console="off", silent=True))
         self.run.define_metric("env_steps")
