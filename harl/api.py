@@ -134,7 +134,9 @@ def train(pipeline: Pipeline, overrides: Iterable[str] = (), run_dir: str | Path
     ``sinks``: objects with ``write(row)`` and ``close(checkpoint)``, beside ``[logging]``'s.
     """
     with start(pipeline, overrides, run_dir, callbacks, sinks) as trainer:
-        return trainer.train(quiet=quiet, max_iterations=max_iterations)
+        result = trainer.train(quiet=quiet, max_iterations=max_iterations)
+    finish(trainer, result)
+    return result
 
 
 def resume(run_dir: str | Path, checkpoint: str | Path | None = None, callbacks: Iterable[Any] = (),
@@ -146,7 +148,17 @@ def resume(run_dir: str | Path, checkpoint: str | Path | None = None, callbacks:
     e.g. ``["run.total_env_steps=2_000_000"]`` to train longer.
     """
     with start_resume(run_dir, checkpoint, callbacks, overrides, sinks) as trainer:
-        return trainer.train(quiet=quiet, max_iterations=max_iterations)
+        result = trainer.train(quiet=quiet, max_iterations=max_iterations)
+    finish(trainer, result)
+    return result
+
+
+def finish(trainer: Any, result: Any) -> dict[str, Any] | None:
+    """What follows a run that spent its budget: ``[evaluator] absolute_factor``'s absolute
+    metric (``absolute_metric.json`` in the run directory); None when there is nothing to do."""
+    from harl.compare.absolute import after_run
+
+    return after_run(trainer.run_dir, trainer.spec, result)
 
 
 def evaluate(run_dir: str | Path, episodes: int | None = None, checkpoint: str | Path | None = None,

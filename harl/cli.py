@@ -50,6 +50,10 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         result = trainer.train(quiet=args.quiet)
     finally:
         api.close(trainer, say)
+    absolute = api.finish(trainer, result)
+    if absolute is not None:
+        say(f"absolute metric: {absolute['mean_return']:.3f} over {absolute['episodes']} episodes of "
+            f"{absolute['checkpoint']} (absolute_metric.json)")
     width = console.width if console.is_terminal else sys.maxsize  # a log or a pipe: one line each
     for text in api.summary_lines(result, width, resumable=trainer.newest_checkpoint() is not None):
         say(text)

@@ -28,6 +28,9 @@ class EvaluatorConfig:
     episodes: int = setting(20, "episodes per evaluation", positive())
     n_envs: int = setting(10, "evaluation environments stepped together", positive())
     deterministic: bool = setting(True, "take the most likely action instead of sampling")
+    absolute_factor: int = setting(
+        0, "when a run has spent its budget: re-evaluate its best kept checkpoint on this many times `episodes` "
+        "episodes into absolute_metric.json (the protocol's absolute metric uses 10; 0: off)", in_range(0, None))
     counting: str = setting(
         "per_env", 'which episodes count: "per_env" (each env gives its share of `episodes`, the first '
         'ones it finishes, so long and short episodes weigh as they occur) or "first_finished" (HARL: '

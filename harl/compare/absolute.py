@@ -112,3 +112,12 @@ def absolute_metric(run_dir: str | Path, factor: int = 10) -> dict[str, Any]:
     text = json.dumps(record, indent=1).encode("utf-8")
     atomic_write_bytes(run_dir / ABSOLUTE_FILE, lambda f: f.write(text))
     return record
+
+
+def after_run(run_dir: str | Path, spec: Any, result: Any) -> dict[str, Any] | None:
+    """``[evaluator] absolute_factor``: the absolute metric of a run that has just spent its
+    budget (None when the option is off or the run stopped early: it is not over yet)."""
+    factor = spec.evaluator.absolute_factor
+    if not factor or result.stopped_by != "budget":
+        return None
+    return absolute_metric(run_dir, factor)

@@ -47,6 +47,7 @@ def checkpoint_iteration(run_dir: Path) -> int:
 
 def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
     """Start or resume the run in ``run_dir`` and train it to its end (or a stop signal)."""
+    from harl.compare.absolute import after_run
     from harl.run.lifecycle import on_close, resume_run, start_run
 
     def say(text: str) -> None:
@@ -67,6 +68,7 @@ def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
             result = trainer.train(quiet=quiet)
         finally:
             on_close(trainer, say)
+        after_run(run_dir, trainer.spec, result)  # [evaluator] absolute_factor
     except HarlError as exc:
         return Outcome("failed", str(exc), started_at)
     c = result.counters

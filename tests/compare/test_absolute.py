@@ -42,3 +42,18 @@ def test_on_a_trained_run(tmp_path: Path) -> None:
     assert json.loads((run / "absolute_metric.json").read_text()) == record
     (loaded,), _ = load_runs([run])
     assert loaded.score("absolute") == pytest.approx(record["mean_return"])
+
+
+def test_the_evaluator_option_records_it_when_a_run_spends_its_budget(tmp_path: Path) -> None:
+    """[evaluator] absolute_factor = 3: harl.train ends with absolute_metric.json (3 x 2 episodes);
+    a run stopped early (max_iterations) gets none, and its resume to the end does."""
+    pytest.importorskip("mpe2", reason='the run uses MPE (pip install "harl[mpe]")')
+    import harl
+
+    tiny = ["run.total_env_steps=600", "collector.n_envs=4", "collector.rollout_length=50", "collector.workers=1",
+            "evaluator.episodes=2", "evaluator.n_envs=2", "evaluator.absolute_factor=3", "run.device=cpu"]
+    result = harl.train("pipelines/happo_mpe_spread.toml", tiny, run_dir=tmp_path / "run", max_iterations=1)
+    assert result.stopped_by == "max_iterations" and not (tmp_path / "run" / "absolute_metric.json").exists()
+    harl.resume(tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "absolute_metric.json").read_text())
+    assert record["episodes"] == 6 and record["factor"] == 3 and len(record["returns"]) == 6
