@@ -250,7 +250,6 @@ def stage_kinds(slot: str | None = None) -> list[tuple[str, str | None, type, li
     return rows
 
 
-
 def close(trainer: Any, say: Callable[[str], Any] = print) -> None:
     """Close a trainer (envs, sinks, lock); a Ctrl-C meanwhile only prints through ``say`` that it is closing."""
     from harl.run.lifecycle import on_close
