@@ -14,7 +14,7 @@ HARL = Path(__file__).parent.parent / "harl"
 
 LAYERS: list[tuple[str, ...]] = [
     ("harl.errors", "harl.fs", "harl.run.files", "harl.run.signals", "harl.settings", "harl.user_import",
-     "harl.registry", "harl.config.run", "harl.protocols"),
+     "harl.registry", "harl.protocols"),
     ("harl.nets", "harl.policy", "harl.sizes"),
     ("harl.envs", "harl.buffers", "harl.returns"),
     ("harl.collect", "harl.update", "harl.evaluator", "harl.run.checkpoint", "harl.logging", "harl.finite",

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from harl.logging.sink import entry_of
 from harl.settings import InvalidSetting, in_range, one_of, positive, setting
 from harl.settings import _show as show
 
@@ -100,7 +101,7 @@ def _user_sinks(value: Any) -> dict[str, Any] | None:
             raise InvalidSetting(f"sinks.{name}", 'expected a table with kind = "my_pkg.module:MySinkConfig"',
                                  suggest_default=False)
         try:
-            entry = importlib.import_module("harl.logging.sink").entry_of(table["kind"])
+            entry = entry_of(table["kind"])
         except ValueError as exc:
             raise InvalidSetting(f"sinks.{name}.kind", str(exc), suggest_default=False) from None
         _structure(f"sinks.{name}", {k: v for k, v in table.items() if k != "kind"}, entry.config)
@@ -169,3 +170,14 @@ class CheckpointConfig:
     every_iterations: int = setting(50, "write a checkpoint every this many iterations (and always at the end)", positive())
     keep: int = setting(3, "checkpoints kept on disk (older ones are deleted)", positive())
     replay_buffer: bool = setting(False, "also save the replay buffer (off-policy): exact resume, at the cost of its size on disk")
+
+
+def sink_configs(logging: LoggingConfig) -> dict[str, Any]:
+    """Name -> config of every sink a ``[logging]`` asks for: metrics.csv first, then the
+    built-in tables, then the user's ``[logging.sinks.NAME]`` in their order."""
+    found: dict[str, Any] = {"csv": entry_of("csv").config()}
+    found.update({name: getattr(logging, name) for name in ("tensorboard", "mlflow", "wandb")
+                  if getattr(logging, name) is not None})
+    for name, table in (logging.sinks or {}).items():
+        found[f"sinks.{name}"] = structure_sink(f"sinks.{name}", table, entry_of(table["kind"]).config)
+    return found

@@ -131,7 +131,7 @@ def require_sinks(configs: Mapping[str, Any]) -> None:
 
 
 def open_sinks(configs: Mapping[str, Any], context: SinkContext) -> list[Sink]:
-    """The sinks of ``configs`` (name -> config, ``sink_configs``), in that order.
+    """The sinks of ``configs`` (name -> config, ``harl.config.run.sink_configs``), in that order.
 
     A failure while opening one closes those already open.
     """
@@ -155,16 +155,3 @@ def close_sinks(sinks: list[Sink], checkpoint: Path | None) -> None:
             error = error or exc
     if error is not None:
         raise error
-
-
-def sink_configs(logging: Any) -> dict[str, Any]:
-    """Name -> config of every sink a ``[logging]`` asks for: metrics.csv first, then the
-    built-in tables, then the user's ``[logging.sinks.NAME]`` in their order."""
-    from harl.config.run import structure_sink
-
-    found: dict[str, Any] = {"csv": entry_of("csv").config()}
-    found.update({name: getattr(logging, name) for name in ("tensorboard", "mlflow", "wandb")
-                  if getattr(logging, name) is not None})
-    for name, table in (logging.sinks or {}).items():
-        found[f"sinks.{name}"] = structure_sink(f"sinks.{name}", table, entry_of(table["kind"]).config)
-    return found

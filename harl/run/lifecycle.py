@@ -20,9 +20,10 @@ from typing import Any
 from harl.compose import build_stages
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline
+from harl.config.run import sink_configs
 from harl.config.spec import PipelineSpec
 from harl.errors import HarlError
-from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks, sink_configs
+from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks
 from harl.run.files import checkpoint_note, writing
 from harl.run.lock import RunLock, take
 from harl.run.open import open_run, restore, spec_of_run

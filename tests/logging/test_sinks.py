@@ -12,9 +12,9 @@ import pytest
 import harl
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline, structure_pipeline
-from harl.config.run import LoggingConfig
+from harl.config.run import LoggingConfig, sink_configs
 from harl.logging.mlflow_log import MLflowConfig
-from harl.logging.sink import Guarded, sink_configs
+from harl.logging.sink import Guarded
 from harl.logging.tensorboard import TensorBoardConfig
 from harl.logging.wandb_log import WandbConfig
 from tests.logging.test_trackers import PIPELINE, pipeline
