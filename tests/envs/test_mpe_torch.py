@@ -257,3 +257,34 @@ def test_bad_discrete_action_is_refused() -> None:
     venv.reset()
     with pytest.raises(ValueError, match="agent 1"):
         venv.step([torch.tensor([0, 1]), torch.tensor([5, 0]), torch.tensor([0, 0])])
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_variant_pettingzoo_1_22_replays_harls_mpe(scenario: str) -> None:
+    """variant = "pettingzoo_1.22" replays the episodes recorded from pettingzoo 1.22 (HARL's MPE;
+    tests/envs/data/mpe_pettingzoo_1_22.json, as the mpe kind's variant): the recorded seed's
+    initial world (from the mpe kind, which seeds as pettingzoo did), the recorded actions, the
+    recorded rewards and observations to 1e-5; mpe2's dynamics on the same inputs differ."""
+    import json
+    from pathlib import Path
+
+    reference = json.loads((Path(__file__).parent / "data" / "mpe_pettingzoo_1_22.json").read_text())
+    recorded = reference["scenarios"][scenario]
+    start = make_mpe_env(MPEConfig(scenario=scenario, team_reward=False, variant="pettingzoo_1.22"))
+    start.reset(seed=recorded["seed"])
+    steps = recorded["steps"][: min(len(recorded["steps"]), 24)]  # within the first 25-step episode
+    for variant, agree in (("pettingzoo_1.22", True), ("mpe2", False)):
+        venv = MPETorchVectorEnv(MPETorchConfig(scenario=scenario, team_reward=False, variant=variant), 1)
+        _copy_worlds(venv, [start], [0])
+        rewards, obs = [], []
+        for step in steps:
+            out = venv.step([torch.tensor(np.asarray(a, dtype=np.float32)).reshape(1, -1) for a in step["actions"]])
+            rewards.append(out.rewards[0].numpy())
+            obs.append(torch.cat([o[0] for o in out.obs]).numpy())
+        ref_rewards = np.array([s["rewards"] for s in steps])
+        ref_obs = np.array([np.concatenate(s["obs"]) for s in steps])
+        if agree:
+            np.testing.assert_allclose(np.array(rewards), ref_rewards, atol=1e-5)
+            np.testing.assert_allclose(np.array(obs), ref_obs, atol=1e-5)
+        else:
+            assert np.abs(np.array(rewards) - ref_rewards).max() > 0.05

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from harl.envs.mpe_legacy import VARIANTS
 from harl.settings import InvalidSetting, in_range, kind_field, one_of, positive, setting
 
 SCENARIOS = ("simple_spread", "simple_reference", "simple_speaker_listener")
@@ -44,6 +45,10 @@ class MPETorchConfig:
         True, "every agent gets the sum of all agents' rewards (HARL's MPE convention), "
         "else each agent its own mpe2 reward",
     )
+    variant: str = setting(
+        "mpe2", "mpe2's dynamics, or pettingzoo_1.22: HARL's MPE (agents move with the new velocity, "
+        "HARL's continuous action signs, simple_spread's self-collision term), as the mpe kind's variant",
+        one_of(VARIANTS))
     device: str = setting("cpu", "torch device the worlds are simulated on (cpu, cuda, cuda:N)", _device)
     precision: str = setting(
         "float64", "dtype of the simulated world; observations and rewards are float32 either way. "

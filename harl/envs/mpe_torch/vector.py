@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from harl.envs.mpe_legacy import self_collision_penalty
 from harl.envs.mpe_torch.config import MPETorchConfig
 from harl.envs.mpe_torch.reference import Reference
 from harl.envs.mpe_torch.speaker_listener import SpeakerListener
@@ -72,7 +73,10 @@ class MPETorchVectorEnv:
         self._scenario = _scenario(config, self.device, self._dtype)
         layout = self._scenario.layout
         self._layout = layout
-        self._physics = Physics(layout, config.continuous_actions, self.device, self._dtype)
+        legacy = config.variant == "pettingzoo_1.22"
+        self._physics = Physics(layout, config.continuous_actions, self.device, self._dtype, legacy)
+        self._self_collision = self_collision_penalty(config.scenario, config.local_ratio) if legacy else 0.0
+        """pettingzoo 1.22's simple_spread counts each agent's collision with itself."""
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(seed)
         self._seed = seed
@@ -182,6 +186,8 @@ class MPETorchVectorEnv:
         u, comm = self._physics.decode(actions, self.n_envs, self.device)
         self._physics.step(self._world, u, comm)
         rewards = self._scenario.rewards(self._world)
+        if self._self_collision:
+            rewards = rewards + self._self_collision
         if self.config.team_reward:
             rewards = rewards.sum(1, keepdim=True).expand(-1, self.n_agents)
         rewards = rewards.float().contiguous()

@@ -93,7 +93,9 @@ class Physics:
     """
 
     def __init__(self, layout: Layout, continuous: bool, device: torch.device,
-                 dtype: torch.dtype) -> None:
+                 dtype: torch.dtype, legacy: bool = False) -> None:
+        """``legacy``: pettingzoo 1.22's MPE (``harl.envs.mpe_legacy``): move with the new
+        velocity, ``u_x = a[1] - a[2]`` (mpe2: ``a[2] - a[1]``)."""
         if len(set(layout.collide)) > 1:
             raise ValueError("either every agent collides (simple_spread) or none does")
         self.layout = layout
@@ -113,8 +115,10 @@ class Physics:
         self._speaking = index(speaking) if 0 < len(speaking) < n_agents else None
         self._n_speaking = len(speaking)
         # Continuous: columns of the concatenated actions; u = a[plus] - a[minus] per axis.
-        self._plus = index([offsets[i] + k for i in moving for k in (2, 4)])
-        self._minus = index([offsets[i] + k for i in moving for k in (1, 3)])
+        plus, minus = ((1, 3), (2, 4)) if legacy else ((2, 4), (1, 3))
+        self._plus = index([offsets[i] + k for i in moving for k in plus])
+        self._minus = index([offsets[i] + k for i in moving for k in minus])
+        self._legacy = legacy
         self._channels = index([offsets[i] + (MOVE_ACTIONS if layout.movable[i] else 0) + k
                                 for i in speaking for k in range(layout.dim_c)])
         # Discrete: action = move + MOVE_ACTIONS * channel for agents that move and speak.
@@ -167,10 +171,14 @@ class Physics:
         return u, comm.index_copy_(1, self._speaking, said)
 
     def step(self, world: World, u: torch.Tensor, comm: torch.Tensor) -> None:
-        """Advance every world by one ``dt`` in place (mpe2's ``World.step``)."""
+        """Advance every world by one ``dt`` in place (mpe2's ``World.step``; ``legacy``:
+        pettingzoo 1.22's, which moves with the velocity after this step's force)."""
         force = u + self._contact_forces(world.agent_pos) if self._collide else u
-        world.agent_pos += world.agent_vel * DT
+        if not self._legacy:
+            world.agent_pos += world.agent_vel * DT
         world.agent_vel.mul_(1.0 - DAMPING).add_(force * DT)
+        if self._legacy:
+            world.agent_pos += world.agent_vel * DT
         world.comm = comm
 
     def _contact_forces(self, pos: torch.Tensor) -> torch.Tensor:
