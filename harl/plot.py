@@ -17,7 +17,7 @@ import csv
 import difflib
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,11 +135,12 @@ def smooth(y: np.ndarray, window: int) -> np.ndarray:
     return (sums[ends] - sums[starts]) / (ends - starts)
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested tables as one level of dotted keys (``{"run": {"seed": 1}}`` -> ``{"run.seed": 1}``)."""
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out
@@ -151,7 +152,7 @@ def group_runs(runs: Sequence[Run], metric: str, window: int = 1) -> list[Group]
     by_key: dict[str, list[Run]] = {}
     for run in runs:
         by_key.setdefault(json.dumps(run.key, sort_keys=True, default=str), []).append(run)
-    flat = [_flatten(members[0].key) for members in by_key.values()]
+    flat = [flatten(members[0].key) for members in by_key.values()]
     differing = sorted(k for k in set().union(*flat) if len({json.dumps(f.get(k)) for f in flat}) > 1)
     groups = []
     for members, settings in zip(by_key.values(), flat):

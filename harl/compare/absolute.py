@@ -8,14 +8,13 @@ best policy of the whole run may be gone; the record lists the candidates it cho
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
-from harl.compare.runs import ABSOLUTE_FILE
+from harl.compare.runs import ABSOLUTE_FILE, number
 from harl.errors import HarlError
 from harl.fs import atomic_write_bytes
 from harl.logging.csv_log import read_metrics
@@ -43,18 +42,10 @@ def candidates(run_dir: Path) -> list[Candidate]:
             continue
         iteration = int(found.group(1))
         row = by_iteration.get(str(iteration), {})
-        value = _number(row.get("eval_return"))
-        steps = _number(row.get("env_steps"))
+        value = number(row.get("eval_return"))
+        steps = number(row.get("env_steps"))
         out.append(Candidate(str(path.relative_to(run_dir)), iteration, None if steps is None else int(steps), value))
     return out
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text) if text else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
 
 
 def best_candidate(found: list[Candidate]) -> tuple[Candidate, str]:

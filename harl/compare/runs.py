@@ -18,7 +18,7 @@ import numpy as np
 from harl.config.loading import parse_toml
 from harl.errors import HarlError
 from harl.logging.csv_log import read_metrics
-from harl.plot import find_runs
+from harl.plot import find_runs, flatten
 
 ALGORITHMS = {
     ("sequential", "ppo"): "HAPPO", ("sequential", "trpo"): "HATRPO", ("sequential", "a2c"): "HAA2C",
@@ -77,16 +77,6 @@ class RunRecord:
         return x, np.array([e.mean for e in self.evaluations], dtype=np.float64)
 
 
-def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def algorithm_of(pipeline: Mapping[str, Any]) -> str:
     """HAPPO, MAPPO, ... from ``[updater] kind`` and ``[updater.objective] kind``; a pair the
     README's table does not name reads ``<objective>/<updater>``."""
@@ -106,7 +96,8 @@ def task_of(pipeline: Mapping[str, Any]) -> tuple[str, str]:
     return str(env.get("kind", "?")), task
 
 
-def _number(text: str | None) -> float | None:
+def number(text: str | None) -> float | None:
+    """A metrics.csv cell as a finite float (None: empty, not a number, or not finite)."""
     try:
         value = float(text) if text else None
     except ValueError:
@@ -117,10 +108,10 @@ def _number(text: str | None) -> float | None:
 def _evaluations(rows: Sequence[Mapping[str, str]]) -> tuple[Evaluation, ...]:
     out = []
     for row in rows:
-        mean = _number(row.get("eval_return"))
-        steps = _number(row.get("env_steps"))
+        mean = number(row.get("eval_return"))
+        steps = number(row.get("env_steps"))
         if mean is not None and steps is not None:
-            out.append(Evaluation(int(steps), mean, _number(row.get("eval_return_std"))))
+            out.append(Evaluation(int(steps), mean, number(row.get("eval_return_std"))))
     return tuple(out)
 
 
