@@ -30,8 +30,15 @@ import numpy as np
 
 PIPELINES = {"happo": "pipelines/happo_mpe_spread.toml", "mappo": "pipelines/mappo_mpe_spread.toml",
              "hatrpo": "pipelines/hatrpo_mpe_spread.toml"}
+# Off-policy: both sides train from the same HARL tuned config.json (harl reads it directly).
+TUNED = {"hasac": "simple_spread_v2-continuous/hasac", "hatd3": "simple_spread_v2-continuous/hatd3",
+         "matd3": "simple_spread_v2-continuous/matd3", "maddpg": "simple_spread_v2-continuous/maddpg",
+         "had3qn": "simple_speaker_listener_v3-discrete/had3qn",
+         "hasac_discrete": "simple_spread_v2-discrete/hasac"}
+WARMUP = 10_000  # env steps of random actions before HARL's off-policy step count starts (all of TUNED)
+LOG_EVERY = 10_000  # env steps between HARL's off-policy log lines (its eval_interval, in vector steps x 20)
 COLUMNS = ("iteration", "env_steps", "train_return", "eval_return")
-_STEPS = re.compile(r"total num timesteps (\d+)/")
+_STEPS = re.compile(r"total num timesteps (\d+)/|Step (\d+) / \d+, average step reward")
 _NUMBER = r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)"
 _TRAIN = re.compile(r"average episode reward is " + _NUMBER)
 _EVAL = re.compile(r"Evaluation average episode reward is " + _NUMBER)
@@ -53,7 +60,7 @@ def parse_harl_log(lines: list[str]) -> list[dict[str, float | str]]:
     rows: list[dict[str, float | str]] = []
     for line in lines:
         if m := _STEPS.search(line):
-            rows.append({"iteration": len(rows) + 1, "env_steps": int(m.group(1)),
+            rows.append({"iteration": len(rows) + 1, "env_steps": int(m.group(1) or m.group(2)),
                          "train_return": "", "eval_return": ""})
         elif rows and (m := _TRAIN.search(line)) and "Evaluation" not in line:
             rows[-1]["train_return"] = float(m.group(1))
@@ -78,8 +85,13 @@ def run_harl(args: argparse.Namespace) -> int:
         return 0
     run_dir = Path(args.out) / f"HARL-{args.algo}-s{args.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [args.harl_python, "examples/train.py", "--algo", args.algo, "--env", "pettingzoo_mpe",
-           "--exp_name", "parity", "--seed", str(args.seed), "--num_env_steps", str(args.steps),
+    if args.algo in TUNED:  # off-policy: HARL counts steps after its warm-up; log train returns
+        config = harl_dir / "tuned_configs" / "pettingzoo_mpe" / TUNED[args.algo] / "config.json"
+        head = ["--load_config", str(config.resolve()), "--num_env_steps", str(args.steps - WARMUP),
+                "--use_eval", "False", "--eval_interval", str(LOG_EVERY // 20)]
+    else:
+        head = ["--algo", args.algo, "--env", "pettingzoo_mpe", "--num_env_steps", str(args.steps)]
+    cmd = [args.harl_python, "examples/train.py", *head, "--exp_name", "parity", "--seed", str(args.seed),
            "--cuda", "False", "--torch_threads", "1", "--log_dir", str((run_dir / "results").resolve())]
     print(" ".join(cmd))
     with (run_dir / "stdout.log").open("w") as log:
@@ -94,7 +106,12 @@ def run_ours(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) / f"harl-{args.algo}-s{args.seed}"
     sets = [f"run.seed={args.seed}", f"run.total_env_steps={args.steps}", "run.torch_threads=1",
             "env.variant=pettingzoo_1.22", "collector.backend=inline", *args.set]
-    cmd = [sys.executable, "-m", "harl", "train", PIPELINES[args.algo], "--quiet", "--run-dir", str(run_dir)]
+    if args.algo in TUNED:  # the HARL config.json itself; its converter sets variant = "pettingzoo_1.22"
+        source = str(Path(args.harl_dir).expanduser() / "tuned_configs" / "pettingzoo_mpe" / TUNED[args.algo] / "config.json")
+        sets.append("evaluator.every_iterations=0")  # train returns are compared (HARL runs without eval)
+    else:
+        source = PIPELINES[args.algo]
+    cmd = [sys.executable, "-m", "harl", "train", source, "--quiet", "--run-dir", str(run_dir)]
     for s in sets:
         cmd += ["--set", s]
     print(" ".join(cmd))
@@ -139,11 +156,11 @@ def main() -> int:
     sub = p.add_subparsers(dest="command", required=True)
     for name in ("harl", "ours"):
         s = sub.add_parser(name)
-        s.add_argument("--algo", choices=sorted(PIPELINES), default="happo")
+        s.add_argument("--algo", choices=sorted({*PIPELINES, *TUNED}), default="happo")
+        s.add_argument("--harl-dir", default="HARL", help="a PKU-MARL/HARL checkout (ours reads its tuned configs)")
         s.add_argument("--seed", type=int, default=1)
         s.add_argument("--steps", type=lambda v: int(v.replace("_", "")), default=1_000_000)
         s.add_argument("--out", default="runs/parity")
-    sub.choices["harl"].add_argument("--harl-dir", default="HARL")
     sub.choices["harl"].add_argument("--harl-python", default="python")
     sub.choices["ours"].add_argument("--set", action="append", default=[], help="extra pipeline override")
     t = sub.add_parser("table")

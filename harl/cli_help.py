@@ -44,6 +44,7 @@ examples:
   harl stages updater
   harl eval runs/happo-mpe-spread-s1-20261130-101500 --episodes 20
   harl train pipelines/happo_mpe_spread.toml --seeds 1,2,3 --jobs 2
+  harl train pipelines/happo_mpe_torch_spread.toml --seeds 1-16 --vectorize
   harl train pipelines/happo_mpe_spread.toml --seeds 1-4 --grid updater.objective.lr=1e-4,5e-4 --ray auto
   harl plot runs/happo-mpe-spread-sweep-20261130-101500
   harl render runs/happo-mpe-spread-s1-20261130-101500 --episodes 3 --out spread.gif
@@ -84,6 +85,9 @@ def parser() -> argparse.ArgumentParser:
                    "--grid updater.objective.lr=1e-4,5e-4")
     t.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="with --seeds/--grid: run N trials at once, each in its own process (default 1)")
+    t.add_argument("--vectorize", action="store_true",
+                   help="with --seeds: train the seeds as one population in this process, their envs one "
+                   "vector env and their networks batched (on-policy PPO/A2C pipelines; docs/population.md)")
     t.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                    help="run the sweep's trials as Ray tasks: on the cluster at ADDRESS, or (auto, also "
                    "RAY_ADDRESS) the one Ray finds; see docs/ray.md")

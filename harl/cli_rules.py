@@ -21,6 +21,9 @@ def train_mode(args: argparse.Namespace) -> str:
     sweep = args.seeds or args.grid or (args.resume and (Path(args.resume) / RECORD).is_file())
     if args.jobs != 1 and not sweep:
         raise HarlError("--jobs only goes with --seeds or --grid (it runs several trials at once)")
+    if args.vectorize and not sweep:
+        raise HarlError("--vectorize goes with --seeds (it trains the seeds as one population), or with "
+                        "--resume SWEEP_DIR of such a sweep")
     if sweep:
         return "sweep"
     if args.ray or args.storage:
@@ -51,6 +54,10 @@ def train_sweep(args: argparse.Namespace, console: Console) -> int:
         raise HarlError(f"--{'jobs' if args.jobs < 1 else 'max-retries'}: expected a "
                         f"{'positive' if args.jobs < 1 else 'non-negative'} integer, got "
                         f"{args.jobs if args.jobs < 1 else args.max_retries}")
+    if args.vectorize and (address or args.jobs != 1 or args.grid):
+        flag = "--ray" if address else "--jobs" if args.jobs != 1 else "--grid"
+        raise HarlError(f"--vectorize trains the seeds of one pipeline as one population in this process; "
+                        f"{flag} does not go with it (drop one of the two)")
     if address and args.jobs != 1:  # flags that do not go together before a missing extra
         raise HarlError("--jobs is for local processes; on Ray the cluster's free CPUs decide how many "
                         "trials run at once")
@@ -73,7 +80,7 @@ def train_sweep(args: argparse.Namespace, console: Console) -> int:
             sweep = Sweep.new(request, Path(args.run_dir) if args.run_dir else None,
                               Path(args.storage) if args.storage else None)
             held.enter_context(take(sweep.sweep_dir, "sweep"))
-        sweep.run(args.jobs, address, args.max_retries, args.quiet, console)
+        sweep.run(args.jobs, address, args.max_retries, args.quiet, console, vectorize=args.vectorize)
     console.print(summary_table(sweep.states, f"{sweep.sweep_dir}: {len(sweep.states)} trials"))
     for line in follow_ups(sweep.sweep_dir, sweep.states):
         console.print(line, highlight=False, markup=False)

@@ -146,6 +146,12 @@ class OnPolicyCollector:
         self._restart = state["episode_starts"] if state["started"] else None
         self._saved = state
 
+    def take_restart(self) -> list[dict[str, Any]] | None:
+        """The checkpoint's episode starts the next ``start`` would restart (and forget them):
+        for a caller that resets the envs itself (a population, ``harl.population``)."""
+        restart, self._restart = self._restart, None
+        return restart
+
     def start(self, buffer: RolloutBuffer, first: StartRecord | None = None) -> None:
         """Reset the envs (or restart a checkpoint's episodes) and give the buffer their first
         observations; ``first``: the envs were reset by the caller (HARL's runner ``warmup``)."""

@@ -68,13 +68,14 @@ def _sinks(spec: PipelineSpec, run_dir: Path, text: str, counters: Counters) -> 
 
 def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = (), run_dir: Path | None = None,
               callbacks: Callbacks = (), sinks: Sequence[Sink] = (), source: str = "pipeline",
-              fresh: bool = True) -> tuple[Trainer, list[str]]:
+              fresh: bool = True, venv: Any = None) -> tuple[Trainer, list[str]]:
     """A fresh run: validate, lock and fill the run directory (``pipeline.toml``), build, open the sinks.
 
     ``pipeline``: a file, or a spec (``harl.load_pipeline``; ``overrides`` then go to the
     file only; ``source`` names the spec in messages).  ``sinks``: sinks of the caller's, after
     those the pipeline's ``[logging]`` asks for.  ``fresh=False``: ``run_dir`` may hold its own
     ``pipeline.toml`` already (a sweep's trial, written by the sweep before it starts).
+    ``venv``: a pre-built training env (a population member's slice, ``harl.population``).
     """
     notes: list[str] = []
     if isinstance(pipeline, PipelineSpec):
@@ -89,7 +90,7 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     text = dump_pipeline(spec)
     lock = _claim(run_dir, fresh) if run_dir is not None else None
     try:
-        stages = build_stages(spec, source)
+        stages = build_stages(spec, source, venv=venv)
         try:
             if run_dir is None:
                 with writing(Path(spec.logging.dir), "the run directory",
@@ -110,7 +111,7 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
 
 
 def resume_run(run_dir: Path, checkpoint: Path | None = None, callbacks: Callbacks = (),
-               sinks: Sequence[Sink] = (), overrides: Sequence[str] = ()) -> Trainer:
+               sinks: Sequence[Sink] = (), overrides: Sequence[str] = (), venv: Any = None) -> Trainer:
     """Continue a run from its newest (or a named) checkpoint, appending to its metrics.
 
     ``overrides`` rewrite the run's ``pipeline.toml`` first, as editing it by hand would.
@@ -125,7 +126,7 @@ def resume_run(run_dir: Path, checkpoint: Path | None = None, callbacks: Callbac
             spec, _ = load_pipeline(path, overrides)
             with writing(path, "the run's pipeline", run_dir):
                 path.write_text(dump_pipeline(spec), encoding="utf-8")
-        run = open_run(run_dir, checkpoint, full=True)
+        run = open_run(run_dir, checkpoint, full=True, venv=venv)
         try:
             set_rng_state(run.state["rng"])
             trainer = Trainer(run.stages, run.spec, run_dir, run.pipeline_text, Counters(**run.state["counters"]),

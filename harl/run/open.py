@@ -86,13 +86,14 @@ class OpenRun:
 
 
 def open_run(run_dir: Path | str, checkpoint: Path | str | None = None, *, full: bool = False,
-             one_env: bool = False, deterministic: bool | None = None) -> OpenRun:
+             one_env: bool = False, deterministic: bool | None = None, venv: Any = None) -> OpenRun:
     """Build ``run_dir``'s stages and load its newest (or the named) checkpoint into them.
 
     ``full``: every stage's state (a resume: the checkpoint must fit the per-env shapes of
     ``pipeline.toml``); else the networks only (a fresh, seeded evaluation of them).
     ``one_env``: one inline env on the CPU (``small``).  ``deterministic``: overrides
-    ``[evaluator] deterministic``.
+    ``[evaluator] deterministic``.  ``venv``: a pre-built training env for the stages
+    (a population member's slice, ``harl.population``).
     """
     run_dir = Path(run_dir)
     spec, text = spec_of_run(run_dir)
@@ -104,7 +105,7 @@ def open_run(run_dir: Path | str, checkpoint: Path | str | None = None, *, full:
         spec = small(spec)
     if deterministic is not None:
         spec = attrs.evolve(spec, evaluator=attrs.evolve(spec.evaluator, deterministic=deterministic))
-    stages = build_stages(spec, str(run_dir / "pipeline.toml"))
+    stages = build_stages(spec, str(run_dir / "pipeline.toml"), venv=venv)
     try:
         restore(stages, state, networks_only=not full)
     except BaseException:

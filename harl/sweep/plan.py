@@ -28,7 +28,7 @@ from harl.config.dump import dump_pipeline
 from harl.config.loading import load_pipeline
 from harl.errors import ConfigError, HarlError
 from harl.run.lifecycle import spec_of_run
-from harl.sweep import local, ray_backend
+from harl.sweep import local, population, ray_backend
 from harl.sweep.grid import Trial, parse_grid, parse_seeds, point_label, trials
 from harl.sweep.report import write_summary, write_trials
 from harl.sweep.state import Display, TrialState
@@ -127,19 +127,22 @@ class Sweep:
             states.append(state)
         return cls(sweep_dir, states, [])
 
-    def run(self, jobs: int, address: str | None, max_retries: int, quiet: bool, console: Console) -> None:
+    def run(self, jobs: int, address: str | None, max_retries: int, quiet: bool, console: Console,
+            vectorize: bool = False) -> None:
         """Run the trials that have not finished, then write trials.csv and summary.csv."""
         todo = [s for s in self.states if s.status != "finished"]
         for note in self.notes:
             console.print(f"note: {note}", highlight=False)
-        where = (f"on Ray ({address})" if address else
+        where = ("as one population in this process" if vectorize else f"on Ray ({address})" if address else
                  "one at a time" if jobs == 1 else f"{min(jobs, len(todo))} at a time")
         n = len(self.states)
         console.print(f"sweep directory: {self.sweep_dir} ({n} trial{'s' if n > 1 else ''}, {len(todo)} to run; "
                       f"{where})", highlight=False)
         display = Display(todo, console, quiet)
         try:
-            if address:
+            if vectorize:
+                population.run_states(todo, display, quiet)
+            elif address:
                 ray_backend.on_ray(todo, address, max_retries, display)
             elif jobs == 1:
                 local.in_process(todo, display, quiet)

@@ -1,0 +1,71 @@
+"""What a population can batch, and whether it fits, said before anything is built."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from harl import registry
+from harl.errors import ConfigError
+from harl.sizes import UPDATE_FACTOR, human, refuse_if_too_big
+
+BATCHED_OBJECTIVES = ("ppo", "a2c")
+"""Objectives whose learner is the ratio-surrogate loop (``SurrogateLearner``) batched by
+``harl.population.update``; TRPO's line search and the off-policy family are not (yet)."""
+
+
+def problems(spec: Any) -> list[str]:
+    """Each stage of ``spec`` a population cannot batch, as ``table.key: why``."""
+    kind = registry.kind_name
+    found = []
+    objective = kind(spec.updater.objective)
+    if objective not in BATCHED_OBJECTIVES:
+        found.append(f'updater.objective.kind = "{objective}" (batched: {", ".join(BATCHED_OBJECTIVES)}; '
+                     "the off-policy family and TRPO run as separate processes, --jobs N)")
+    if kind(spec.critic) != "v":
+        found.append(f'critic.kind = "{kind(spec.critic)}" (batched: "v")')
+    if kind(spec.collector) != "on_policy":
+        found.append(f'collector.kind = "{kind(spec.collector)}" (batched: "on_policy")')
+    if kind(spec.buffer) != "rollout":
+        found.append(f'buffer.kind = "{kind(spec.buffer)}" (batched: "rollout")')
+    if getattr(spec.policy, "recurrent", "none") != "none":
+        found.append(f'policy.recurrent = "{spec.policy.recurrent}" (batched: feed-forward actors, "none")')
+    if getattr(spec.policy, "share_parameters", False):
+        found.append("policy.share_parameters = true (batched: one actor per agent)")
+    return found
+
+
+def check_population(specs: Sequence[Any], source: str) -> None:
+    """Refuse, in one paragraph naming every reason, a population harl cannot train in one process."""
+    found = problems(specs[0])
+    if found:
+        raise ConfigError(
+            f"{source}: --vectorize trains the seeds as one batched population, which needs "
+            f"stages it can batch; this pipeline has {len(found)} it cannot: {'; '.join(found)}. "
+            "Drop --vectorize (each seed then runs as its own run; --jobs N runs N at once), "
+            "or change the stages named")
+    def unseeded(spec: Any) -> Any:
+        return attrs.evolve(spec, run=attrs.evolve(spec.run, seed=0))
+
+    base = unseeded(specs[0])
+    for spec in specs[1:]:
+        if unseeded(spec) != base:
+            raise ConfigError(
+                f"{source}: --vectorize trains the seeds of one pipeline; seed {spec.run.seed}'s differs "
+                f"from seed {specs[0].run.seed}'s in more than run.seed (a --grid, or an edited "
+                "pipeline.toml); run them without --vectorize")
+
+
+def check_population_memory(per_step: int, rollout_length: int, n_envs: int, members: int, source: str,
+                            device: Any) -> None:
+    """Refuse members x envs x rollout bytes that cannot fit, before any member is built."""
+    steps = (rollout_length + 1) * n_envs * members
+    refuse_if_too_big(
+        UPDATE_FACTOR * per_step * steps,
+        f"{members} members x collector.n_envs = {n_envs:,} x (collector.rollout_length = {rollout_length:,} "
+        f"+ 1) steps: the population's rollout buffers ({per_step:,} bytes per env step, "
+        f"{human(per_step * steps)}) and the update's batches",
+        "train fewer seeds at once (a shorter --seeds list), or lower collector.n_envs or "
+        "collector.rollout_length", source, device)

@@ -1,0 +1,282 @@
+"""A population of seeds trained in one process: ``harl train P --seeds 1-16 --vectorize``.
+
+Every member is a whole run (``harl.run.lifecycle``: its run directory, pipeline.toml with
+its seed, metrics.csv, checkpoints, lock, sinks) whose stages were built on a
+``MemberView`` of one shared vector env.  Per iteration the population
+
+- steps the shared env of ``S * E`` worlds once per vector step, the members' actors and
+  critics evaluated as one batched call each (``harl.population.stack``), each member's
+  buffer filled by its own collector's ``observe`` (``harl.collect.on_policy``);
+- computes each member's returns with its own returns stage;
+- updates every member in batched calls (``harl.population.update``);
+- then does, per member, what ``harl.trainer.Trainer`` does after an update: the
+  non-finite check (a member that fails it stops alone, named, unsaved), counters,
+  evaluation on the member's own eval envs, its metrics row, its checkpoints.
+
+Randomness: networks start from each member's seed, and each member's agent orders and
+minibatches come from its own generator, as in a separate run.  Action sampling draws
+from one stream for the population (seeded from the first seed), and the shared env is
+seeded from the first seed: a member is a valid run of its seed, not bit-identical to the
+separate run, while the same population is bit-identical to itself and resumes exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harl.buffers.records import StartRecord
+from harl.collect.on_policy import Acting, CollectStats
+from harl.compose import seed_everything
+from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.envs.vector import make_vector_env
+from harl.errors import HarlError
+from harl.finite import NonFiniteUpdateError, check_update
+from harl.logging.progress import ProgressView
+from harl.logging.sink import close_sinks
+from harl.population.check import check_population, check_population_memory
+from harl.population.envs import MemberView, split_start, split_step
+from harl.population.stack import Stack
+from harl.population.update import population_update
+from harl.run.checkpoint import list_checkpoints
+from harl.run.signals import GracefulStop
+from harl.sizes import allocating, rollout_bytes_per_step
+from harl.trainer import Trainer, TrainResult, calling, rng_state
+
+
+def _checkpointed(run_dir: Path) -> bool:
+    return bool(list_checkpoints(run_dir))
+
+
+def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str) -> tuple[list[Trainer], VectorEnv]:
+    """Every member's Trainer (started, or resumed from its newest checkpoint) on one shared env."""
+    check_population(specs, source)
+    spec, col = specs[0], specs[0].collector
+    members, n_envs = len(specs), col.n_envs
+    if specs[0].run.torch_threads > 0:
+        torch.set_num_threads(specs[0].run.torch_threads)
+    with allocating("the population's environments", source):
+        venv = make_vector_env(spec.env, members * n_envs, col.backend, col.workers, seed=spec.run.seed * 1000,
+                               restart_workers=col.restart_workers, step_timeout_s=col.step_timeout_s)
+    trainers: list[Trainer] = []
+    try:
+        fp = spec.critic.state_type == "FP"
+        per_step = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces,
+                                          int(np.prod(venv.state_space.shape)), fp, 0, 0, venv.state_space)
+        check_population_memory(per_step, col.rollout_length, n_envs, members, source, "cpu")
+        from harl.run.lifecycle import resume_run, start_run
+
+        for s, run_dir in enumerate(run_dirs):
+            view = MemberView(venv, s, n_envs)
+            if _checkpointed(run_dir):
+                trainers.append(resume_run(run_dir, venv=view))
+            else:
+                trainers.append(start_run(run_dir / "pipeline.toml", [], run_dir, fresh=False, venv=view)[0])
+        done = {t.counters.iteration for t in trainers}
+        if len(done) > 1:
+            raise HarlError(f"{source}: --vectorize continues a population in step, but its members' newest "
+                            f"checkpoints are of different iterations ({sorted(done)}); resume it without "
+                            "--vectorize (each member alone)")
+        if not done - {0}:
+            seed_everything(spec.run.seed)  # the population's sampling stream (a resume restored it)
+    except BaseException:
+        for trainer in trainers:
+            trainer.close()
+        venv.close()
+        raise
+    return trainers, venv
+
+
+class Population:
+    """S member Trainers stepped, updated and recorded together (see the module doc)."""
+
+    def __init__(self, trainers: Sequence[Trainer], venv: VectorEnv, labels: Sequence[str],
+                 say: Callable[[str], Any] = print) -> None:
+        self.trainers = list(trainers)
+        self.venv = venv
+        self.labels = list(labels)
+        self.say = say
+        spec = self.trainers[0].spec
+        self.n_envs = spec.collector.n_envs
+        self.length = spec.collector.rollout_length
+        self.native = is_tensor_native(venv)
+        self.alive = [s for s, t in enumerate(self.trainers) if not t.finished]
+        self.failed: dict[int, str] = {}
+        self.started = False
+
+    @property
+    def size(self) -> int:
+        return len(self.trainers)
+
+    def _start(self) -> None:
+        restarts = [t.stages.collector.take_restart() for t in self.trainers]
+        if all(r is not None for r in restarts):
+            obs, state, avail = self.venv.restart([s for r in restarts for s in r])  # type: ignore[union-attr]
+        else:
+            obs, state, avail = self.venv.reset(seed=self.trainers[0].spec.run.seed * 1000)
+        for s, (o, st, av) in enumerate(split_start(obs, state, avail, self.size, self.n_envs)):
+            stages = self.trainers[s].stages
+            stages.collector.start(stages.buffer, StartRecord(o, st, av))
+        self.started = True
+
+    @torch.no_grad()
+    def collect(self) -> dict[int, CollectStats]:
+        """One rollout of every live member; its finished episodes per member."""
+        alive = self.alive
+        members = [self.trainers[s].stages for s in alive]
+        if not self.started:
+            self._start()
+        else:
+            for m in members:
+                m.buffer.roll_over()
+        n_agents = self.venv.n_agents
+        actors = [Stack([m.team.actor(i) for m in members]) for i in range(n_agents)]
+        critic = Stack([m.critic for m in members])
+        episodes: dict[int, list[dict[str, Any]]] = {s: [] for s in alive}
+        full = len(alive) == self.size
+        for t in range(self.length):
+            inputs = [m.buffer.inputs(t) for m in members]
+            actions, log_probs = [], []
+            for i in range(n_agents):
+                obs = torch.stack([x.obs[i] for x in inputs])
+                avail = None if inputs[0].avail[i] is None else torch.stack([x.avail[i] for x in inputs])  # type: ignore[misc]
+                a, lp = actors[i].call("act", obs, avail, random=True, pick=2)
+                actions.append(a)
+                log_probs.append(lp)
+            values = critic.call("value", torch.stack([x.state for x in inputs]))
+            step = self.venv.step([self._env_actions(a, full) for a in actions])
+            parts = split_step(step, self.size, self.n_envs)
+            for j, s in enumerate(alive):
+                m = members[j]
+                acting = Acting([a[j] for a in actions], [lp[j] for lp in log_probs], values[j], None, None)
+                m.buffer.insert(m.collector.observe(acting, parts[s]))
+                episodes[s].extend(parts[s].episode_infos)
+        for m in members:
+            m.collector.finish(m.buffer)
+        return {s: CollectStats(self.length * self.n_envs, episodes[s]) for s in alive}
+
+    def _env_actions(self, actions: torch.Tensor, full: bool) -> Any:
+        """One agent's ``(M, E, k)`` actions of the live members as the env's ``(S * E, k)`` (zeros for
+        members that stopped)."""
+        if not full:
+            padded = actions.new_zeros((self.size, *actions.shape[1:]))
+            padded[torch.as_tensor(self.alive, device=actions.device)] = actions
+            actions = padded
+        flat = actions.reshape(self.size * self.n_envs, *actions.shape[2:])
+        return flat if self.native else flat.cpu().numpy()
+
+    def _stop_member(self, s: int, why: str) -> None:
+        trainer = self.trainers[s]
+        self.say(f"{self.labels[s]}: {why}")
+        self.failed[s] = why
+        self.alive.remove(s)
+        close_sinks(trainer.sinks, trainer.newest_checkpoint())
+        trainer.sinks = []
+        trainer.release()
+
+    def train(self, quiet: bool = False) -> list[TrainResult]:
+        """Iterations until the budget is spent or a stop signal; one result per member."""
+        first = self.trainers[0]
+        spec, total = first.spec, first.total_iterations
+        per_iteration = self.length * self.n_envs
+        view = ProgressView(total * per_iteration * self.size,
+                            sum(t.counters.env_steps for t in self.trainers),
+                            spec.logging.progress and not quiet, spec.logging.log_every)
+        stop = GracefulStop(view.message)
+        saved = {s: t.counters.iteration for s, t in enumerate(self.trainers)}
+        interrupted = False
+        try:
+            with stop:
+                while self.alive:
+                    start = time.perf_counter()
+                    rollouts = self.collect()
+                    for s in self.alive:
+                        st = self.trainers[s].stages
+                        with calling("returns", st.returns, spec.returns):
+                            st.returns.compute(st.buffer)
+                    collected = time.perf_counter()
+                    live = list(self.alive)
+                    iteration = self.trainers[live[0]].counters.iteration
+                    with calling("updater", None, spec.updater):
+                        updates = population_update([self.trainers[s].stages.updater for s in live],
+                                                    [self.trainers[s].stages.buffer for s in live],
+                                                    progress=iteration / total)
+                    updated = time.perf_counter()
+                    rows = []
+                    for s, update in zip(live, updates):
+                        trainer = self.trainers[s]
+                        try:
+                            check_update(update.row(), iteration + 1, trainer.stages, trainer.run_dir)
+                        except NonFiniteUpdateError as exc:
+                            self._stop_member(s, str(exc))
+                            continue
+                        c = trainer.counters
+                        c.iteration += 1
+                        c.env_steps += rollouts[s].env_steps
+                        c.episodes += len(rollouts[s].episodes)
+                        evaluation = None
+                        if trainer._should_evaluate(c.iteration, total):
+                            with calling("evaluator", trainer.stages.evaluator, None):
+                                evaluation = trainer.stages.evaluator.evaluate()
+                            trainer.last_eval = evaluation
+                        rows.append((trainer, rollouts[s], update, evaluation))
+                    snapshot = rng_state()
+                    end = time.perf_counter()
+                    for trainer, rollout, update, evaluation in rows:
+                        trainer._rng_at_iteration_end = snapshot
+                        trainer.counters.wall_time += end - start
+                        trainer.stage_times.add(collected - start, updated - collected, end - updated)
+                        row = trainer._row(rollout, update, evaluation, rollout.env_steps / (updated - start))
+                        for sink in trainer.sinks:
+                            sink.write(row)
+                    if rows:
+                        lead = rows[0][0]
+                        shown = {**rows[0][0]._row(rows[0][1], rows[0][2], None, per_iteration * len(rows)
+                                                   / (updated - start)),
+                                 "env_steps": sum(t.counters.env_steps for t in self.trainers)}
+                        view.update(shown, lead.last_eval.mean_return if lead.last_eval else None,
+                                    lead.stage_times.shares())
+                    for trainer, *_ in rows:
+                        if trainer.counters.iteration % spec.checkpoint.every_iterations == 0:
+                            trainer.save()
+                            saved[self.trainers.index(trainer)] = trainer.counters.iteration
+                    self.alive = [s for s in self.alive if not self.trainers[s].finished]
+                    if stop.requested and self.alive:
+                        interrupted = True
+                        break
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            stop.shutting_down()
+            try:
+                with stop:
+                    for s, trainer in enumerate(self.trainers):
+                        if s not in self.failed and trainer.counters.iteration > saved[s]:
+                            trainer.save()
+            finally:
+                view.close()
+                for s, trainer in enumerate(self.trainers):
+                    if s not in self.failed:
+                        close_sinks(trainer.sinks, trainer.newest_checkpoint())
+                        trainer.sinks = []
+                        trainer.release()
+        return [TrainResult(t.counters, t.last_eval, interrupted and s not in self.failed and not t.finished,
+                            t.run_dir, stop.signum, "signal" if interrupted else "budget")
+                for s, t in enumerate(self.trainers)]
+
+    def close(self) -> None:
+        for trainer in self.trainers:
+            trainer.close()
+        self.venv.close()
+
+    def __enter__(self) -> Population:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
