@@ -179,10 +179,12 @@ class Population:
         trainer.sinks = []
         trainer.release()
 
-    def train(self, quiet: bool = False) -> list[TrainResult]:
-        """Iterations until the budget is spent or a stop signal; one result per member."""
+    def train(self, quiet: bool = False, max_iterations: int | None = None) -> list[TrainResult]:
+        """Iterations until the budget is spent, ``max_iterations`` more are done (a planned stop,
+        as ``Trainer.train``'s) or a stop signal; one result per member."""
         first = self.trainers[0]
         spec, total = first.spec, first.total_iterations
+        last = total if max_iterations is None else min(total, first.counters.iteration + max_iterations)
         per_iteration = self.length * self.n_envs
         view = ProgressView(total * per_iteration * self.size,
                             sum(t.counters.env_steps for t in self.trainers),
@@ -192,7 +194,7 @@ class Population:
         interrupted = False
         try:
             with stop:
-                while self.alive:
+                while self.alive and self.trainers[self.alive[0]].counters.iteration < last:
                     start = time.perf_counter()
                     rollouts = self.collect()
                     for s in self.alive:
@@ -220,7 +222,7 @@ class Population:
                         c.env_steps += rollouts[s].env_steps
                         c.episodes += len(rollouts[s].episodes)
                         evaluation = None
-                        if trainer._should_evaluate(c.iteration, total):
+                        if trainer._should_evaluate(c.iteration, last):
                             with calling("evaluator", trainer.stages.evaluator, None):
                                 evaluation = trainer.stages.evaluator.evaluate()
                             trainer.last_eval = evaluation
@@ -242,7 +244,8 @@ class Population:
                         view.update(shown, lead.last_eval.mean_return if lead.last_eval else None,
                                     lead.stage_times.shares())
                     for trainer, *_ in rows:
-                        if trainer.counters.iteration % spec.checkpoint.every_iterations == 0:
+                        if trainer.counters.iteration % spec.checkpoint.every_iterations == 0 or \
+                                trainer.counters.iteration == last:
                             trainer.save()
                             saved[self.trainers.index(trainer)] = trainer.counters.iteration
                     self.alive = [s for s in self.alive if not self.trainers[s].finished]
@@ -265,8 +268,9 @@ class Population:
                         close_sinks(trainer.sinks, trainer.newest_checkpoint())
                         trainer.sinks = []
                         trainer.release()
+        planned = "max_iterations" if last < total else "budget"
         return [TrainResult(t.counters, t.last_eval, interrupted and s not in self.failed and not t.finished,
-                            t.run_dir, stop.signum, "signal" if interrupted else "budget")
+                            t.run_dir, stop.signum, "signal" if interrupted else planned)
                 for s, t in enumerate(self.trainers)]
 
     def close(self) -> None:
