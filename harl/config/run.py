@@ -35,6 +35,11 @@ class RunConfig:
         "off-policy gradient steps: fp32, or bf16 (bfloat16 autocast of the hidden layers' matmuls; first and last "
         "layers, losses and optimisers stay fp32; needs a CPU with AVX512-BF16 or AMX, or a GPU). On-policy runs take fp32",
         one_of(("fp32", "bf16")))
+    population_update: str = setting(
+        "auto",
+        "harl train --seeds --vectorize: update the members as one batched (vmap) call, or one after another "
+        "(per_member: a separate run's update, bit for bit); auto: batched on CUDA, per_member on the CPU, "
+        "where it measured faster (docs/population.md)", one_of(("auto", "batched", "per_member")))
 
 
 MOVED = {

@@ -42,7 +42,7 @@ from harl.logging.sink import close_sinks
 from harl.population.check import check_population, check_population_memory
 from harl.population.envs import MemberView, split_start, split_step
 from harl.population.stack import Stack
-from harl.population.update import population_update
+from harl.population.update import batched_update, population_update
 from harl.run.checkpoint import list_checkpoints
 from harl.run.signals import GracefulStop
 from harl.sizes import allocating, rollout_bytes_per_step
@@ -105,6 +105,7 @@ class Population:
         self.n_envs = spec.collector.n_envs
         self.length = spec.collector.rollout_length
         self.native = is_tensor_native(venv)
+        self.batched = batched_update(self.trainers[0].stages.device, spec.run.population_update)
         self.alive = [s for s, t in enumerate(self.trainers) if not t.finished]
         self.failed: dict[int, str] = {}
         self.started = False
@@ -207,7 +208,7 @@ class Population:
                     with calling("updater", None, spec.updater):
                         updates = population_update([self.trainers[s].stages.updater for s in live],
                                                     [self.trainers[s].stages.buffer for s in live],
-                                                    progress=iteration / total)
+                                                    progress=iteration / total, batched=self.batched)
                     updated = time.perf_counter()
                     rows = []
                     for s, update in zip(live, updates):

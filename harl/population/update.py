@@ -115,8 +115,17 @@ def critic_update(learners: Sequence[Any], data: Sequence[tuple[Any, ...]]) -> l
     return [CriticStats(float(losses[s].mean()), float(norms[s].mean())) for s in range(len(learners))]
 
 
-def population_update(updaters: Sequence[Any], buffers: Sequence[Any], progress: float) -> list[UpdateStats]:
-    """``updater.update(buffer, progress)`` of every member (``OnPolicyUpdater``s), batched."""
+def batched_update(device: torch.device, choice: str) -> bool:
+    """``[run] population_update``: batched on CUDA, per member on the CPU unless chosen otherwise."""
+    return choice == "batched" or (choice == "auto" and device.type == "cuda")
+
+
+def population_update(updaters: Sequence[Any], buffers: Sequence[Any], progress: float,
+                      batched: bool = True) -> list[UpdateStats]:
+    """``updater.update(buffer, progress)`` of every member (``OnPolicyUpdater``s): in batched calls,
+    or (``batched=False``) one member after another."""
+    if not batched:
+        return [u.update(b, progress) for u, b in zip(updaters, buffers)]
     first = updaters[0]
     scale = lr_scale(first.config, progress)
     for u in updaters:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harl.api import read_metrics
 from harl.cli import main
 from harl.errors import ConfigError, ResourceError
 from harl.finite import NonFiniteUpdateError
-from harl.api import read_metrics
 from harl.population import driver
 from harl.population.driver import Population, open_population
 from harl.run.checkpoint import list_checkpoints
@@ -64,20 +64,21 @@ def test_same_population_is_bit_identical_to_itself(tmp_path: Path) -> None:
         assert rows(a) == rows(b)
 
 
-def _population(sweep: Path, seeds: str) -> tuple[list[Path], list]:
-    request = Request.parse(str(TORCH_MPE), [f"{k}={v}" for k, v in SMALL.items()], seeds, [])
+def _population(sweep: Path, seeds: str, **extra: object) -> tuple[list[Path], list]:
+    request = Request.parse(str(TORCH_MPE), [f"{k}={v}" for k, v in {**SMALL, **extra}.items()], seeds, [])
     made = Sweep.new(request, sweep, None)
     return [s.run_dir for s in made.states], [s.spec for s in made.states]
 
 
-def test_resume_continues_the_population_exactly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("update", ["per_member", "batched"])
+def test_resume_continues_the_population_exactly(tmp_path: Path, update: str) -> None:
     """Two iterations, closed, reopened from the checkpoints and run to four: the rows of one
-    uninterrupted run of four."""
-    straight_dirs, specs = _population(tmp_path / "straight", "1-2")
+    uninterrupted run of four (either update)."""
+    straight_dirs, specs = _population(tmp_path / "straight", "1-2", **{"run.population_update": f'"{update}"'})
     trainers, venv = open_population(straight_dirs, specs, "test")
     with Population(trainers, venv, ["s1", "s2"]) as pop:
         pop.train(quiet=True)
-    split_dirs, specs = _population(tmp_path / "split", "1-2")
+    split_dirs, specs = _population(tmp_path / "split", "1-2", **{"run.population_update": f'"{update}"'})
     trainers, venv = open_population(split_dirs, specs, "test")
     with Population(trainers, venv, ["s1", "s2"]) as pop:
         results = pop.train(quiet=True, max_iterations=2)
@@ -163,3 +164,27 @@ def test_check_population_rejects_members_that_differ() -> None:
     other = attrs.evolve(spec, run=attrs.evolve(spec.run, seed=2, total_env_steps=5))
     with pytest.raises(ConfigError, match="differs from seed 1's in more than run.seed"):
         check_population([spec, other], "p.toml")
+
+
+def test_per_member_update_is_a_separate_runs_update(tmp_path: Path) -> None:
+    """population_update = "per_member" calls each member's own updater: given the same rollout,
+    its networks are a separate run's, bit for bit (the batched call agrees to rounding:
+    tests/population/test_update.py)."""
+    import torch
+
+    from harl.population.update import population_update
+    from tests.population.test_update import members
+
+    alone, together = (members("happo_mpe_torch_spread.toml", [1, 2], ["collector.n_envs=2",
+                                                                       "collector.rollout_length=25"])
+                       for _ in range(2))
+    try:
+        for m in alone:
+            m.updater.update(m.buffer, progress=0.0)
+        population_update([m.updater for m in together], [m.buffer for m in together], 0.0, batched=False)
+        for a, b in zip(alone, together):
+            for p, q in zip(a.team.parameters(), b.team.parameters()):
+                assert torch.equal(p, q)
+    finally:
+        for m in (*alone, *together):
+            m.close()
