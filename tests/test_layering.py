@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
      "harl.callbacks"),
     ("harl.config",),
     ("harl.compose", "harl.trainer"),
-    ("harl.run", "harl.api", "harl.render", "harl.sweep", "harl.plot", "harl.export", "harl.inference", "harl.compat",
+    ("harl.run", "harl.api", "harl.render", "harl.sweep", "harl.population", "harl.plot", "harl.export", "harl.inference", "harl.compat",
      "harl.utils", "harl.compare"),
     ("harl.cli", "harl.cli_help", "harl.cli_rules", "harl.compare.command", "harl.__main__", "harl.runners"),
 ]

@@ -117,7 +117,7 @@ class Population:
     def _start(self) -> None:
         restarts = [t.stages.collector.take_restart() for t in self.trainers]
         if all(r is not None for r in restarts):
-            obs, state, avail = self.venv.restart([s for r in restarts for s in r])  # type: ignore[union-attr]
+            obs, state, avail = self.venv.restart([s for r in restarts for s in r])
         else:
             obs, state, avail = self.venv.reset(seed=self.trainers[0].spec.run.seed * 1000)
         for s, (o, st, av) in enumerate(split_start(obs, state, avail, self.size, self.n_envs)):
@@ -145,7 +145,7 @@ class Population:
             actions, log_probs = [], []
             for i in range(n_agents):
                 obs = torch.stack([x.obs[i] for x in inputs])
-                avail = None if inputs[0].avail[i] is None else torch.stack([x.avail[i] for x in inputs])  # type: ignore[misc]
+                avail = None if inputs[0].avail[i] is None else torch.stack([x.avail[i] for x in inputs])
                 a, lp = actors[i].call("act", obs, avail, random=True, pick=2)
                 actions.append(a)
                 log_probs.append(lp)

@@ -43,7 +43,7 @@ class Stack:
 
     def __init__(self, modules: Sequence[nn.Module]) -> None:
         self.modules = list(modules)
-        params, buffers = stack_module_state(self.modules)  # type: ignore[arg-type]
+        params, buffers = stack_module_state(self.modules)
         self.params: Tensors = {f"module.{k}": v.detach() for k, v in params.items()}
         self.buffers: Tensors = {f"module.{k}": v for k, v in buffers.items()}
         self._template = _Dispatch(copy.deepcopy(self.modules[0]).to("meta"))

@@ -93,7 +93,7 @@ class TestUnknownNames:
         """A key like no valid one lists the valid keys without a guess."""
         path = edited(tmp_path, "seed = 1", "seed = 1\nbanana = 3")
         assert error_of(path) == (
-            f"{path}: run.banana: unknown key; valid keys: device, name, precision, seed, torch_threads, total_env_steps"
+            f"{path}: run.banana: unknown key; valid keys: device, name, population_update, precision, seed, torch_threads, total_env_steps"
         )
 
     def test_unknown_table(self, tmp_path: Path) -> None:
@@ -318,7 +318,7 @@ class TestOverrides:
         """A misspelt --set key gets the close key."""
         assert error_of(HAPPO, ("run.sed=3",)) == (
             f'{HAPPO}: run.sed (from --set run.sed=3): unknown key (did you mean "seed"?); '
-            "valid keys: device, name, precision, seed, torch_threads, total_env_steps"
+            "valid keys: device, name, population_update, precision, seed, torch_threads, total_env_steps"
         )
 
     def test_override_below_a_value(self) -> None:
