@@ -9,7 +9,9 @@
 #    differ in the last bits on a GPU: the log says which failed and how);
 # 2. raw env-steps/s of the torch MPE on the GPU, from 1k to 256k worlds;
 # 3. training on cuda: HAPPO on the torch MPE with worlds and learner on the GPU (learning
-#    curve), the shipped mpe2 pipeline with a GPU learner, HASAC and HATRPO iterations, a resume.
+#    curve), the shipped mpe2 pipeline with a GPU learner, HASAC and HATRPO iterations, a resume;
+# 4. a population of 16 seeds in one process (--vectorize, batched update) and its aggregate
+#    training env-steps/s; time to eval >= -60 of the fast pipeline, median of 3 seeds.
 set -u
 OUT=${OUT:-/tmp/cuda_check}
 mkdir -p "$OUT"
@@ -53,4 +55,17 @@ timeout 45 $PY -m harl train pipelines/hatrpo_mpe_spread.toml --quiet --run-dir 
 sed -i "s/^total_env_steps = .*/total_env_steps = 16000/" "$OUT/hatrpo/pipeline.toml"
 timeout 45 $PY -m harl train --resume "$OUT/hatrpo" --quiet 2>&1 | tail -3
 for r in hasac hatrpo; do echo "$r: $(tail -1 "$OUT/$r/metrics.csv" 2>/dev/null | cut -c1-160)"; done
+
+log "population: 16 seeds x 1,024 worlds of HAPPO torch MPE on cuda, batched update"
+timeout 150 $PY -m harl train pipelines/happo_mpe_torch_spread.toml --seeds 1-16 --vectorize --quiet \
+    --run-dir "$OUT/population" --set env.device=${DEV:-cuda} --set run.device=${DEV:-cuda} \
+    --set collector.n_envs=1024 --set collector.rollout_length=32 --set run.total_env_steps=3000000 \
+    --set evaluator.every_iterations=20 --set checkpoint.every_iterations=1000 2>&1 | tail -4
+$PY -c "import sys, pathlib; sys.path.insert(0, 'benchmarks'); from population import steady_rate; \
+runs = sorted(p for p in pathlib.Path('$OUT/population').iterdir() if p.is_dir()); \
+print(f'population aggregate training env-steps/s (steady): {steady_rate(runs, 0):,.0f}')"
+
+log "time to eval >= -60 (mpe2 scale), fast pipeline on cuda, median of 3 seeds"
+timeout 150 $PY benchmarks/time_to_return.py harl pipelines/happo_mpe_torch_spread_fast.toml --target -60 \
+    --seeds 1,2,3 --limit 45 --set env.device=${DEV:-cuda} --set run.device=${DEV:-cuda} 2>&1 | tee "$OUT/ttr_cuda.txt"
 log done

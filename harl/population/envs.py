@@ -61,10 +61,14 @@ def _part(x: Any, rows: slice) -> Any:
 
 
 def split_step(step: VectorStep, members: int, n_envs: int) -> list[VectorStep]:
-    """``step`` of ``members * n_envs`` worlds as one ``VectorStep`` per member (views, not copies)."""
-    ended = np.asarray(torch.as_tensor(step.terminated).cpu() | torch.as_tensor(step.truncated).cpu())
-    counts = ended.reshape(members, n_envs).sum(1)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
+    """``step`` of ``members * n_envs`` worlds as one ``VectorStep`` per member (views, not copies).
+
+    Reads the envs' flags on the host only when an episode ended (to hand each member its
+    episodes' infos): a step of a torch-native env on a GPU otherwise stays on the GPU."""
+    bounds = np.zeros(members + 1, dtype=np.int64)
+    if step.episode_infos:
+        ended = np.asarray(torch.as_tensor(step.terminated).cpu() | torch.as_tensor(step.truncated).cpu())
+        bounds[1:] = np.cumsum(ended.reshape(members, n_envs).sum(1))
     out = []
     for s in range(members):
         rows = slice(s * n_envs, (s + 1) * n_envs)

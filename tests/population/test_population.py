@@ -52,6 +52,8 @@ def test_members_are_runs_in_one_sweep_directory(tmp_path: Path) -> None:
         assert metrics[-1]["env_steps"] == 200 and metrics[-1]["eval_return"] is not None
         assert len(list_checkpoints(d)) >= 1
     assert rows(dirs[0]) != rows(dirs[1])  # different seeds learn differently
+    assert main(["export", str(dirs[1]), "--format", "torchscript", "--out", str(tmp_path / "policy")]) == 0
+    assert (tmp_path / "policy" / "policy.json").is_file()  # one member's policy, as any run's
     summary = (sweep / "summary.csv").read_text()
     assert "2 finished" in summary or "finished" in (sweep / "trials.csv").read_text()
 
