@@ -180,14 +180,66 @@ class Population:
         trainer.sinks = []
         trainer.release()
 
+    def _iteration(self, last: int, total: int) -> tuple[list[tuple[Trainer, Any, Any, Any]], float, float]:
+        """Collect, returns, update; then per live member the non-finite check and, where due, its
+        evaluation.  No counter moves here (a second Ctrl-C inside leaves every member as saved).
+        (trainer, rollout, update stats, evaluation) per member that passed, and the seconds
+        collection and the update took."""
+        spec = self.trainers[0].spec
+        start = time.perf_counter()
+        rollouts = self.collect()
+        for s in self.alive:
+            st = self.trainers[s].stages
+            with calling("returns", st.returns, spec.returns):
+                st.returns.compute(st.buffer)
+        collected = time.perf_counter() - start
+        live = list(self.alive)
+        iteration = self.trainers[live[0]].counters.iteration
+        with calling("updater", None, spec.updater):
+            updates = population_update([self.trainers[s].stages.updater for s in live],
+                                        [self.trainers[s].stages.buffer for s in live],
+                                        progress=iteration / total, batched=self.batched)
+        learned = time.perf_counter() - start
+        done = []
+        for s, update in zip(live, updates):
+            trainer = self.trainers[s]
+            try:
+                check_update(update.row(), iteration + 1, trainer.stages, trainer.run_dir)
+            except NonFiniteUpdateError as exc:
+                self._stop_member(s, str(exc))
+                continue
+            evaluation = None
+            if trainer._should_evaluate(iteration + 1, last):
+                with calling("evaluator", trainer.stages.evaluator, None):
+                    evaluation = trainer.stages.evaluator.evaluate()
+            done.append((trainer, rollouts[s], update, evaluation))
+        return done, collected, learned - collected
+
+    def _commit(self, done: list[tuple[Trainer, Any, Any, Any]], seconds: float, collect_s: float,
+                update_s: float) -> None:
+        """Each member's counters, RNG snapshot, wall time and metrics row, as its Trainer keeps them."""
+        snapshot = rng_state()
+        for trainer, rollout, update, evaluation in done:
+            c = trainer.counters
+            c.iteration += 1
+            c.env_steps += rollout.env_steps
+            c.episodes += len(rollout.episodes)
+            c.wall_time += seconds
+            if evaluation is not None:
+                trainer.last_eval = evaluation
+            trainer._rng_at_iteration_end = snapshot
+            trainer.stage_times.add(collect_s, update_s, seconds - collect_s - update_s)
+            row = trainer._row(rollout, update, evaluation, rollout.env_steps / (collect_s + update_s))
+            for sink in trainer.sinks:
+                sink.write(row)
+
     def train(self, quiet: bool = False, max_iterations: int | None = None) -> list[TrainResult]:
         """Iterations until the budget is spent, ``max_iterations`` more are done (a planned stop,
         as ``Trainer.train``'s) or a stop signal; one result per member."""
         first = self.trainers[0]
         spec, total = first.spec, first.total_iterations
         last = total if max_iterations is None else min(total, first.counters.iteration + max_iterations)
-        per_iteration = self.length * self.n_envs
-        view = ProgressView(total * per_iteration * self.size,
+        view = ProgressView(total * self.length * self.n_envs * self.size,
                             sum(t.counters.env_steps for t in self.trainers),
                             spec.logging.progress and not quiet, spec.logging.log_every)
         stop = GracefulStop(view.message)
@@ -197,58 +249,20 @@ class Population:
             with stop:
                 while self.alive and self.trainers[self.alive[0]].counters.iteration < last:
                     start = time.perf_counter()
-                    rollouts = self.collect()
-                    for s in self.alive:
-                        st = self.trainers[s].stages
-                        with calling("returns", st.returns, spec.returns):
-                            st.returns.compute(st.buffer)
-                    collected = time.perf_counter()
-                    live = list(self.alive)
-                    iteration = self.trainers[live[0]].counters.iteration
-                    with calling("updater", None, spec.updater):
-                        updates = population_update([self.trainers[s].stages.updater for s in live],
-                                                    [self.trainers[s].stages.buffer for s in live],
-                                                    progress=iteration / total, batched=self.batched)
-                    updated = time.perf_counter()
-                    rows = []
-                    for s, update in zip(live, updates):
-                        trainer = self.trainers[s]
-                        try:
-                            check_update(update.row(), iteration + 1, trainer.stages, trainer.run_dir)
-                        except NonFiniteUpdateError as exc:
-                            self._stop_member(s, str(exc))
-                            continue
-                        c = trainer.counters
-                        c.iteration += 1
-                        c.env_steps += rollouts[s].env_steps
-                        c.episodes += len(rollouts[s].episodes)
-                        evaluation = None
-                        if trainer._should_evaluate(c.iteration, last):
-                            with calling("evaluator", trainer.stages.evaluator, None):
-                                evaluation = trainer.stages.evaluator.evaluate()
-                            trainer.last_eval = evaluation
-                        rows.append((trainer, rollouts[s], update, evaluation))
-                    snapshot = rng_state()
-                    end = time.perf_counter()
-                    for trainer, rollout, update, evaluation in rows:
-                        trainer._rng_at_iteration_end = snapshot
-                        trainer.counters.wall_time += end - start
-                        trainer.stage_times.add(collected - start, updated - collected, end - updated)
-                        row = trainer._row(rollout, update, evaluation, rollout.env_steps / (updated - start))
-                        for sink in trainer.sinks:
-                            sink.write(row)
-                    if rows:
-                        lead = rows[0][0]
-                        shown = {**rows[0][0]._row(rows[0][1], rows[0][2], None, per_iteration * len(rows)
-                                                   / (updated - start)),
+                    done, collect_s, update_s = self._iteration(last, total)
+                    self._commit(done, time.perf_counter() - start, collect_s, update_s)
+                    if done:
+                        lead = done[0][0]
+                        rate = sum(d[1].env_steps for d in done) / (collect_s + update_s)
+                        shown = {**lead._row(done[0][1], done[0][2], None, rate),
                                  "env_steps": sum(t.counters.env_steps for t in self.trainers)}
                         view.update(shown, lead.last_eval.mean_return if lead.last_eval else None,
                                     lead.stage_times.shares())
-                    for trainer, *_ in rows:
-                        if trainer.counters.iteration % spec.checkpoint.every_iterations == 0 or \
-                                trainer.counters.iteration == last:
+                    for trainer, *_ in done:
+                        it = trainer.counters.iteration
+                        if it % spec.checkpoint.every_iterations == 0 or it == last:
                             trainer.save()
-                            saved[self.trainers.index(trainer)] = trainer.counters.iteration
+                            saved[self.trainers.index(trainer)] = it
                     self.alive = [s for s in self.alive if not self.trainers[s].finished]
                     if stop.requested and self.alive:
                         interrupted = True
