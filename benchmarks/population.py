@@ -6,13 +6,16 @@
 Three measurements, one after the other, on the same pipeline and budget (``--iterations``
 per seed), whole processes timed from start to exit:
 
-1. ``harl train P --seeds 1-S --vectorize`` (the population, ``--threads`` torch threads);
-2. ``harl train P --seeds 1-S --jobs J`` (J processes, one torch thread each);
-3. in this process, one population iteration instrumented: where the time goes per env
+1. ``harl train P --seeds 1-S --vectorize`` (one population, ``--threads`` torch threads);
+2. ``harl train P --seeds 1-S --vectorize --jobs J`` (J populations, one process and one torch
+   thread each);
+3. ``harl train P --seeds 1-S --jobs J`` (J processes at a time, one seed and one torch thread each);
+4. in this process, one population iteration instrumented: where the time goes per env
    step (env, inference, buffer, returns, update).
 
-Prints aggregate env-steps/s of 1 and 2, their ratio, the breakdown, and the peak resident
-memory of the population process.  Run it on a quiet machine (the load is printed).
+Prints aggregate env-steps/s of 1-3 (whole processes, and steady: between start-up and exit),
+their ratios to 3, the breakdown, and peak resident memory.  Run it on a quiet machine (the
+load is printed).
 """
 
 from __future__ import annotations
@@ -136,19 +139,23 @@ def main() -> int:
     print(f"{args.seeds} seeds x {budget:,} env steps ({args.iterations} iterations of {per_iteration:,}); "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} before", flush=True)
     out = Path(tempfile.mkdtemp())
+    runs = [("one population", ["--vectorize", "--set", f"run.torch_threads={args.threads}"], 0),
+            (f"{args.jobs} populations", ["--vectorize", "--jobs", str(args.jobs), "--set", "run.torch_threads=1"], 0),
+            (f"--jobs {args.jobs} processes", ["--jobs", str(args.jobs), "--set", "run.torch_threads=1"], args.jobs)]
     try:
-        pop_wall, pop_rss = _timed([*common, "--vectorize", "--run-dir", str(out / "pop"), "--set",
-                                    f"run.torch_threads={args.threads}"])
-        pop_steady = steady_rate(sorted(p for p in (out / "pop").iterdir() if p.is_dir()), 0)
-        print(f"population ({args.threads} threads): {pop_wall:.1f} s, {total / pop_wall:,.0f} env-steps/s whole "
-              f"process, {pop_steady:,.0f} env-steps/s steady; peak RSS {pop_rss / 1024:,.0f} MiB "
-              f"(load {os.getloadavg()[0]:.2f})", flush=True)
-        sep_wall, _ = _timed([*common, "--jobs", str(args.jobs), "--run-dir", str(out / "sep"), "--set",
-                              "run.torch_threads=1"])
-        sep_steady = steady_rate(sorted(p for p in (out / "sep").iterdir() if p.is_dir()), args.jobs)
-        print(f"--jobs {args.jobs} processes: {sep_wall:.1f} s, {total / sep_wall:,.0f} env-steps/s whole processes, "
-              f"{sep_steady:,.0f} env-steps/s steady (load {os.getloadavg()[0]:.2f})", flush=True)
-        print(f"population / processes: {sep_wall / pop_wall:.2f}x whole processes, {pop_steady / sep_steady:.2f}x steady")
+        measured = []
+        for k, (name, flags, concurrent) in enumerate(runs):
+            wall, rss = _timed([*common, *flags, "--run-dir", str(out / str(k))])
+            steady = steady_rate(sorted(p for p in (out / str(k)).iterdir() if p.is_dir()), concurrent)
+            measured.append((wall, steady))
+            threads = args.threads if k == 0 else 1
+            print(f"{name} ({threads} torch thread{'s' if threads > 1 else ''} each): {wall:.1f} s, "
+                  f"{total / wall:,.0f} env-steps/s whole process, {steady:,.0f} steady; peak RSS of a child so far "
+                  f"{rss / 1024:,.0f} MiB (load {os.getloadavg()[0]:.2f})", flush=True)
+        base_wall, base_steady = measured[-1]
+        for (name, _, _), (wall, steady) in zip(runs[:-1], measured[:-1]):
+            print(f"{name} / --jobs {args.jobs} processes: {base_wall / wall:.2f}x whole processes, "
+                  f"{steady / base_steady:.2f}x steady")
     finally:
         shutil.rmtree(out, ignore_errors=True)
     parts = breakdown(args.pipeline, args.seeds, sets, args.threads)

@@ -87,7 +87,8 @@ def parser() -> argparse.ArgumentParser:
                    help="with --seeds/--grid: run N trials at once, each in its own process (default 1)")
     t.add_argument("--vectorize", action="store_true",
                    help="with --seeds: train the seeds as one population in this process, their envs one "
-                   "vector env and their networks batched (on-policy PPO/A2C pipelines; docs/population.md)")
+                   "vector env and their networks batched (on-policy PPO/A2C pipelines; docs/population.md); "
+                   "with --jobs N: N populations, one process each")
     t.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                    help="run the sweep's trials as Ray tasks: on the cluster at ADDRESS, or (auto, also "
                    "RAY_ADDRESS) the one Ray finds; see docs/ray.md")

@@ -54,8 +54,8 @@ def train_sweep(args: argparse.Namespace, console: Console) -> int:
         raise HarlError(f"--{'jobs' if args.jobs < 1 else 'max-retries'}: expected a "
                         f"{'positive' if args.jobs < 1 else 'non-negative'} integer, got "
                         f"{args.jobs if args.jobs < 1 else args.max_retries}")
-    if args.vectorize and (address or args.jobs != 1 or args.grid):
-        flag = "--ray" if address else "--jobs" if args.jobs != 1 else "--grid"
+    if args.vectorize and (address or args.grid):
+        flag = "--ray" if address else "--grid"
         raise HarlError(f"--vectorize trains the seeds of one pipeline as one population in this process; "
                         f"{flag} does not go with it (drop one of the two)")
     if address and args.jobs != 1:  # flags that do not go together before a missing extra

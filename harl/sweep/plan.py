@@ -133,7 +133,8 @@ class Sweep:
         todo = [s for s in self.states if s.status != "finished"]
         for note in self.notes:
             console.print(f"note: {note}", highlight=False)
-        where = ("as one population in this process" if vectorize else f"on Ray ({address})" if address else
+        where = (("as one population in this process" if jobs == 1 else f"as {min(jobs, len(todo))} populations, "
+                  "one process each") if vectorize else f"on Ray ({address})" if address else
                  "one at a time" if jobs == 1 else f"{min(jobs, len(todo))} at a time")
         n = len(self.states)
         console.print(f"sweep directory: {self.sweep_dir} ({n} trial{'s' if n > 1 else ''}, {len(todo)} to run; "
@@ -141,7 +142,7 @@ class Sweep:
         display = Display(todo, console, quiet)
         try:
             if vectorize:
-                population.run_states(todo, display, quiet)
+                population.run_states(todo, display, quiet, jobs)
             elif address:
                 ray_backend.on_ray(todo, address, max_retries, display)
             elif jobs == 1:

@@ -1,34 +1,116 @@
-"""A sweep's seeds as one population in this process (``--vectorize``; ``harl.population``)."""
+"""A sweep's seeds as populations (``--vectorize``; ``harl.population``): one in this process
+(``--jobs 1``), or ``--jobs N`` populations of about S / N seeds, each in its own
+``python -m harl.sweep.population RUN_DIR...`` process (one torch thread each, as ``--jobs``
+trials: on few cores N single-threaded populations beat one population with N threads,
+docs/population.md).  A member's outcome is written to ``outcome.json`` in its run directory,
+which the driver reads when the process ends.
+
+A resumed sweep regroups its unfinished seeds; resume is exact (bit for bit) when the groups
+are the same, i.e. with the same ``--jobs`` and the same seeds left to run.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 from harl.errors import HarlError
 from harl.sweep.state import Display, TrialState
+from harl.sweep.trial import LOG
+
+OUTCOME = "outcome.json"
 
 
-def run_states(states: list[TrialState], display: Display, quiet: bool) -> None:
-    """Train ``states``' runs together; each ends finished, stopped or failed as a separate run would."""
+def _train(states: list[TrialState], say: object, quiet: bool) -> dict[Path, tuple[str, str]]:
+    """Train ``states`` as one population here: {run_dir: (status, message)}."""
     from harl.compare.absolute import after_run
     from harl.population.driver import Population, open_population
 
-    if not states:
-        return
     source = str(states[0].run_dir / "pipeline.toml")
-    try:
-        trainers, venv = open_population([s.run_dir for s in states], [s.spec for s in states], source)
-    except HarlError as exc:
-        for state in states:
-            state.status, state.message = "failed", str(exc)
-        raise
+    trainers, venv = open_population([s.run_dir for s in states], [s.spec for s in states], source)
     for state, trainer in zip(states, trainers):
         state.started_at.append(trainer.counters.iteration)
-        state.status = "running"
-    with Population(trainers, venv, [s.label for s in states], display.say) as population:
+    with Population(trainers, venv, [s.label for s in states], say) as population:  # type: ignore[arg-type]
         results = population.train(quiet)
+    out = {}
     for s, (state, result) in enumerate(zip(states, results)):
         if s in population.failed:
-            state.status, state.message = "failed", population.failed[s]
+            out[state.run_dir] = ("failed", population.failed[s])
             continue
-        state.status = "stopped" if result.interrupted else "finished"
-        if state.status == "finished":
+        out[state.run_dir] = ("stopped" if result.interrupted else "finished", "")
+        if not result.interrupted:
             after_run(state.run_dir, state.spec, result)  # [evaluator] absolute_factor
+    return out
+
+
+def run_states(states: list[TrialState], display: Display, quiet: bool, jobs: int = 1) -> None:
+    """Train ``states``' runs as ``jobs`` populations; each run ends finished, stopped or failed."""
+    if not states:
+        return
+    if jobs == 1:
+        try:
+            outcomes = _train(states, display.say, quiet)
+        except HarlError as exc:
+            for state in states:
+                state.status, state.message = "failed", str(exc)
+            raise
+        for state in states:
+            state.status, state.message = outcomes[state.run_dir]
+        return
+    size = -(-len(states) // jobs)
+    groups = [states[k:k + size] for k in range(0, len(states), size)]
+    running: list[tuple[list[TrialState], subprocess.Popen[bytes]]] = []
+    try:
+        for group in groups:
+            for state in group:
+                (state.run_dir / OUTCOME).unlink(missing_ok=True)
+                state.status = "running"
+            log = group[0].run_dir / LOG
+            display.say(f"population of {', '.join(s.label for s in group)}: output in {log}")
+            with log.open("ab") as out:
+                running.append((group, subprocess.Popen(
+                    [sys.executable, "-m", "harl.sweep.population", *(str(s.run_dir) for s in group)],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
+        while any(p.poll() is None for _, p in running):
+            with contextlib.suppress(KeyboardInterrupt):  # the populations stop themselves, with checkpoints
+                time.sleep(0.5)
+    except BaseException:
+        for _, process in running:
+            process.terminate()
+        raise
+    for group, process in running:
+        for state in group:
+            try:
+                record = json.loads((state.run_dir / OUTCOME).read_text(encoding="utf-8"))
+                state.status, state.message = record["status"], record["message"]
+            except (OSError, ValueError, KeyError):
+                state.status = "failed"
+                state.message = f"its population's process ended with exit status {process.returncode}; see {group[0].run_dir / LOG}"
+
+
+def _main(run_dirs: list[Path]) -> int:
+    """``python -m harl.sweep.population RUN_DIR...``: one population of a ``--jobs N`` sweep."""
+    from harl.run.open import spec_of_run
+    from harl.sweep.grid import Trial
+
+    states = []
+    for run_dir in run_dirs:
+        spec = spec_of_run(run_dir)[0]
+        states.append(TrialState(Trial(spec.run.seed, ()), run_dir, spec))
+    try:
+        outcomes = _train(states, lambda text: print(text, flush=True), quiet=True)
+    except HarlError as exc:
+        print(f"harl: {exc}", flush=True)
+        outcomes = {s.run_dir: ("failed", str(exc)) for s in states}
+    for run_dir, (status, message) in outcomes.items():
+        (run_dir / OUTCOME).write_text(json.dumps({"status": status, "message": message}) + "\n", encoding="utf-8")
+        print(f"{run_dir.name}: {status}" + (f": {message}" if message else ""), flush=True)
+    return 0 if all(status == "finished" for status, _ in outcomes.values()) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main([Path(p) for p in sys.argv[1:]]))

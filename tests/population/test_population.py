@@ -146,7 +146,7 @@ def test_a_population_that_cannot_fit_is_refused_with_the_numbers(tmp_path: Path
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--vectorize"], "--vectorize goes with --seeds"),
-    (["--seeds", "1-2", "--vectorize", "--jobs", "2"], "--jobs does not go with it"),
+    (["--seeds", "1-2", "--vectorize", "--ray"], "--ray does not go with it"),
     (["--seeds", "1-2", "--vectorize", "--grid", "updater.objective.lr=1e-4,5e-4"], "--grid does not go with it"),
 ])
 def test_flags_that_do_not_go_with_vectorize(tmp_path: Path, flags: list[str], message: str,
@@ -190,3 +190,18 @@ def test_per_member_update_is_a_separate_runs_update(tmp_path: Path) -> None:
     finally:
         for m in (*alone, *together):
             m.close()
+
+
+def test_jobs_split_the_seeds_into_populations_one_process_each(tmp_path: Path) -> None:
+    """--vectorize --jobs 2: seeds 1-4 as populations {1, 2} and {3, 4} in two processes; the first
+    is the one-process population of seeds 1-2, row for row."""
+    assert main(["train", str(TORCH_MPE), "--seeds", "1-4", "--vectorize", "--jobs", "2", "--run-dir",
+                 str(tmp_path / "two"), *sets()]) == 0
+    assert main(["train", str(TORCH_MPE), "--seeds", "1-2", "--vectorize", "--run-dir", str(tmp_path / "one"),
+                 *sets()]) == 0
+    two = member_dirs(tmp_path / "two")
+    assert [len(rows(d)) for d in two] == [4, 4, 4, 4]
+    statuses = [r["status"] for r in csv.DictReader((tmp_path / "two" / "trials.csv").open())]
+    assert statuses == ["finished"] * 4
+    for a, b in zip(two[:2], member_dirs(tmp_path / "one")):
+        assert rows(a) == rows(b)
