@@ -131,12 +131,48 @@ def windows(rows: list[dict[str, str]], every: int) -> dict[int, tuple[float, fl
     return {k: (float(np.mean(train[k])), evals.get(k, float("nan"))) for k in sorted(train)}
 
 
-def table(args: argparse.Namespace) -> int:
+def _groups(out: str, every: int, only: str = "") -> dict[str, dict[int, dict[int, tuple[float, float]]]]:
+    """{run name: {seed: windows}} of the runs in ``out`` (names containing ``only``)."""
     groups: dict[str, dict[int, dict[int, tuple[float, float]]]] = defaultdict(dict)
-    for metrics in sorted(Path(args.out).glob("*/metrics.csv")):
+    for metrics in sorted(Path(out).glob("*/metrics.csv")):
         name, _, seed = metrics.parent.name.rpartition("-s")
+        if only and not name.endswith(f"-{only}"):
+            continue
         with metrics.open(newline="") as f:
-            groups[name][int(seed)] = windows(list(csv.DictReader(f)), args.every)
+            groups[name][int(seed)] = windows(list(csv.DictReader(f)), every)
+    return groups
+
+
+def figure(args: argparse.Namespace) -> int:
+    """One panel per algorithm: mean train return per block over seeds, ± std, HARL and harl."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    algos = [a for a in args.algos.split(",")]
+    fig, axes = plt.subplots(1, len(algos), figsize=(4.2 * len(algos), 3.4), squeeze=False)
+    for ax, algo in zip(axes[0], algos):
+        for name, runs in sorted(_groups(args.out, args.every, algo).items()):
+            steps = sorted({k for w in runs.values() for k in w})
+            means = np.array([np.mean([w[k][0] for w in runs.values() if k in w]) for k in steps])
+            stds = np.array([np.std([w[k][0] for w in runs.values() if k in w]) for k in steps])
+            label = f"{'HARL' if name.startswith('HARL') else 'harl'} ({len(runs)} seeds)"
+            ax.plot(steps, means, label=label)
+            ax.fill_between(steps, means - stds, means + stds, alpha=0.2)
+        ax.set_title(algo)
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("train return (HARL's scale)")
+    fig.tight_layout()
+    fig.savefig(args.png, dpi=110)
+    print(f"wrote {args.png}")
+    return 0
+
+
+def table(args: argparse.Namespace) -> int:
+    groups = _groups(args.out, args.every, args.only)
     steps = sorted({k for runs in groups.values() for w in runs.values() for k in w})
     names = sorted(groups)
     head = " | ".join(f"{n} train | {n} eval" for n in names)
@@ -166,8 +202,14 @@ def main() -> int:
     t = sub.add_parser("table")
     t.add_argument("out")
     t.add_argument("--every", type=int, default=100_000)
+    t.add_argument("--only", default="", help="only the runs of this algorithm (e.g. hasac)")
+    f = sub.add_parser("figure", help="train return per block, HARL beside harl, one panel per algorithm")
+    f.add_argument("out")
+    f.add_argument("--algos", default="hatd3,matd3,hasac,had3qn,hasac_discrete")
+    f.add_argument("--every", type=int, default=10_000)
+    f.add_argument("--png", default="learning_parity_off_policy.png")
     args = p.parse_args()
-    return {"harl": run_harl, "ours": run_ours, "table": table}[args.command](args)
+    return {"harl": run_harl, "ours": run_ours, "table": table, "figure": figure}[args.command](args)
 
 
 if __name__ == "__main__":
