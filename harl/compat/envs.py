@@ -72,7 +72,8 @@ def _mamujoco(e: dict[str, Any], source: str) -> EnvPart:
     scenario = re.sub(r"-v\d+$", "", e["scenario"])
     scenario = MAMUJOCO_NAMES.get(scenario, scenario)
     table = {"kind": "mamujoco", "scenario": scenario, "agent_conf": e["agent_conf"],
-             "agent_obsk": e["agent_obsk"], "max_episode_steps": e["episode_limit"]}
+             "agent_obsk": e["agent_obsk"], "max_episode_steps": e["episode_limit"],
+             "observation": "harl", "clip_actions": False}  # what HARL's MaMuJoCo does
     note = (f'MaMuJoCo: "{e["scenario"]}" runs on gymnasium-robotics\' MuJoCo v5 model of {scenario} '
             "(HARL steps the v2 one through mujoco-py); returns are close, not identical")
     return EnvPart(table, f"{e['scenario']}-{e['agent_conf']}", discrete=False, notes=(note,))

@@ -140,7 +140,8 @@ ENV_KEYS: tuple[Key, ...] = (
     _k("env:mamujoco.scenario", MAPPED, "env.scenario without the version (harl steps gymnasium-robotics' "
        "MuJoCo v5 models; manyagent_swimmer / manyagent_ant become ManySegmentSwimmer / ManySegmentAnt)"),
     _k("env:mamujoco.agent_conf", MAPPED, "env.agent_conf"),
-    _k("env:mamujoco.agent_obsk", MAPPED, "env.agent_obsk"),
+    _k("env:mamujoco.agent_obsk", MAPPED, "env.agent_obsk (unused, as in HARL: a converted config sets "
+       'env.observation = "harl", every agent seeing the whole robot and its id, and env.clip_actions = false)'),
     _k("env:mamujoco.episode_limit", MAPPED, "env.max_episode_steps"),
     _k("env:gym.scenario", MAPPED, "env.id (a MuJoCo -v2/-v3/-v4 id becomes gymnasium's -v5)"),
     _k("env:football.env_name", MAPPED, "env.scenario"),

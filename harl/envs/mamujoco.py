@@ -95,6 +95,13 @@ class MaMuJoCoConfig:
         in_range(0),
     )
     max_episode_steps: int = setting(1000, "steps per episode before truncation", positive())
+    observation: str = setting(
+        "local", "local: each agent sees its own joints (agent_obsk hops); harl: HARL's MaMuJoCo, every agent "
+        "sees the whole robot's observation and its one-hot id, each vector standardised by its own mean and "
+        "std (the critic's state too; agent_obsk is then unused, as in HARL)", one_of(("local", "harl")))
+    clip_actions: bool = setting(
+        True, "clip actions to [-1, 1] before the robot; false passes the Gaussian sample on as HARL does "
+        "(MuJoCo clamps the torque, the control cost is charged on the unclipped action)")
 
     def __attrs_post_init__(self) -> None:
         allowed = PARTITIONS[self.scenario]
@@ -200,6 +207,11 @@ def make_parallel_env(config: MaMuJoCoConfig, render_mode: str | None = None) ->
         )
 
 
+def _standardised(x: np.ndarray) -> np.ndarray:
+    """``(x - mean(x)) / std(x)`` over the vector's own entries, in float32 (HARL's per-vector scaling)."""
+    return ((x - np.mean(x)) / np.std(x)).astype(np.float32)
+
+
 class MaMuJoCoEnv:
     """One factorised MuJoCo robot, stepped through its single-agent env (module docstring)."""
 
@@ -210,8 +222,11 @@ class MaMuJoCoEnv:
         self._mujoco = parallel.single_agent_env.unwrapped
         self._names = list(parallel.possible_agents)
         self.n_agents = len(self._names)
+        self._harl_obs = config.observation == "harl"
+        whole = self._mujoco.observation_space.shape[0]
         self.observation_spaces: list[spaces.Box] = [
-            spaces.Box(-np.inf, np.inf, parallel.observation_space(name).shape, np.float32)
+            spaces.Box(-np.inf, np.inf, (whole + self.n_agents,) if self._harl_obs
+                       else parallel.observation_space(name).shape, np.float32)
             for name in self._names
         ]
         self.action_spaces: list[spaces.Box] = [parallel.action_space(name) for name in self._names]
@@ -237,6 +252,10 @@ class MaMuJoCoEnv:
         self._metric_sums = dict.fromkeys(_METRICS, 0.0)
 
     def _observe(self, global_obs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        if self._harl_obs:  # HARL's get_obs / get_state (multiagent_mujoco/mujoco_multi.py)
+            ids = np.eye(self.n_agents)
+            obs = [_standardised(np.concatenate([global_obs, ids[i]])) for i in range(self.n_agents)]
+            return obs, _standardised(global_obs)
         state = global_obs.astype(np.float32)
         if self._obs_index is not None:
             return [state[index] for index in self._obs_index], state
@@ -255,11 +274,12 @@ class MaMuJoCoEnv:
         return obs, state, None
 
     def step(self, actions: Sequence[np.ndarray]) -> EnvStep:
-        """Step the robot; actions outside [-1, 1] (Gaussian samples) are clipped first."""
+        """Step the robot; actions outside [-1, 1] (Gaussian samples) are clipped first (``clip_actions``)."""
         # The agents' actions laid out in partition order, then scattered to actuators.
         flat = np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1) for a in actions])
         self._global_action[self._act_ids] = flat
-        np.clip(self._global_action, self._low, self._high, out=self._global_action)
+        if self.config.clip_actions:
+            np.clip(self._global_action, self._low, self._high, out=self._global_action)
         global_obs, reward, terminated, _, info = self._mujoco.step(self._global_action)
         self._steps += 1
         for key in self._metric_sums:

@@ -60,7 +60,7 @@ class TestLoadPipeline:
         with pytest.raises(harl.ConfigError) as error:
             harl.load_pipeline(pipeline(tmp_path), ["run.sed=3"])
         assert str(error.value) == (f'{tmp_path / "p.toml"}: run.sed (from --set run.sed=3): unknown key '
-                                    '(did you mean "seed"?); valid keys: device, name, precision, seed, '
+                                    '(did you mean "seed"?); valid keys: device, name, population_update, precision, seed, '
                                     'torch_threads, total_env_steps')
         assert isinstance(error.value, harl.HarlError)
 

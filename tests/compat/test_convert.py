@@ -39,6 +39,7 @@ HAPPO_CHEETAH = [
     "returns.zero_truncated_advantage=true", "run.torch_threads=4", "evaluator.counting=first_finished",
     "run.name=report", "logging.dir=results/mamujoco/HalfCheetah-v2-2x3/happo",
     "critic.value_clip=0.05",           # HARL's V critic clips with clip_param; the shipped pipeline keeps 0.2
+    'env.observation="harl"', "env.clip_actions=false",  # HARL's MaMuJoCo; the shipped pipeline keeps local
 ]
 
 
@@ -102,7 +103,7 @@ class TestMapping:
         assert p["evaluator"]["every_iterations"] == 200
         assert p["critic"]["twin"] is True and p["updater"]["objective"]["policy_freq"] == 2
         assert p["env"] == {"kind": "mamujoco", "scenario": "Walker2d", "agent_conf": "6x1", "agent_obsk": 0,
-                            "max_episode_steps": 1000}
+                            "max_episode_steps": 1000, "observation": "harl", "clip_actions": False}
 
     def test_had3qn(self) -> None:
         """HAD3QN's dueling keys and epsilon."""

@@ -178,3 +178,32 @@ def test_cli_reports_the_missing_extra() -> None:
         'harl: env kind "mamujoco" needs: pip install "harl[mamujoco]" (the optional package '
         '"gymnasium-robotics" is not installed)\n'
     )
+
+
+def test_harls_observation_and_unclipped_actions() -> None:
+    """observation = "harl": every agent sees the whole robot plus its one-hot id, each vector
+    standardised on its own (HARL's get_obs/get_state); clip_actions = false hands MuJoCo the
+    sample, whose control cost HARL charges unclipped."""
+    import numpy as np
+
+    from harl.envs.mamujoco import MaMuJoCoConfig, make_mamujoco_env
+
+    env = make_mamujoco_env(MaMuJoCoConfig(scenario="HalfCheetah", agent_conf="2x3", observation="harl",
+                                           clip_actions=False))
+    local = make_mamujoco_env(MaMuJoCoConfig(scenario="HalfCheetah", agent_conf="2x3"))
+    try:
+        obs, state, _ = env.reset(seed=3)
+        raw = env._mujoco._get_obs()
+        assert [o.shape for o in obs] == [(19,), (19,)] and env.observation_spaces[0].shape == (19,)
+        for i, o in enumerate(obs):
+            x = np.concatenate([raw, np.eye(2)[i]])
+            np.testing.assert_allclose(o, (x - x.mean()) / x.std(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(state, (raw - raw.mean()) / raw.std(), rtol=1e-5, atol=1e-6)
+        local.reset(seed=3)
+        big = [np.full(3, 3.0), np.full(3, -3.0)]
+        unclipped, clipped = env.step(big), local.step(big)
+        # the same torques (MuJoCo clamps), a control cost of 0.1 * sum(a^2): 5.4 against 0.6
+        assert unclipped.rewards[0] == pytest.approx(clipped.rewards[0] - 4.8, abs=1e-4)
+    finally:
+        env.close()
+        local.close()
