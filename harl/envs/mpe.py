@@ -159,11 +159,13 @@ class MPEEnv:
         for i in range(self.n_agents):
             action = actions[i]
             # A Python int: mpe2 decodes it with ``%=`` / ``//=``, which would write
-            # into the caller's array if we passed a view.
-            value = action.item() if isinstance(action, np.ndarray) else int(action)
-            if not 0 <= value < self._n_actions[i]:
+            # into the caller's array if we passed a view, and indexes with it (a float index,
+            # as an off-policy buffer stores a category, fails there).
+            raw = action.item() if isinstance(action, np.ndarray) else action
+            value = int(raw)
+            if value != raw or not 0 <= value < self._n_actions[i]:
                 raise ValueError(
-                    f"agent {i}: action {value} is outside Discrete({self._n_actions[i]})"
+                    f"agent {i}: action {raw} is outside Discrete({self._n_actions[i]})"
                 )
             current[i] = value
 

@@ -173,3 +173,19 @@ def test_modules_import_without_mpe2() -> None:
         "assert 'pygame' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_a_discrete_action_given_as_a_whole_float_is_taken() -> None:
+    """An off-policy buffer stores categories as floats: 2.0 is category 2 (speaker_listener's
+    speaker indexes its communication channel with it); 2.5 is refused."""
+    import numpy as np
+    import pytest
+
+    from harl.envs.mpe import MPEConfig, make_mpe_env
+
+    env = make_mpe_env(MPEConfig(scenario="simple_speaker_listener", continuous_actions=False))
+    env.reset(seed=1)
+    env.step([np.array([2.0], np.float32), np.array([4.0], np.float32)])
+    with pytest.raises(ValueError, match="outside Discrete"):
+        env.step([np.array([2.5], np.float32), np.array([1.0], np.float32)])
+    env.close()
