@@ -78,11 +78,12 @@ def train_sweep(args: argparse.Namespace, console: Console) -> int:
                             "pipelines/happo_mpe_spread.toml --seeds 1,2,3")
         else:
             sweep = Sweep.new(request, Path(args.run_dir) if args.run_dir else None,
-                              Path(args.storage) if args.storage else None)
+                              Path(args.storage) if args.storage else None, vectorize=args.vectorize)
             held.enter_context(take(sweep.sweep_dir, "sweep"))
-        sweep.run(args.jobs, address, args.max_retries, args.quiet, console, vectorize=args.vectorize)
+        sweep.run(args.jobs, address, args.max_retries, args.quiet, console,
+                  vectorize=args.vectorize or sweep.vectorize)
     console.print(summary_table(sweep.states, f"{sweep.sweep_dir}: {len(sweep.states)} trials"))
-    for line in follow_ups(sweep.sweep_dir, sweep.states):
+    for line in follow_ups(sweep.sweep_dir, sweep.states, args.vectorize or sweep.vectorize):
         console.print(line, highlight=False, markup=False)
     console.print(f"curves: harl plot {sweep.sweep_dir}", highlight=False)
     return exit_code(sweep.states)

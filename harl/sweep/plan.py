@@ -70,11 +70,13 @@ def _validate(request: Request) -> tuple[list[tuple[Trial, Any, str]], list[str]
 class Sweep:
     """The trials of one sweep directory; ``run()`` runs the unfinished ones."""
 
-    def __init__(self, sweep_dir: Path, states: list[TrialState], notes: list[str]) -> None:
+    def __init__(self, sweep_dir: Path, states: list[TrialState], notes: list[str], vectorize: bool = False) -> None:
         self.sweep_dir, self.states, self.notes = sweep_dir, states, notes
+        self.vectorize = vectorize
+        """Trained as populations (``--vectorize``): a resume does so again (recorded in sweep.json)."""
 
     @classmethod
-    def new(cls, request: Request, sweep_dir: Path | None, storage: Path | None) -> Sweep:
+    def new(cls, request: Request, sweep_dir: Path | None, storage: Path | None, vectorize: bool = False) -> Sweep:
         planned, notes = _validate(request)
         spec = planned[0][1]
         if sweep_dir is None:
@@ -98,9 +100,9 @@ class Sweep:
         for state, (_, _, text) in zip(states, planned):
             state.run_dir.mkdir()
             (state.run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
-        record = {**attrs.asdict(request), "name": spec.run.name, "seed": spec.run.seed}
+        record = {**attrs.asdict(request), "name": spec.run.name, "seed": spec.run.seed, "vectorize": vectorize}
         (sweep_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        return cls(sweep_dir, states, notes)
+        return cls(sweep_dir, states, notes, vectorize)
 
     @classmethod
     def resume(cls, sweep_dir: Path, request: Request | None) -> Sweep:
@@ -125,7 +127,7 @@ class Sweep:
             if previous.get(run_dir.name) == "finished":
                 state.status = "finished"
             states.append(state)
-        return cls(sweep_dir, states, [])
+        return cls(sweep_dir, states, [], bool(data.get("vectorize", False)))
 
     def run(self, jobs: int, address: str | None, max_retries: int, quiet: bool, console: Console,
             vectorize: bool = False) -> None:

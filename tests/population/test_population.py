@@ -54,6 +54,7 @@ def test_members_are_runs_in_one_sweep_directory(tmp_path: Path) -> None:
     assert rows(dirs[0]) != rows(dirs[1])  # different seeds learn differently
     assert main(["export", str(dirs[1]), "--format", "torchscript", "--out", str(tmp_path / "policy")]) == 0
     assert (tmp_path / "policy" / "policy.json").is_file()  # one member's policy, as any run's
+    assert Sweep.resume(sweep, None).vectorize  # recorded: a resume trains populations again
     summary = (sweep / "summary.csv").read_text()
     assert "2 finished" in summary or "finished" in (sweep / "trials.csv").read_text()
 
