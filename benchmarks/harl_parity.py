@@ -131,15 +131,17 @@ def windows(rows: list[dict[str, str]], every: int) -> dict[int, tuple[float, fl
     return {k: (float(np.mean(train[k])), evals.get(k, float("nan"))) for k in sorted(train)}
 
 
-def _groups(out: str, every: int, only: str = "") -> dict[str, dict[int, dict[int, tuple[float, float]]]]:
-    """{run name: {seed: windows}} of the runs in ``out`` (names containing ``only``)."""
+def _groups(out: str, every: int, only: str = "", skip: int = 0) -> dict[str, dict[int, dict[int, tuple[float, float]]]]:
+    """{run name: {seed: windows}} of the runs in ``out`` (names ending in ``-only``), without rows
+    at or before ``skip`` env steps (the off-policy warm-up: HARL logs none)."""
     groups: dict[str, dict[int, dict[int, tuple[float, float]]]] = defaultdict(dict)
     for metrics in sorted(Path(out).glob("*/metrics.csv")):
         name, _, seed = metrics.parent.name.rpartition("-s")
         if only and not name.endswith(f"-{only}"):
             continue
         with metrics.open(newline="") as f:
-            groups[name][int(seed)] = windows(list(csv.DictReader(f)), every)
+            rows = [r for r in csv.DictReader(f) if int(float(r["env_steps"])) > skip]
+        groups[name][int(seed)] = windows(rows, every)
     return groups
 
 
@@ -153,7 +155,7 @@ def figure(args: argparse.Namespace) -> int:
     algos = [a for a in args.algos.split(",")]
     fig, axes = plt.subplots(1, len(algos), figsize=(4.2 * len(algos), 3.4), squeeze=False)
     for ax, algo in zip(axes[0], algos):
-        for name, runs in sorted(_groups(args.out, args.every, algo).items()):
+        for name, runs in sorted(_groups(args.out, args.every, algo, WARMUP).items()):
             steps = sorted({k for w in runs.values() for k in w})
             means = np.array([np.mean([w[k][0] for w in runs.values() if k in w]) for k in steps])
             stds = np.array([np.std([w[k][0] for w in runs.values() if k in w]) for k in steps])
@@ -172,7 +174,7 @@ def figure(args: argparse.Namespace) -> int:
 
 
 def table(args: argparse.Namespace) -> int:
-    groups = _groups(args.out, args.every, args.only)
+    groups = _groups(args.out, args.every, args.only, WARMUP if args.only in TUNED else 0)
     steps = sorted({k for runs in groups.values() for w in runs.values() for k in w})
     names = sorted(groups)
     head = " | ".join(f"{n} train | {n} eval" for n in names)
