@@ -32,7 +32,7 @@ import torch
 
 from harl.buffers.records import StartRecord
 from harl.collect.on_policy import Acting, CollectStats
-from harl.compose import seed_everything
+from harl.compose import resolve_device, seed_everything
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.envs.vector import make_vector_env
 from harl.errors import HarlError
@@ -68,7 +68,8 @@ def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str)
         fp = spec.critic.state_type == "FP"
         per_step = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces,
                                           int(np.prod(venv.state_space.shape)), fp, 0, 0, venv.state_space)
-        check_population_memory(per_step, col.rollout_length, n_envs, members, source, "cpu")
+        check_population_memory(per_step, col.rollout_length, n_envs, members, source,
+                                resolve_device(spec.run.device, source))
         from harl.run.lifecycle import resume_run, start_run
 
         for s, run_dir in enumerate(run_dirs):
@@ -80,8 +81,8 @@ def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str)
         done = {t.counters.iteration for t in trainers}
         if len(done) > 1:
             raise HarlError(f"{source}: --vectorize continues a population in step, but its members' newest "
-                            f"checkpoints are of different iterations ({sorted(done)}); resume it without "
-                            "--vectorize (each member alone)")
+                            f"checkpoints are of different iterations ({sorted(done)}); resume each member's "
+                            "run directory on its own (harl train --resume SWEEP_DIR/RUN)")
         if not done - {0}:
             seed_everything(spec.run.seed)  # the population's sampling stream (a resume restored it)
     except BaseException:
