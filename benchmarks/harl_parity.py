@@ -164,6 +164,7 @@ def figure(args: argparse.Namespace) -> int:
             ax.fill_between(steps, means - stds, means + stds, alpha=0.2)
         ax.set_title(algo)
         ax.set_xlabel("env steps")
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:.0f}k")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("train return (HARL's scale)")
