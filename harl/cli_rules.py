@@ -83,7 +83,7 @@ def train_sweep(args: argparse.Namespace, console: Console) -> int:
         sweep.run(args.jobs, address, args.max_retries, args.quiet, console,
                   vectorize=args.vectorize or sweep.vectorize)
     console.print(summary_table(sweep.states, f"{sweep.sweep_dir}: {len(sweep.states)} trials"))
-    for line in follow_ups(sweep.sweep_dir, sweep.states, args.vectorize or sweep.vectorize):
+    for line in follow_ups(sweep.sweep_dir, sweep.states):
         console.print(line, highlight=False, markup=False)
     console.print(f"curves: harl plot {sweep.sweep_dir}", highlight=False)
     return exit_code(sweep.states)

@@ -223,6 +223,8 @@ class MaMuJoCoEnv:
         self._names = list(parallel.possible_agents)
         self.n_agents = len(self._names)
         self._harl_obs = config.observation == "harl"
+        self._ids = np.eye(self.n_agents)
+        """HARL's observation: each agent's one-hot id after the robot's observation."""
         whole = self._mujoco.observation_space.shape[0]
         self.observation_spaces: list[spaces.Box] = [
             spaces.Box(-np.inf, np.inf, (whole + self.n_agents,) if self._harl_obs
@@ -253,8 +255,7 @@ class MaMuJoCoEnv:
 
     def _observe(self, global_obs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
         if self._harl_obs:  # HARL's get_obs / get_state (multiagent_mujoco/mujoco_multi.py)
-            ids = np.eye(self.n_agents)
-            obs = [_standardised(np.concatenate([global_obs, ids[i]])) for i in range(self.n_agents)]
+            obs = [_standardised(np.concatenate([global_obs, self._ids[i]])) for i in range(self.n_agents)]
             return obs, _standardised(global_obs)
         state = global_obs.astype(np.float32)
         if self._obs_index is not None:

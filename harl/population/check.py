@@ -37,6 +37,10 @@ def problems(spec: Any) -> list[str]:
     return found
 
 
+def _unseeded(spec: Any) -> Any:
+    return attrs.evolve(spec, run=attrs.evolve(spec.run, seed=0))
+
+
 def check_population(specs: Sequence[Any], source: str) -> None:
     """Refuse, in one paragraph naming every reason, a population harl cannot train in one process."""
     found = problems(specs[0])
@@ -46,12 +50,9 @@ def check_population(specs: Sequence[Any], source: str) -> None:
             f"stages it can batch; this pipeline has {len(found)} it cannot: {'; '.join(found)}. "
             "Drop --vectorize (each seed then runs as its own run; --jobs N runs N at once), "
             "or change the stages named")
-    def unseeded(spec: Any) -> Any:
-        return attrs.evolve(spec, run=attrs.evolve(spec.run, seed=0))
-
-    base = unseeded(specs[0])
+    base = _unseeded(specs[0])
     for spec in specs[1:]:
-        if unseeded(spec) != base:
+        if _unseeded(spec) != base:
             raise ConfigError(
                 f"{source}: --vectorize trains the seeds of one pipeline; seed {spec.run.seed}'s differs "
                 f"from seed {specs[0].run.seed}'s in more than run.seed (a --grid, or an edited "

@@ -49,10 +49,6 @@ from harl.sizes import allocating, rollout_bytes_per_step
 from harl.trainer import Trainer, TrainResult, calling, rng_state
 
 
-def _checkpointed(run_dir: Path) -> bool:
-    return bool(list_checkpoints(run_dir))
-
-
 def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str) -> tuple[list[Trainer], VectorEnv]:
     """Every member's Trainer (started, or resumed from its newest checkpoint) on one shared env."""
     check_population(specs, source)
@@ -74,7 +70,7 @@ def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str)
 
         for s, run_dir in enumerate(run_dirs):
             view = MemberView(venv, s, n_envs)
-            if _checkpointed(run_dir):
+            if list_checkpoints(run_dir):
                 trainers.append(resume_run(run_dir, venv=view))
             else:
                 trainers.append(start_run(run_dir / "pipeline.toml", [], run_dir, fresh=False, venv=view)[0])
@@ -91,6 +87,13 @@ def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str)
         venv.close()
         raise
     return trainers, venv
+
+
+def _release(trainer: Trainer) -> None:
+    """A member's sinks closed (naming its newest checkpoint) and its run directory unlocked."""
+    close_sinks(trainer.sinks, trainer.newest_checkpoint())
+    trainer.sinks = []
+    trainer.release()
 
 
 class Population:
@@ -177,9 +180,7 @@ class Population:
         self.say(f"{self.labels[s]}: {why}")
         self.failed[s] = why
         self.alive.remove(s)
-        close_sinks(trainer.sinks, trainer.newest_checkpoint())
-        trainer.sinks = []
-        trainer.release()
+        _release(trainer)
 
     def _iteration(self, last: int, total: int) -> tuple[list[tuple[Trainer, Any, Any, Any]], float, float]:
         """Collect, returns, update; then per live member the non-finite check and, where due, its
@@ -217,9 +218,11 @@ class Population:
         return done, collected, learned - collected
 
     def _commit(self, done: list[tuple[Trainer, Any, Any, Any]], seconds: float, collect_s: float,
-                update_s: float) -> None:
-        """Each member's counters, RNG snapshot, wall time and metrics row, as its Trainer keeps them."""
+                update_s: float) -> list[dict[str, Any]]:
+        """Each member's counters, RNG snapshot, wall time and metrics row, as its Trainer keeps
+        them; the rows written."""
         snapshot = rng_state()
+        rows = []
         for trainer, rollout, update, evaluation in done:
             c = trainer.counters
             c.iteration += 1
@@ -233,6 +236,8 @@ class Population:
             row = trainer._row(rollout, update, evaluation, rollout.env_steps / (collect_s + update_s))
             for sink in trainer.sinks:
                 sink.write(row)
+            rows.append(row)
+        return rows
 
     def train(self, quiet: bool = False, max_iterations: int | None = None) -> list[TrainResult]:
         """Iterations until the budget is spent, ``max_iterations`` more are done (a planned stop,
@@ -251,11 +256,10 @@ class Population:
                 while self.alive and self.trainers[self.alive[0]].counters.iteration < last:
                     start = time.perf_counter()
                     done, collect_s, update_s = self._iteration(last, total)
-                    self._commit(done, time.perf_counter() - start, collect_s, update_s)
+                    rows = self._commit(done, time.perf_counter() - start, collect_s, update_s)
                     if done:
                         lead = done[0][0]
-                        rate = sum(d[1].env_steps for d in done) / (collect_s + update_s)
-                        shown = {**lead._row(done[0][1], done[0][2], None, rate),
+                        shown = {**rows[0], "steps_per_s": sum(r["steps_per_s"] for r in rows),
                                  "env_steps": sum(t.counters.env_steps for t in self.trainers)}
                         view.update(shown, lead.last_eval.mean_return if lead.last_eval else None,
                                     lead.stage_times.shares())
@@ -281,9 +285,7 @@ class Population:
                 view.close()
                 for s, trainer in enumerate(self.trainers):
                     if s not in self.failed:
-                        close_sinks(trainer.sinks, trainer.newest_checkpoint())
-                        trainer.sinks = []
-                        trainer.release()
+                        _release(trainer)
         planned = "max_iterations" if last < total else "budget"
         return [TrainResult(t.counters, t.last_eval, interrupted and s not in self.failed and not t.finished,
                             t.run_dir, stop.signum, "signal" if interrupted else planned)

@@ -48,12 +48,7 @@ class Stack:
         self.buffers: Tensors = {f"module.{k}": v for k, v in buffers.items()}
         self._template = _Dispatch(copy.deepcopy(self.modules[0]).to("meta"))
 
-    @property
-    def size(self) -> int:
-        return len(self.modules)
-
-    def call(self, method: str, *args: Any, params: Tensors | None = None, random: bool = False,
-             pick: int = 0) -> Any:
+    def call(self, method: str, *args: Any, random: bool = False, pick: int = 0) -> Any:
         """``module.method(*args)`` of every member: each array in ``args`` has a leading member
         axis (None passes through).  ``random``: draws (action sampling) differ per member.
         ``pick``: keep the first ``pick`` outputs of a tuple (vmap returns tensors only)."""
@@ -64,7 +59,7 @@ class Stack:
             return out[:pick] if pick else out
 
         return vmap(one, in_dims=(0, 0, *dims), randomness="different" if random else "error")(
-            self.params if params is None else params, self.buffers, *args)
+            self.params, self.buffers, *args)
 
     def grads(self, loss: Callable[..., tuple[torch.Tensor, Any]], params: Tensors, *args: Any) -> tuple[Tensors, Any]:
         """Per-member gradients of ``loss(call, *member_args) -> (scalar, aux)``, where ``call(method,
@@ -118,8 +113,7 @@ class MemberAdam:
         self.lr = float(group["lr"])
         self.beta1, self.beta2 = (float(b) for b in group["betas"])
         self.eps = float(group["eps"])
-        names = [n for n, _ in self.modules[0].named_parameters()]
-        self.names = [f"module.{n}" for n in names]
+        self.names = [f"module.{n}" for n, _ in self.modules[0].named_parameters()]
         self.exp_avg: Tensors = {}
         self.exp_avg_sq: Tensors = {}
         steps = []

@@ -24,6 +24,7 @@ from harl.update.on_policy import UpdateStats
 from harl.update.v_critic import CriticStats, value_loss
 
 FIELDS = ("obs", "actions", "old_log_probs", "avail", "active", "advantages")
+"""An agent batch's tensors, in the order ``actor_update``'s loss takes them."""
 
 
 def _stacked(batches: Sequence[AgentBatch], name: str) -> torch.Tensor | None:
@@ -64,8 +65,7 @@ def actor_update(learners: Sequence[Any], batches: Sequence[AgentBatch], factors
         per_member = [minibatch_rows(b, cfg.minibatches, learner.generator) for b, learner in zip(batches, learners)]
         for k in range(cfg.minibatches):
             rows = torch.stack([idx[k] for idx in per_member])
-            steps.append(tuple(_rows(data[n], rows) for n in ("obs", "actions", "old_log_probs", "avail", "active",
-                                                              "advantages")) + (_rows(factor, rows),))
+            steps.append((*(_rows(data[n], rows) for n in FIELDS), _rows(factor, rows)))
     results = learn_steps(stack, adam, loss, steps, cfg.max_grad_norm)
     norms = torch.stack([n for n, _ in results], 1)  # (M, steps)
     aux = torch.stack([a for _, a in results], 1)  # (M, steps, 3)

@@ -16,7 +16,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harl.errors import HarlError
 from harl.sweep.state import Display, TrialState
@@ -25,7 +27,7 @@ from harl.sweep.trial import LOG
 OUTCOME = "outcome.json"
 
 
-def _train(states: list[TrialState], say: object, quiet: bool) -> dict[Path, tuple[str, str]]:
+def _train(states: list[TrialState], say: Callable[[str], Any], quiet: bool) -> dict[Path, tuple[str, str]]:
     """Train ``states`` as one population here: {run_dir: (status, message)}."""
     from harl.compare.absolute import after_run
     from harl.population.driver import Population, open_population
@@ -34,7 +36,7 @@ def _train(states: list[TrialState], say: object, quiet: bool) -> dict[Path, tup
     trainers, venv = open_population([s.run_dir for s in states], [s.spec for s in states], source)
     for state, trainer in zip(states, trainers):
         state.started_at.append(trainer.counters.iteration)
-    with Population(trainers, venv, [s.label for s in states], say) as population:  # type: ignore[arg-type]
+    with Population(trainers, venv, [s.label for s in states], say) as population:
         results = population.train(quiet)
     out = {}
     for s, (state, result) in enumerate(zip(states, results)):

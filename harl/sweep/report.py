@@ -114,9 +114,9 @@ def exit_code(states: Sequence[TrialState]) -> int:
     return 1
 
 
-def follow_ups(sweep_dir: Path, states: Sequence[TrialState], vectorize: bool = False) -> list[str]:
+def follow_ups(sweep_dir: Path, states: Sequence[TrialState]) -> list[str]:
     """Lines after the table: each failure's message, and how to continue a stopped sweep."""
     lines = [f"{s.label} failed: {s.message}" for s in states if s.status == "failed"]
     if any(s.status not in ("finished", "failed") for s in states):
-        lines.append(f"continue the sweep with: harl train --resume {sweep_dir}" + (" --vectorize" if vectorize else ""))
+        lines.append(f"continue the sweep with: harl train --resume {sweep_dir}")  # sweep.json holds the rest
     return lines
