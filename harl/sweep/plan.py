@@ -79,6 +79,10 @@ class Sweep:
     def new(cls, request: Request, sweep_dir: Path | None, storage: Path | None, vectorize: bool = False) -> Sweep:
         planned, notes = _validate(request)
         spec = planned[0][1]
+        if vectorize:  # before any directory is made
+            from harl.population.check import check_population
+
+            check_population([trial_spec for _, trial_spec, _ in planned], request.pipeline)
         if sweep_dir is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             base = (storage or Path(spec.logging.dir)) / f"{spec.run.name}-sweep-{stamp}"

@@ -206,3 +206,10 @@ def test_jobs_split_the_seeds_into_populations_one_process_each(tmp_path: Path) 
     assert statuses == ["finished"] * 4
     for a, b in zip(two[:2], member_dirs(tmp_path / "one")):
         assert rows(a) == rows(b)
+
+
+def test_an_unbatchable_pipeline_leaves_no_sweep_directory(tmp_path: Path) -> None:
+    """The refusal comes before the sweep directory is made, naming the pipeline file."""
+    pipeline = ROOT / "pipelines" / "hasac_mpe_spread.toml"
+    assert main(["train", str(pipeline), "--seeds", "1-2", "--vectorize", "--run-dir", str(tmp_path / "pop")]) == 2
+    assert not (tmp_path / "pop").exists()
