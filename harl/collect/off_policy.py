@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from harl.buffers.records import Transition
+from harl.buffers.records import StartRecord, Transition
 from harl.buffers.replay import ReplayBuffer
 from harl.collect.on_policy import CollectStats, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
@@ -126,39 +126,65 @@ class OffPolicyCollector:
         return [torch.as_tensor(a, dtype=torch.float32, device=self.device) if m else None
                 for a, m in zip(avail, self.masked)]
 
-    def _start(self) -> None:
-        if self._restart is not None:
+    def take_restart(self) -> list[dict[str, Any]] | None:
+        """The checkpoint's episode starts the next ``start`` would restart (and forget them):
+        for a caller that resets the envs itself (a population, ``harl.population``)."""
+        restart, self._restart = self._restart, None
+        return restart
+
+    def start(self, buffer: ReplayBuffer | None = None, first: StartRecord | None = None) -> None:
+        """Reset the envs (or restart a checkpoint's episodes); ``first``: the caller reset them."""
+        if first is not None:
+            self._obs, self._state, self._avail = list(first.obs), first.state, None if first.avail is None else list(first.avail)
+        elif self._restart is not None:
             self._obs, self._state, self._avail = self.venv.restart(self._restart)
             self._restart = None
         else:
             self._obs, self._state, self._avail = self.venv.reset(seed=self.seed)
         self._active[:] = 1.0
 
-    @torch.no_grad()
-    def collect(self, buffer: ReplayBuffer) -> CollectStats:
+    def begin(self) -> None:
+        """A round of steps begins: a checkpoint taken inside it keeps the last whole round's state."""
         self._use_saved = True
         if self._obs is None:
-            self._start()
-        episodes: list[dict[str, Any]] = []
-        n = self.config.n_envs
-        for _ in range(self.config.train_interval):
-            obs, state, avail = self._obs, self._state, self._avail
-            assert obs is not None  # _start() above, then each step's
-            masks = self._masks(avail)
-            if self.warming_up:
-                actions = random_actions(self.venv.action_spaces, masks, n, self.device, self.generator)
-            else:
-                actions = self.team.explore(self._tensors(obs), masks, self.env_steps)
-            env_actions = actions if self.native else [a.cpu().numpy() for a in actions]
-            step = self.venv.step(env_actions)
-            transition, self._active = self.observe((obs, state, avail), env_actions, step, self._active)
-            buffer.insert(transition)
-            self._obs, self._state, self._avail = step.obs, step.state, step.avail
-            episodes.extend(step.episode_infos)
-            self.advance(n)
+            self.start()
+
+    def end(self) -> None:
+        """The round is whole: a checkpoint now takes the envs' current episodes."""
         self._saved = self._state_now(started=True)
         self._use_saved = False
-        return CollectStats(self.config.train_interval * n, episodes)
+
+    def inputs(self) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+        """The current observations and action masks, as tensors on the training device."""
+        assert self._obs is not None, "begin() first"
+        return self._tensors(self._obs), self._masks(self._avail)
+
+    def random_actions(self, masks: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
+        """Warm-up actions for this collector's envs, from its own generator."""
+        return random_actions(self.venv.action_spaces, masks, self.config.n_envs, self.device, self.generator)
+
+    def record(self, env_actions: Sequence[Any], step: VectorStep, buffer: ReplayBuffer) -> list[dict[str, Any]]:
+        """Store the step the envs took on ``env_actions`` and move on to what it reached; its
+        finished episodes.  ``collect`` calls it per step; a population too, per member."""
+        assert self._obs is not None, "begin() first"
+        transition, self._active = self.observe((self._obs, self._state, self._avail), env_actions, step,
+                                                self._active)
+        buffer.insert(transition)
+        self._obs, self._state, self._avail = step.obs, step.state, step.avail
+        self.advance(self.config.n_envs)
+        return step.episode_infos
+
+    @torch.no_grad()
+    def collect(self, buffer: ReplayBuffer) -> CollectStats:
+        self.begin()
+        episodes: list[dict[str, Any]] = []
+        for _ in range(self.config.train_interval):
+            obs, masks = self.inputs()
+            actions = self.random_actions(masks) if self.warming_up else self.team.explore(obs, masks, self.env_steps)
+            env_actions = actions if self.native else [a.cpu().numpy() for a in actions]
+            episodes.extend(self.record(env_actions, self.venv.step(env_actions), buffer))
+        self.end()
+        return CollectStats(self.steps_per_iteration, episodes)
 
     def observe(self, before: tuple[Sequence[Any], Any, Sequence[Any] | None], env_actions: Sequence[Any],
                 step: VectorStep, active: Any) -> tuple[Transition, Any]:

@@ -4,11 +4,14 @@ Every member is a whole run (``harl.run.lifecycle``: its run directory, pipeline
 its seed, metrics.csv, checkpoints, lock, sinks) whose stages were built on a
 ``MemberView`` of one shared vector env.  Per iteration the population
 
-- steps the shared env of ``S * E`` worlds once per vector step, the members' actors and
-  critics evaluated as one batched call each (``harl.population.stack``), each member's
-  buffer filled by its own collector's ``observe`` (``harl.collect.on_policy``);
+- steps the shared env of ``S * E`` worlds once per vector step, the members' actors (and
+  on-policy critics) evaluated as one batched call each (``harl.population.stack``), each
+  member's buffer filled by its own collector (``observe`` on-policy, ``record``
+  off-policy: warm-up actions from the member's own generator);
 - computes each member's returns with its own returns stage;
-- updates every member in batched calls (``harl.population.update``);
+- updates every member: on-policy in batched calls or one after another
+  (``[run] population_update``, ``harl.population.update``), off-policy one after another
+  with each member's own updater (replay sampling is per member);
 - then does, per member, what ``harl.trainer.Trainer`` does after an update: the
   non-finite check (a member that fails it stops alone, named, unsaved), counters,
   evaluation on the member's own eval envs, its metrics row, its checkpoints.
@@ -39,13 +42,13 @@ from harl.errors import HarlError
 from harl.finite import NonFiniteUpdateError, check_update
 from harl.logging.progress import ProgressView
 from harl.logging.sink import close_sinks
-from harl.population.check import check_population, check_population_memory
+from harl.population.check import check_population, check_population_memory, check_population_replay, family
 from harl.population.envs import MemberView, split_start, split_step
 from harl.population.stack import Stack
 from harl.population.update import batched_update, population_update
 from harl.run.checkpoint import list_checkpoints
 from harl.run.signals import GracefulStop
-from harl.sizes import allocating, rollout_bytes_per_step
+from harl.sizes import allocating, replay_bytes_per_transition, rollout_bytes_per_step
 from harl.trainer import Trainer, TrainResult, calling, rng_state
 
 
@@ -61,11 +64,15 @@ def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str)
                                restart_workers=col.restart_workers, step_timeout_s=col.step_timeout_s)
     trainers: list[Trainer] = []
     try:
-        fp = spec.critic.state_type == "FP"
-        per_step = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces,
-                                          int(np.prod(venv.state_space.shape)), fp, 0, 0, venv.state_space)
-        check_population_memory(per_step, col.rollout_length, n_envs, members, source,
-                                resolve_device(spec.run.device, source))
+        state_dim, device = int(np.prod(venv.state_space.shape)), resolve_device(spec.run.device, source)
+        if family(spec) == "off_policy":
+            per_transition = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces, state_dim,
+                                                         venv.state_space)
+            check_population_replay(per_transition, spec.buffer.capacity, members, source, device)
+        else:
+            per_step = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces, state_dim,
+                                              spec.critic.state_type == "FP", 0, 0, venv.state_space)
+            check_population_memory(per_step, col.rollout_length, n_envs, members, source, device)
         from harl.run.lifecycle import resume_run, start_run
 
         for s, run_dir in enumerate(run_dirs):
@@ -107,9 +114,12 @@ class Population:
         self.say = say
         spec = self.trainers[0].spec
         self.n_envs = spec.collector.n_envs
-        self.length = spec.collector.rollout_length
+        self.steps = self.trainers[0].stages.collector.steps_per_iteration
+        """Env steps per member per iteration."""
         self.native = is_tensor_native(venv)
-        self.batched = batched_update(self.trainers[0].stages.device, spec.run.population_update)
+        self.off_policy = family(spec) == "off_policy"
+        self.batched = not self.off_policy and batched_update(self.trainers[0].stages.device,
+                                                              spec.run.population_update)
         self.alive = [s for s, t in enumerate(self.trainers) if not t.finished]
         self.failed: dict[int, str] = {}
         self.started = False
@@ -129,14 +139,18 @@ class Population:
             stages.collector.start(stages.buffer, StartRecord(o, st, av))
         self.started = True
 
-    @torch.no_grad()
     def collect(self) -> dict[int, CollectStats]:
-        """One rollout of every live member; its finished episodes per member."""
+        """One iteration's steps of every live member; its finished episodes per member."""
+        fresh = not self.started
+        if fresh:
+            self._start()
+        return self._collect_off_policy() if self.off_policy else self._collect_on_policy(fresh)
+
+    @torch.no_grad()
+    def _collect_on_policy(self, fresh: bool) -> dict[int, CollectStats]:
         alive = self.alive
         members = [self.trainers[s].stages for s in alive]
-        if not self.started:
-            self._start()
-        else:
+        if not fresh:
             for m in members:
                 m.buffer.roll_over()
         n_agents = self.venv.n_agents
@@ -144,7 +158,7 @@ class Population:
         critic = Stack([m.critic for m in members])
         episodes: dict[int, list[dict[str, Any]]] = {s: [] for s in alive}
         full = len(alive) == self.size
-        for t in range(self.length):
+        for t in range(self.trainers[0].spec.collector.rollout_length):
             inputs = [m.buffer.inputs(t) for m in members]
             actions, log_probs = [], []
             for i in range(n_agents):
@@ -163,7 +177,38 @@ class Population:
                 episodes[s].extend(parts[s].episode_infos)
         for m in members:
             m.collector.finish(m.buffer)
-        return {s: CollectStats(self.length * self.n_envs, episodes[s]) for s in alive}
+        return {s: CollectStats(self.steps, episodes[s]) for s in alive}
+
+    @torch.no_grad()
+    def _collect_off_policy(self) -> dict[int, CollectStats]:
+        """``train_interval`` vector steps; warm-up actions from each member's own generator, then
+        each agent's explore call batched over the members (``harl.population.stack``)."""
+        alive, E = self.alive, self.n_envs
+        members = [self.trainers[s].stages for s in alive]
+        lead = members[0].collector
+        for m in members:
+            m.collector.begin()
+        actors = [Stack([m.team.actors[i] for m in members]) for i in range(self.venv.n_agents)]
+        episodes: dict[int, list[dict[str, Any]]] = {s: [] for s in alive}
+        full = len(alive) == self.size
+        for _ in range(lead.config.train_interval):
+            inputs = [m.collector.inputs() for m in members]
+            if lead.warming_up:
+                drawn = [m.collector.random_actions(masks) for m, (_, masks) in zip(members, inputs)]
+                actions = [torch.stack(per_agent) for per_agent in zip(*drawn)]
+            else:
+                actions = [actor.call("explore", torch.stack([obs[i] for obs, _ in inputs]),
+                                      None if inputs[0][1][i] is None else torch.stack([m[i] for _, m in inputs]),
+                                      lead.env_steps, random=True)
+                           for i, actor in enumerate(actors)]
+            env_actions = [self._env_actions(a, full) for a in actions]
+            parts = split_step(self.venv.step(env_actions), self.size, E)
+            for m, s in zip(members, alive):
+                mine = [a[s * E:(s + 1) * E] for a in env_actions]
+                episodes[s].extend(m.collector.record(mine, parts[s], m.buffer))
+        for m in members:
+            m.collector.end()
+        return {s: CollectStats(self.steps, episodes[s]) for s in alive}
 
     def _env_actions(self, actions: torch.Tensor, full: bool) -> Any:
         """One agent's ``(M, E, k)`` actions of the live members as the env's ``(S * E, k)`` (zeros for
@@ -245,7 +290,7 @@ class Population:
         first = self.trainers[0]
         spec, total = first.spec, first.total_iterations
         last = total if max_iterations is None else min(total, first.counters.iteration + max_iterations)
-        view = ProgressView(total * self.length * self.n_envs * self.size,
+        view = ProgressView(total * self.steps * self.size,
                             sum(t.counters.env_steps for t in self.trainers),
                             spec.logging.progress and not quiet, spec.logging.log_every)
         stop = GracefulStop(view.message)

@@ -117,15 +117,16 @@ def test_a_non_finite_member_stops_alone(tmp_path: Path, monkeypatch: pytest.Mon
     assert statuses == {"s1": "finished", "s2": "failed", "s3": "finished"}
 
 
-@pytest.mark.parametrize(("pipeline", "named"), [
-    ("hasac_mpe_spread.toml", 'updater.objective.kind = "sac"'),
-    ("happo_mpe_speaker_listener_gru.toml", 'policy.recurrent = "'),
-    ("hatrpo_mpe_spread.toml", 'updater.objective.kind = "trpo"'),
+@pytest.mark.parametrize(("pipeline", "extra", "named"), [
+    ("hasac_mpe_spread.toml", ["run.population_update=batched"], 'run.population_update = "batched"'),
+    ("happo_mpe_speaker_listener_gru.toml", [], 'policy.recurrent = "'),
+    ("hatrpo_mpe_spread.toml", [], 'updater.objective.kind = "trpo"'),
 ])
-def test_stages_that_cannot_be_batched_are_named(tmp_path: Path, pipeline: str, named: str,
+def test_stages_that_cannot_be_batched_are_named(tmp_path: Path, pipeline: str, extra: list[str], named: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["train", str(ROOT / "pipelines" / pipeline), "--seeds", "1-2", "--vectorize",
-                 "--run-dir", str(tmp_path / "pop"), "--set", "logging.progress=false"])
+                 "--run-dir", str(tmp_path / "pop"), "--set", "logging.progress=false",
+                 *[a for e in extra for a in ("--set", e)]])
     out = capsys.readouterr()
     text = " ".join((out.out + out.err).split())
     assert code == 2
@@ -210,6 +211,6 @@ def test_jobs_split_the_seeds_into_populations_one_process_each(tmp_path: Path) 
 
 def test_an_unbatchable_pipeline_leaves_no_sweep_directory(tmp_path: Path) -> None:
     """The refusal comes before the sweep directory is made, naming the pipeline file."""
-    pipeline = ROOT / "pipelines" / "hasac_mpe_spread.toml"
+    pipeline = ROOT / "pipelines" / "hatrpo_mpe_spread.toml"
     assert main(["train", str(pipeline), "--seeds", "1-2", "--vectorize", "--run-dir", str(tmp_path / "pop")]) == 2
     assert not (tmp_path / "pop").exists()
