@@ -2,6 +2,8 @@
 
     python benchmarks/population.py --seeds 16 --iterations 3           # HARL's settings: 20 worlds x 200 steps
     python benchmarks/population.py --seeds 16 --iterations 3 --set collector.n_envs=128 --set collector.rollout_length=32
+    python benchmarks/population.py --pipeline pipelines/matd3_mpe_spread.toml --seeds 8 --iterations 10 \
+        --set env.kind=mpe_torch --set collector.warmup_steps=0           # off-policy: HARL's 20 envs x 50 steps
 
 Three measurements, one after the other, on the same pipeline and budget (``--iterations``
 per seed), whole processes timed from start to exit:
@@ -77,6 +79,7 @@ def _wrap(owner: Any, name: str, bucket: str, times: dict[str, float]) -> None:
 def breakdown(pipeline: str, seeds: int, sets: list[str], threads: int) -> dict[str, float]:
     """Microseconds per env step of each stage in one instrumented population iteration (the second)."""
     from harl.buffers.rollout import RolloutBuffer
+    from harl.collect.off_policy import OffPolicyCollector
     from harl.collect.on_policy import OnPolicyCollector
     from harl.population import driver
     from harl.population.stack import Stack
@@ -96,6 +99,8 @@ def breakdown(pipeline: str, seeds: int, sets: list[str], threads: int) -> dict[
             for name in ("insert", "inputs", "roll_over"):
                 _wrap(RolloutBuffer, name, "buffer", times)
             _wrap(OnPolicyCollector, "observe", "buffer", times)
+            for name in ("inputs", "random_actions", "record"):  # off-policy (record stores the step)
+                _wrap(OffPolicyCollector, name, "buffer", times)
             _wrap(OnPolicyCollector, "finish", "inference", times)
             start = time.perf_counter()
             rollouts = pop.collect()
@@ -124,13 +129,10 @@ def main() -> int:
     p.add_argument("--set", action="append", default=None, help="pipeline overrides (default: HARL's settings)")
     args = p.parse_args()
     sets = HARL_SETTINGS if args.set is None else args.set
-    per_iteration = 1
-    for s in sets:
-        key, _, value = s.partition("=")
-        if key in ("collector.n_envs", "collector.rollout_length"):
-            per_iteration *= int(value)
-    if per_iteration == 1:
-        per_iteration = 20 * 200
+    from harl.config.loading import load_pipeline
+
+    collector = load_pipeline(Path(args.pipeline), sets)[0].collector
+    per_iteration = collector.n_envs * getattr(collector, "rollout_length", getattr(collector, "train_interval", 1))
     budget = per_iteration * args.iterations
     total = budget * args.seeds
     common = [sys.executable, "-m", "harl", "train", args.pipeline, "--seeds", f"1-{args.seeds}", "--quiet",

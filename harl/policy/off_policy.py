@@ -202,9 +202,11 @@ class DuelingQActor(nn.Module):
 
     def __init__(self, obs_dim: int, space: spaces.Discrete, hidden_sizes: Sequence[int], activation: str,
                  input_norm: bool, dueling_hidden_sizes: Sequence[int], dueling_activation: str,
-                 epsilon: tuple[float, float, int, int], encoder: nn.Module | None = None) -> None:
+                 epsilon: tuple[float, float, int, int], encoder: nn.Module | None = None,
+                 epsilon_coin: str = "per_env") -> None:
         super().__init__()
         self.n = int(space.n)
+        self.per_step_coin = epsilon_coin == "per_step"
         self.base = prefixed(encoder, plain_mlp([obs_dim, *hidden_sizes], activation, activation, input_norm))
         self.value = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, 1], dueling_activation)
         self.advantage = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, self.n], dueling_activation)
@@ -228,11 +230,13 @@ class DuelingQActor(nn.Module):
         return self.greedy(obs, avail) if deterministic else self.explore(obs, avail, None)
 
     def explore(self, obs: torch.Tensor, avail: torch.Tensor | None, env_steps: int | None) -> torch.Tensor:
-        """Per row: a uniformly random available action with probability epsilon, else greedy."""
+        """Per row: a uniformly random available action with probability epsilon, else greedy
+        (``per_step`` coin: one draw decides for every row, as HARL's HAD3QN does)."""
         greedy = self.greedy(obs, avail).squeeze(-1)
         batch = obs.shape[0]
         random = masked_uniform(avail, self.n, batch, obs.device).to(greedy.dtype)
-        pick = torch.rand(batch, device=obs.device) < self.epsilon(env_steps)
+        coin = torch.rand(1 if self.per_step_coin else batch, device=obs.device)
+        pick = (coin < self.epsilon(env_steps)).expand(batch)
         return torch.where(pick, random, greedy).unsqueeze(-1)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from harl.policy.off_policy import DeterministicActor, SquashedGaussianActor, masked_uniform
+from harl.policy.off_policy import DeterministicActor, DuelingQActor, SquashedGaussianActor, masked_uniform
 
 BOX = spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 4.0], np.float32))
 
@@ -41,3 +41,19 @@ def test_masked_uniform_draws_only_available_categories_evenly() -> None:
     counts = torch.bincount(draws, minlength=4).float() / 6000
     assert counts[1] == 0
     torch.testing.assert_close(counts[[0, 2, 3]], torch.full((3,), 1 / 3), atol=0.03, rtol=0)
+
+
+def test_epsilon_coin_per_env_or_one_per_step() -> None:
+    """D3QN exploration at epsilon 0.5 over 64 envs: ``per_env`` mixes random and greedy rows in
+    every call; ``per_step`` (HARL's) makes every row random or every row greedy."""
+    torch.manual_seed(0)
+    differing = {}
+    for coin in ("per_env", "per_step"):
+        actor = DuelingQActor(3, spaces.Discrete(5), [16], "relu", False, [8], "relu", (0.5, 0.5, 0, 0),
+                              epsilon_coin=coin)
+        obs = torch.randn(64, 3)
+        greedy = actor.greedy(obs, None)
+        differing[coin] = [int((actor.explore(obs, None, 0) != greedy).sum()) for _ in range(40)]
+    assert all(0 < d < 64 for d in differing["per_env"])
+    assert all(d == 0 or d > 30 for d in differing["per_step"])  # a random row differs 4 times in 5
+    assert 0 in differing["per_step"] and max(differing["per_step"]) > 30

@@ -48,6 +48,9 @@ class D3QNConfig:
     dueling_activation: str = setting("hardswish", "activation of the value and advantage streams", one_of(OFF_POLICY_ACTIVATIONS))
     polyak: float = setting(0.005, "target-network update rate", in_range(0, 1, low_open=True))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
+    epsilon_coin: str = setting(
+        "per_env", "per_env: each env explores on its own coin; per_step: one coin per vector step decides for "
+        "every env (HARL's HAD3QN)", one_of(("per_env", "per_step")))
 
 
 def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: D3QNConfig, agent: int,
@@ -59,7 +62,8 @@ def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: 
         )
     epsilon = (config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps, warmup_steps)
     return DuelingQActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
-                         config.dueling_hidden_sizes, config.dueling_activation, epsilon, encoder)
+                         config.dueling_hidden_sizes, config.dueling_activation, epsilon, encoder,
+                         config.epsilon_coin)
 
 
 class D3QNLearner:
