@@ -194,7 +194,7 @@ class OnPolicyCollector:
         active = torch.as_tensor(step.active, dtype=torch.float32)
         active = torch.where(ended.unsqueeze(-1), torch.ones_like(active), active)
         final_values = None
-        if bool(ended.any()):
+        if step.episode_infos:  # one per ended episode (VectorStep): no read-back from the device
             final = torch.as_tensor(step.final_state, dtype=torch.float32, device=self.device)
             if acting.critic_hidden is None:
                 final_values = self.critic.value(final)

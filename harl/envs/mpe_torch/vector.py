@@ -100,6 +100,12 @@ class MPETorchVectorEnv:
         self._not_terminated = torch.zeros(n_envs, dtype=torch.bool, device=self.device)
         self._returns = torch.zeros(n_envs, dtype=torch.float64, device=self.device)
         self._lengths = torch.zeros(n_envs, dtype=torch.int64, device=self.device)
+        self._all_envs = torch.arange(n_envs, device=self.device)
+        self._no_envs = self._all_envs[:0]
+        self._lockstep: int | None = None
+        """Steps every env's episode has run, where all began together (MPE episodes end only
+        by time limit, so they end together): which envs end is then known on the host, and a
+        step that ends none reads nothing back from the device.  None: lengths differ."""
 
     # ----------------------------------------------------------------- episode starts
 
@@ -128,6 +134,7 @@ class MPETorchVectorEnv:
         self._world.comm[envs] = 0.0
         self._returns[envs] = 0.0
         self._lengths[envs] = 0
+        self._lockstep = 0 if len(envs) == self.n_envs else None
         return self._observe()
 
     def _reset_envs(self, envs: torch.Tensor) -> None:
@@ -197,7 +204,11 @@ class MPETorchVectorEnv:
         final_obs, final_state = obs, state
         truncated = self._lengths >= self.config.max_cycles
         episode_infos: list[dict[str, Any]] = []
-        ended = truncated.nonzero().flatten()
+        if self._lockstep is not None:
+            self._lockstep += 1
+            ended = self._all_envs if self._lockstep >= self.config.max_cycles else self._no_envs
+        else:
+            ended = truncated.nonzero().flatten()
         if len(ended):
             returns, lengths = self._returns[ended].tolist(), self._lengths[ended].tolist()
             episode_infos = [{"return": r, "length": int(n)} for r, n in zip(returns, lengths)]
