@@ -198,7 +198,7 @@ class Population:
                 actions = [torch.stack(per_agent) for per_agent in zip(*drawn)]
             else:
                 actions = [actor.call("explore", torch.stack([obs[i] for obs, _ in inputs]),
-                                      None if inputs[0][1][i] is None else torch.stack([m[i] for _, m in inputs]),
+                                      None if inputs[0][1][i] is None else torch.stack([mask[i] for _, mask in inputs]),
                                       lead.env_steps, random=True)
                            for i, actor in enumerate(actors)]
             env_actions = [self._env_actions(a, full) for a in actions]
