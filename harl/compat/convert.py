@@ -324,8 +324,9 @@ def _off_policy(algo: str, v: dict[str, Any], part: EnvPart, notes: list[str]) -
                        "activation": v["model.base_activation_func"], "dueling_hidden_sizes": dueling[0],
                        "dueling_activation": dueling[1], "lr": v["model.critic_lr"], "polyak": v["algo.polyak"]}
         t["updater"]["objective"] = {"kind": "d3qn", "lr": v["model.lr"], "epsilon_start": v["algo.epsilon"],
-                                     "epsilon_end": v["algo.epsilon"], "dueling_hidden_sizes": dueling[0],
-                                     "dueling_activation": dueling[1], "polyak": v["algo.polyak"]}
+                                     "epsilon_end": v["algo.epsilon"], "epsilon_coin": "per_step",
+                                     "dueling_hidden_sizes": dueling[0], "dueling_activation": dueling[1],
+                                     "polyak": v["algo.polyak"]}
         t["policy"] = {"hidden_sizes": v["model.base_hidden_sizes"], "activation": v["model.base_activation_func"],
                        "input_norm": False}
     else:
