@@ -10,6 +10,7 @@ HARL steps pettingzoo 1.22's MPE; harl plays the same dynamics and rewards with
         --algo happo --seed 1 --steps 1_000_000 --out runs/parity
     python benchmarks/harl_parity.py ours --algo happo --seed 1 --steps 1_000_000 --out runs/parity
     python benchmarks/harl_parity.py table runs/parity          # train/eval return per 100k
+    python benchmarks/harl_parity.py compare runs/parity2       # off-policy: within one seed spread?
     harl plot runs/parity --metric eval_return --out parity.png
 
 Without a HARL checkout (``--harl-dir`` missing ``examples/train.py``, or its python unable
@@ -131,16 +132,22 @@ def windows(rows: list[dict[str, str]], every: int) -> dict[int, tuple[float, fl
     return {k: (float(np.mean(train[k])), evals.get(k, float("nan"))) for k in sorted(train)}
 
 
-def _groups(out: str, every: int, only: str = "", skip: int = 0) -> dict[str, dict[int, dict[int, tuple[float, float]]]]:
-    """{run name: {seed: windows}} of the runs in ``out`` (names ending in ``-only``), without rows
-    at or before ``skip`` env steps (the off-policy warm-up: HARL logs none)."""
+def _groups(out: str, every: int, only: str = "", warmup: int = 0) -> dict[str, dict[int, dict[int, tuple[float, float]]]]:
+    """{run name: {seed: windows}} of the runs in ``out`` (names ending in ``-only``).
+
+    ``warmup`` (off-policy): HARL's first log line, at ``warmup + LOG_EVERY`` env steps, averages
+    every episode since the run began, the warm-up's random ones included (its episode list
+    starts before the warm-up); harl's rows of the warm-up are counted in that same block."""
     groups: dict[str, dict[int, dict[int, tuple[float, float]]]] = defaultdict(dict)
     for metrics in sorted(Path(out).glob("*/metrics.csv")):
         name, _, seed = metrics.parent.name.rpartition("-s")
         if only and not name.endswith(f"-{only}"):
             continue
         with metrics.open(newline="") as f:
-            rows = [r for r in csv.DictReader(f) if int(float(r["env_steps"])) > skip]
+            rows = list(csv.DictReader(f))
+        if warmup:
+            rows = [{**r, "env_steps": str(warmup + LOG_EVERY)} if int(float(r["env_steps"])) <= warmup else r
+                    for r in rows]
         groups[name][int(seed)] = windows(rows, every)
     return groups
 
@@ -190,6 +197,29 @@ def table(args: argparse.Namespace) -> int:
     return 0
 
 
+def compare(args: argparse.Namespace) -> int:
+    """Per off-policy algorithm in ``out``: HARL beside harl per block, their difference, and whether
+    it is within one seed spread (at most the larger side's range over its seeds)."""
+    for algo in [a for a in TUNED if not args.only or a == args.only]:
+        groups = _groups(args.out, args.every, algo, WARMUP)
+        ref, ours = groups.get(f"HARL-{algo}", {}), groups.get(f"harl-{algo}", {})
+        if not ref or not ours:
+            continue
+        print(f"**{algo}** (mean train return per {args.every // 1000}k block; mean ± std over seeds, count in brackets)\n")
+        print("| env steps | HARL | harl | harl − HARL | within one seed spread |\n|---|---|---|---|---|")
+        for k in sorted({k for w in [*ref.values(), *ours.values()] for k in w}):
+            h, o = ([w[k][0] for w in side.values() if k in w] for side in (ref, ours))
+            if not h or not o:
+                continue
+            spread = max(float(np.ptp(h)), float(np.ptp(o)))
+            d = float(np.mean(o) - np.mean(h))
+            ok = "n/a (1 seed)" if min(len(h), len(o)) < 2 else "yes" if abs(d) <= spread else "no"
+            print(f"| {k:,} | {np.mean(h):.1f} ± {np.std(h):.1f} ({len(h)}) | {np.mean(o):.1f} ± {np.std(o):.1f} "
+                  f"({len(o)}) | {d:+.1f} | {ok} |")
+        print()
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -206,13 +236,17 @@ def main() -> int:
     t.add_argument("out")
     t.add_argument("--every", type=int, default=100_000)
     t.add_argument("--only", default="", help="only the runs of this algorithm (e.g. hasac)")
+    c = sub.add_parser("compare", help="off-policy: HARL beside harl per block, within one seed spread or not")
+    c.add_argument("out")
+    c.add_argument("--every", type=int, default=20_000)
+    c.add_argument("--only", default="", help="only this algorithm (e.g. had3qn)")
     f = sub.add_parser("figure", help="train return per block, HARL beside harl, one panel per algorithm")
     f.add_argument("out")
     f.add_argument("--algos", default="hatd3,matd3,hasac,had3qn,hasac_discrete")
     f.add_argument("--every", type=int, default=10_000)
     f.add_argument("--png", default="learning_parity_off_policy.png")
     args = p.parse_args()
-    return {"harl": run_harl, "ours": run_ours, "table": table, "figure": figure}[args.command](args)
+    return {"harl": run_harl, "ours": run_ours, "table": table, "compare": compare, "figure": figure}[args.command](args)
 
 
 if __name__ == "__main__":
