@@ -1,0 +1,227 @@
+"""One off-policy gradient step replayed through harl and through PKU-MARL/HARL's own code.
+
+The same replay data, the same sampled transitions, the same initial networks, the same
+target-smoothing noise and the same agent order go through both; the script reports where
+the two part: the n-step targets HARL's buffer forms from the data, then every network
+after one critic step and one actor round (HATD3 or HADDPG, EP state).
+
+    # 1. harl's venv: collect, sample, take one step, write the record
+    python benchmarks/replay_off_policy.py dump PIPELINE --out replay.pt [--set KEY=VALUE ...]
+    # 2. HARL's venv, from HARL's checkout root: HARL's buffer, critic, actors and runner step
+    HARL-venv/bin/python ~/harl/benchmarks/replay_off_policy.py harl replay.pt CONFIG.json
+
+``PIPELINE`` is a harl pipeline TOML (``harl convert CONFIG.json`` writes HARL's as one); the step
+is HARL's ``OffPolicyHARunner.train`` itself, called on a stand-in runner that holds only what
+``train`` reads.  Prints the largest absolute difference per quantity; float32 rounding
+leaves about 1e-6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+BATCH = 256
+ORDER = [1, 0]
+
+
+def _noise_queue(noise: list[torch.Tensor]) -> Any:
+    """``torch.randn_like`` replaced: the recorded target-smoothing noise, one tensor per call."""
+    queue = list(noise)
+    real = torch.randn_like
+
+    def randn_like(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if queue and queue[0].shape == x.shape:
+            return queue.pop(0).clone()
+        return real(x, *args, **kwargs)
+
+    return randn_like
+
+
+def dump(args: argparse.Namespace) -> int:
+    from harl.compose import build_stages
+    from harl.config.loading import load_pipeline
+    from harl.update import off_policy as updater_module
+
+    spec, _ = load_pipeline(Path(args.pipeline), ["collector.warmup_steps=1000", "collector.n_envs=10",
+                                                  "run.torch_threads=1", *args.set])
+    torch.manual_seed(0)
+    s = build_stages(spec)
+    while s.buffer.env_steps < args.steps:
+        s.collector.collect(s.buffer)
+    b = s.buffer
+    index = b.sample_index(BATCH, torch.Generator().manual_seed(1))
+    batch = s.returns.batch(b, index)
+    oldest = b.head if b.filled == b.rows else 0
+    rows = [(oldest + r) % b.rows for r in range(b.filled)]  # oldest first
+
+    def series(x: torch.Tensor) -> torch.Tensor:  # tensors, not numpy: HARL's venv has numpy 1.x
+        return x[rows].reshape(len(rows) * b.n_envs, *x.shape[2:]).clone()
+
+    team, critic = s.team, s.critic
+    n = team.n_agents
+
+    def weights() -> dict[str, Any]:  # copies: a state_dict shares the parameters' storage
+        def copy(module: Any) -> dict[str, torch.Tensor]:
+            return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+        return {"actors": [copy(a) for a in team.actors], "targets": [copy(t) for t in team.targets],
+                "critic": copy(critic.nets), "critic_targets": copy(critic.targets)}
+
+    record: dict[str, Any] = {
+        "n_envs": b.n_envs, "index": index.clone(), "gamma": s.returns.config.gamma, "n_step": s.returns.config.n_step,
+        "obs": [series(o) for o in b.obs], "next_obs": [series(o) for o in b.next_obs],
+        "actions": [series(a) for a in b.actions], "state": series(b.state), "next_state": series(b.next_state),
+        "rewards": series(b.rewards), "terminated": series(b.terminated), "truncated": series(b.truncated),
+        "returns": batch.returns.mean(-1), "discount": batch.discount, "batch_next_state": batch.next_state,
+        "before": weights(),
+        "noise": [torch.randn(BATCH, int(np.prod(sp.shape))) for sp in s.venv.action_spaces],
+        "order": ORDER[:n] if n == 2 else list(range(n)),
+    }
+    u = s.updater
+    u.steps = u.policy_freq - 1  # this step updates the actors too
+    real_sample, real_order, real_randn = u.returns.sample, updater_module.agent_order, torch.randn_like
+    u.returns.sample = lambda *a, **k: batch
+    updater_module.agent_order = lambda *a, **k: list(record["order"])
+    torch.randn_like = _noise_queue(record["noise"])
+    try:
+        u._gradient_steps(b, [], [[] for _ in range(n)], 1)
+    finally:
+        u.returns.sample, updater_module.agent_order, torch.randn_like = real_sample, real_order, real_randn
+    record["after"] = weights()
+    torch.save(record, args.out)
+    print(f"wrote {args.out}: {b.size:,} transitions, batch of {BATCH}, agent order {record['order']}")
+    s.close()
+    return 0
+
+
+def _mlp_state(ours: dict[str, torch.Tensor], prefix: str = "net.") -> dict[str, torch.Tensor]:
+    """harl's ``net.<j>`` Linear layers as HARL's ``pi.mlp.<j>``."""
+    return {f"pi.mlp.{k[len(prefix):]}": v for k, v in ours.items() if k.startswith(prefix)}
+
+
+def _q_state(stacked: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
+    """Network ``k`` of harl's stacked twin critics as HARL's ``ContinuousQNet`` (``mlp.mlp.<j>``)."""
+    out = {}
+    layers = sorted(int(name.split(".")[1]) for name in stacked if name.startswith("weights."))
+    for j in layers:
+        out[f"mlp.mlp.{2 * j}.weight"] = stacked[f"weights.{j}"][k]
+        out[f"mlp.mlp.{2 * j}.bias"] = stacked[f"biases.{j}"][k].reshape(-1)
+    return out
+
+
+def _diff(name: str, a: Any, b: Any) -> float:
+    gap = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    d = float(np.max(gap))
+    print(f"  {name:<44} max |harl - HARL| = {d:.3g}; entries above 1e-5: {int((gap > 1e-5).sum())} of {gap.size}")
+    return d
+
+
+def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl`` is HARL's package there
+    from gym import spaces
+    from harl.algorithms.actors import ALGO_REGISTRY
+    from harl.algorithms.critics import CRITIC_REGISTRY
+    from harl.common.buffers.off_policy_buffer_ep import OffPolicyBufferEP
+
+    from harl.runners.off_policy_ha_runner import OffPolicyHARunner
+
+    rec = torch.load(args.record, weights_only=False)
+    rec = {k: [x.numpy() for x in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor) and k != "noise"
+           else v.numpy() if isinstance(v, torch.Tensor) else v for k, v in rec.items()}
+    config = json.loads(Path(args.config).read_text())
+    algo_args, algo = config["algo_args"], config["main_args"]["algo"]
+    E, T = rec["n_envs"], len(rec["rewards"]) // rec["n_envs"]
+    n = len(rec["obs"])
+    obs_spaces = [spaces.Box(-10, 10, (o.shape[1],), np.float32) for o in rec["obs"]]
+    act_spaces = [spaces.Box(-1, 1, (a.shape[1],), np.float32) for a in rec["actions"]]
+    share_space = spaces.Box(-10, 10, (rec["state"].shape[1],), np.float32)
+    merged = {**algo_args["train"], **algo_args["model"], **algo_args["algo"],
+              "n_step": rec["n_step"], "gamma": rec["gamma"], "batch_size": BATCH, "n_rollout_threads": E,
+              "buffer_size": T * E}
+    buffer = OffPolicyBufferEP(merged, share_space, n, obs_spaces, act_spaces)
+    for t in range(T):
+        at = slice(t * E, (t + 1) * E)
+        ended = rec["terminated"][at] | rec["truncated"][at]
+        buffer.insert((rec["state"][at], [o[at] for o in rec["obs"]], [a[at] for a in rec["actions"]], None,
+                       rec["rewards"][at][:, :1], ended[:, None], [np.ones((E, 1), np.float32)] * n,
+                       rec["terminated"][at][:, None], rec["next_state"][at], [o[at] for o in rec["next_obs"]], None))
+    index = torch.as_tensor(rec["index"])
+    rest = torch.as_tensor(np.setdiff1d(np.arange(T * E), rec["index"]))
+    real_randperm = torch.randperm
+    torch.randperm = lambda size, *a, **k: torch.cat([index, rest])  # HARL takes the first batch_size
+    try:
+        data = buffer.sample()
+    finally:
+        torch.randperm = real_randperm
+    print("n-step targets from HARL's buffer (OffPolicyBufferEP.sample) against harl's (returns.n_step):")
+    _diff("reward sums", data[4].reshape(-1), rec["returns"])
+    _diff("bootstrap discount gamma^m (1 - term)", (data[11] * (1 - data[7])).reshape(-1), rec["discount"])
+    _diff("bootstrap state", data[8], rec["batch_next_state"])
+
+    actors = [ALGO_REGISTRY[algo]({**algo_args["model"], **algo_args["algo"]}, obs_spaces[i], act_spaces[i])
+              for i in range(n)]
+    critic = CRITIC_REGISTRY[algo](merged, share_space, act_spaces, n, "EP")
+    before = rec["before"]
+    for i, actor in enumerate(actors):
+        actor.actor.load_state_dict(_mlp_state(before["actors"][i]))
+        actor.target_actor.load_state_dict(_mlp_state(before["targets"][i]))
+    for net, target, k in ((critic.critic, critic.target_critic, 0), (critic.critic2, critic.target_critic2, 1)):
+        net.load_state_dict(_q_state(before["critic"], k))
+        target.load_state_dict(_q_state(before["critic_targets"], k))
+
+    class Runner:  # what OffPolicyHARunner.train reads
+        pass
+
+    runner = Runner()
+    runner.__dict__.update(total_it=int(algo_args["algo"].get("policy_freq", 1)) - 1, buffer=buffer,
+                           args={"algo": algo}, algo_args=algo_args, critic=critic, actor=actors, num_agents=n,
+                           fixed_order=False, policy_freq=int(algo_args["algo"].get("policy_freq", 1)),
+                           state_type="EP", device=torch.device("cpu"))
+    real_perm, real_randn = np.random.permutation, torch.randn_like
+    np.random.permutation = lambda m: np.array(rec["order"])
+    torch.randperm = lambda size, *a, **k: torch.cat([index, rest])
+    torch.randn_like = _noise_queue(rec["noise"])
+    try:
+        OffPolicyHARunner.train(runner)
+    finally:
+        np.random.permutation, torch.randperm, torch.randn_like = real_perm, real_randperm, real_randn
+    print(f"after one critic step and one actor round (order {rec['order']}):")
+    after = rec["after"]
+    worst = 0.0
+    for k, (net, target) in enumerate(((critic.critic, critic.target_critic), (critic.critic2, critic.target_critic2))):
+        for name, value in _q_state(after["critic"], k).items():
+            worst = max(worst, _diff(f"critic {k + 1} {name}", value, net.state_dict()[name]))
+        for name, value in _q_state(after["critic_targets"], k).items():
+            worst = max(worst, _diff(f"target critic {k + 1} {name}", value, target.state_dict()[name]))
+    for i, actor in enumerate(actors):
+        for name, value in _mlp_state(after["actors"][i]).items():
+            worst = max(worst, _diff(f"actor {i} {name}", value, actor.actor.state_dict()[name]))
+        for name, value in _mlp_state(after["targets"][i]).items():
+            worst = max(worst, _diff(f"target actor {i} {name}", value, actor.target_actor.state_dict()[name]))
+    print(f"largest difference over every network: {worst:.3g}")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump")
+    d.add_argument("pipeline")
+    d.add_argument("--out", default="replay.pt")
+    d.add_argument("--steps", type=int, default=3000, help="env steps collected before sampling")
+    d.add_argument("--set", action="append", default=[])
+    h = sub.add_parser("harl")
+    h.add_argument("record")
+    h.add_argument("config", help="HARL's config.json of the same run (its algo, model and algo keys)")
+    args = p.parse_args()
+    return dump(args) if args.command == "dump" else harl_side(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
