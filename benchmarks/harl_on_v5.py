@@ -10,7 +10,13 @@ algorithm from simulator: HARL's code and harl's on one physics (the one harl tr
         --load_config tuned_configs/mamujoco/HalfCheetah-v2-2x3/hatd3/config.json \\
         --seed 1 --num_env_steps 390000 --cuda False --torch_threads 1
 
-Needs ``mujoco`` and ``gymnasium`` in HARL's venv.  Run from HARL's checkout root.
+Needs ``mujoco`` and ``gymnasium`` in HARL's venv.  Run from HARL's checkout root, with
+``--use_eval False --eval_interval 2000`` for a train-return line every 20k env steps.  Then,
+in any venv, HARL's logs beside harl's runs of the same config (``harl train config.json``),
+block by block at HARL's log steps (HARL's first block holds the warm-up's episodes too)::
+
+    python benchmarks/harl_on_v5.py compare --harl-logs H1/stdout.log H2/stdout.log \
+        --runs runs/cheetah-s1 runs/cheetah-s2
 """
 
 from __future__ import annotations
@@ -60,7 +66,52 @@ def _make_v5(name: str, **kwargs: Any) -> OldApiTimeLimit:
     return OldApiTimeLimit(gymnasium.make(f"{robot}-v5").unwrapped)
 
 
+def compare(argv: list[str]) -> None:
+    """Mean train return per HARL log block, per seed and over seeds, HARL beside harl."""
+    import argparse
+    import csv
+    import statistics
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from harl_parity import parse_harl_log
+
+    p = argparse.ArgumentParser(prog="harl_on_v5.py compare")
+    p.add_argument("--harl-logs", nargs="+", required=True)
+    p.add_argument("--runs", nargs="+", required=True, help="harl run directories")
+    args = p.parse_args(argv)
+    ref = [{int(r["env_steps"]): float(r["train_return"]) for r in parse_harl_log(Path(f).read_text().splitlines())
+            if r["train_return"] != ""} for f in args.harl_logs]
+    steps = sorted(set().union(*ref))
+    ours = []
+    for run in args.runs:
+        with (Path(run) / "metrics.csv").open(newline="") as f:
+            rows = [(int(float(r["env_steps"])), float(r["train_return"])) for r in csv.DictReader(f) if r["train_return"]]
+        blocks, last = {}, 0
+        for step in steps:
+            inside = [ret for at, ret in rows if last < at <= step]
+            if inside and rows[-1][0] >= step:
+                blocks[step] = statistics.mean(inside)
+            last = step
+
+        ours.append(blocks)
+
+    def cell(values: list[float]) -> str:
+        if not values:
+            return ""
+        spread = f" ± {statistics.pstdev(values):.0f}" if len(values) > 1 else ""
+        return f"{statistics.mean(values):.0f}{spread} ({len(values)}): " + ", ".join(f"{v:.0f}" for v in values)
+
+    print("| env steps | HARL's code on v5 | harl |\n|---|---|---|")
+    for step in steps:
+        h = [r[step] for r in ref if step in r]
+        o = [b[step] for b in ours if step in b]
+        print(f"| {step:,} | {cell(h)} | {cell(o)} |")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["compare"]:
+        compare(sys.argv[2:])
+        return
     import gym
     from harl.envs.mamujoco.multiagent_mujoco import mujoco_multi
 
