@@ -133,9 +133,11 @@ class OffPolicyCollector:
         return restart
 
     def start(self, buffer: ReplayBuffer | None = None, first: StartRecord | None = None) -> None:
-        """Reset the envs (or restart a checkpoint's episodes); ``first``: the caller reset them."""
+        """Reset the envs (or restart a checkpoint's episodes); ``first``: the caller reset them.
+        ``buffer`` is unused (the on-policy collector's ``start`` takes one; a population calls both alike)."""
         if first is not None:
-            self._obs, self._state, self._avail = list(first.obs), first.state, None if first.avail is None else list(first.avail)
+            avail = None if first.avail is None else list(first.avail)
+            self._obs, self._state, self._avail = list(first.obs), first.state, avail
         elif self._restart is not None:
             self._obs, self._state, self._avail = self.venv.restart(self._restart)
             self._restart = None
