@@ -99,7 +99,8 @@ def breakdown(pipeline: str, seeds: int, sets: list[str], threads: int) -> dict[
             for name in ("insert", "inputs", "roll_over"):
                 _wrap(RolloutBuffer, name, "buffer", times)
             _wrap(OnPolicyCollector, "observe", "buffer", times)
-            for name in ("inputs", "random_actions", "record"):  # off-policy (record stores the step)
+            _wrap(OffPolicyCollector, "random_actions", "inference", times)  # off-policy warm-up draws
+            for name in ("inputs", "record"):  # off-policy (record stores the step)
                 _wrap(OffPolicyCollector, name, "buffer", times)
             _wrap(OnPolicyCollector, "finish", "inference", times)
             start = time.perf_counter()

@@ -34,20 +34,22 @@ def problems(spec: Any) -> list[str]:
     kind = registry.kind_name
     found = []
     fam = family(spec)
-    objective = kind(spec.updater.objective)
-    if fam == "on_policy" and objective not in BATCHED_OBJECTIVES:
-        found.append(f'updater.objective.kind = "{objective}" (on-policy populations: {", ".join(BATCHED_OBJECTIVES)}; '
-                     "TRPO runs as separate processes, --jobs N)")
-    if fam == "off_policy" and spec.run.population_update == "batched":
+    if fam == "on_policy":
+        objective = kind(spec.updater.objective)
+        if objective not in BATCHED_OBJECTIVES:
+            found.append(f'updater.objective.kind = "{objective}" (on-policy populations: '
+                         f'{", ".join(BATCHED_OBJECTIVES)}; TRPO runs as separate processes, --jobs N)')
+    elif fam == "off_policy" and spec.run.population_update == "batched":
         found.append('run.population_update = "batched" (off-policy members update one after another: '
                      '"auto" or "per_member")')
     for table, expected in STAGES.get(fam, {}).items():
         if (got := kind(getattr(spec, table))) != expected:
             found.append(f'{table}.kind = "{got}" ({fam.replace("_", "-")} populations: "{expected}")')
-    if fam == "on_policy" and getattr(spec.policy, "recurrent", "none") != "none":
-        found.append(f'policy.recurrent = "{spec.policy.recurrent}" (batched: feed-forward actors, "none")')
-    if fam == "on_policy" and getattr(spec.policy, "share_parameters", False):
-        found.append("policy.share_parameters = true (batched: one actor per agent)")
+    if fam == "on_policy":
+        if getattr(spec.policy, "recurrent", "none") != "none":
+            found.append(f'policy.recurrent = "{spec.policy.recurrent}" (batched: feed-forward actors, "none")')
+        if getattr(spec.policy, "share_parameters", False):
+            found.append("policy.share_parameters = true (batched: one actor per agent)")
     return found
 
 
