@@ -1,9 +1,11 @@
 """One off-policy gradient step replayed through harl and through PKU-MARL/HARL's own code.
 
 The same replay data, the same sampled transitions, the same initial networks, the same
-target-smoothing noise and the same agent order go through both; the script reports where
-the two part: the n-step targets HARL's buffer forms from the data, then every network
-after one critic step and one actor round (HATD3 or HADDPG, EP state).
+Gaussian draws (TD3's target smoothing; SAC's reparameterised samples) and the same agent
+order go through both; the script reports where the two part: the n-step targets HARL's
+buffer forms from the data, then every network (and SAC's temperatures) after ``--updates``
+critic steps and their actor rounds on that batch (HATD3, HADDPG or HASAC with Box actions, EP
+state).
 
     # 1. harl's venv: collect, sample, take one step, write the record
     python benchmarks/replay_off_policy.py dump PIPELINE --out replay.pt [--set KEY=VALUE ...]
@@ -17,6 +19,12 @@ differ by more than 1e-5.  The targets agree to float32 rounding (about 1e-7); a
 a few entries per layer differ by up to a fifth of the learning rate: Adam's first step is
 ``lr * g / (|g| + eps)``, so where a gradient entry is near zero (a ReLU unit barely active in
 the batch) rounding in ``g`` moves the step by a visible fraction of ``lr``.
+
+HASAC's draws are recorded in harl's order (the next actions, the round-start actions, then per
+agent its own sample and its new action) and handed to HARL's ``Normal.rsample`` in the same
+order; HARL also redraws the last agent's action, which nothing reads.  HARL's
+SquashedGaussianPolicy scales ``tanh`` by ``high[0]``: dump with ``updater.objective.squash =
+"act_limit"`` (``harl convert`` sets it) for the same actions.
 """
 
 from __future__ import annotations
@@ -31,18 +39,35 @@ import numpy as np
 import torch
 
 BATCH = 256
-ORDER = [1, 0]
 
 
-def _noise_queue(noise: list[torch.Tensor]) -> Any:
-    """``torch.randn_like`` replaced: the recorded target-smoothing noise, one tensor per call."""
+def _noise_queue(noise: list[torch.Tensor]) -> tuple[Any, Any]:
+    """``torch.randn_like`` and ``torch.distributions``' ``_standard_normal`` replaced: the
+    recorded draws, one tensor per call, in order (a real draw where the next one's shape differs)."""
     queue = list(noise)
-    real = torch.randn_like
+    real_like, real_standard = torch.randn_like, torch.distributions.normal._standard_normal
 
     def randn_like(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         if queue and queue[0].shape == x.shape:
             return queue.pop(0).clone()
-        return real(x, *args, **kwargs)
+        return real_like(x, *args, **kwargs)
+
+    def standard_normal(shape: Any, dtype: Any = None, device: Any = None) -> torch.Tensor:
+        if queue and queue[0].shape == torch.Size(shape):
+            return queue.pop(0).clone()
+        return real_standard(shape, dtype=dtype, device=device)
+
+    return randn_like, standard_normal
+
+
+def _recorder(draws: list[torch.Tensor]) -> Any:
+    """``torch.randn_like`` that keeps a copy of every draw (harl's SAC samples)."""
+    real = torch.randn_like
+
+    def randn_like(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = real(x, *args, **kwargs)
+        draws.append(out.detach().clone())
+        return out
 
     return randn_like
 
@@ -69,13 +94,21 @@ def dump(args: argparse.Namespace) -> int:
 
     team, critic = s.team, s.critic
     n = team.n_agents
+    sac = hasattr(s.updater.learners[0], "log_alpha")
 
     def weights() -> dict[str, Any]:  # copies: a state_dict shares the parameters' storage
         def copy(module: Any) -> dict[str, torch.Tensor]:
             return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
-        return {"actors": [copy(a) for a in team.actors], "targets": [copy(t) for t in team.targets],
-                "critic": copy(critic.nets), "critic_targets": copy(critic.targets)}
+        out = {"actors": [copy(a) for a in team.actors], "critic": copy(critic.nets),
+               "critic_targets": copy(critic.targets)}
+        if team.targets is not None:
+            out["targets"] = [copy(t) for t in team.targets]
+        if sac:  # the agents' temperatures and the critic's
+            out["log_alpha"] = [learner.log_alpha.detach().clone() for learner in s.updater.learners]
+            temperature = s.updater.learners[0].critic_temp
+            out["critic_log_alpha"] = None if temperature is None else temperature.log_alpha.detach().clone()
+        return out
 
     record: dict[str, Any] = {
         "n_envs": b.n_envs, "index": index.clone(), "gamma": s.returns.config.gamma, "n_step": s.returns.config.n_step,
@@ -84,22 +117,24 @@ def dump(args: argparse.Namespace) -> int:
         "rewards": series(b.rewards), "terminated": series(b.terminated), "truncated": series(b.truncated),
         "returns": batch.returns.mean(-1), "discount": batch.discount, "batch_next_state": batch.next_state,
         "before": weights(),
-        "noise": [torch.randn(BATCH, int(np.prod(sp.shape))) for sp in s.venv.action_spaces],
-        "order": ORDER[:n] if n == 2 else list(range(n)),
+        "noise": [], "updates": args.updates,
+        "action_bounds": [(torch.as_tensor(sp.low).clone(), torch.as_tensor(sp.high).clone()) for sp in s.venv.action_spaces],
+        "order": [n - 1, *range(n - 1)],  # not the identity: [1, 0], [2, 0, 1], ...
     }
     u = s.updater
     u.steps = u.policy_freq - 1  # this step updates the actors too
     real_sample, real_order, real_randn = u.returns.sample, updater_module.agent_order, torch.randn_like
     u.returns.sample = lambda *a, **k: batch
     updater_module.agent_order = lambda *a, **k: list(record["order"])
-    torch.randn_like = _noise_queue(record["noise"])
+    torch.randn_like = _recorder(record["noise"])
     try:
-        u._gradient_steps(b, [], [[] for _ in range(n)], 1)
+        u._gradient_steps(b, [], [[] for _ in range(n)], args.updates)
     finally:
         u.returns.sample, updater_module.agent_order, torch.randn_like = real_sample, real_order, real_randn
     record["after"] = weights()
     torch.save(record, args.out)
-    print(f"wrote {args.out}: {b.size:,} transitions, batch of {BATCH}, agent order {record['order']}")
+    print(f"wrote {args.out}: {b.size:,} transitions, batch of {BATCH}, {args.updates} updates, "
+          f"agent order {record['order']}")
     s.close()
     return 0
 
@@ -107,6 +142,12 @@ def dump(args: argparse.Namespace) -> int:
 def _mlp_state(ours: dict[str, torch.Tensor], prefix: str = "net.") -> dict[str, torch.Tensor]:
     """harl's ``net.<j>`` Linear layers as HARL's ``pi.mlp.<j>``."""
     return {f"pi.mlp.{k[len(prefix):]}": v for k, v in ours.items() if k.startswith(prefix)}
+
+
+def _sac_state(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """harl's SquashedGaussianActor (``body.<j>``, ``mu``, ``log_std``) as HARL's SquashedGaussianPolicy."""
+    names = {"body.": "net.mlp.", "mu.": "mu_layer.", "log_std.": "log_std_layer."}
+    return {names[p] + k[len(p):]: v for k, v in ours.items() for p in names if k.startswith(p)}
 
 
 def _q_state(stacked: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
@@ -142,7 +183,7 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
     E, T = rec["n_envs"], len(rec["rewards"]) // rec["n_envs"]
     n = len(rec["obs"])
     obs_spaces = [spaces.Box(-10, 10, (o.shape[1],), np.float32) for o in rec["obs"]]
-    act_spaces = [spaces.Box(-1, 1, (a.shape[1],), np.float32) for a in rec["actions"]]
+    act_spaces = [spaces.Box(low.numpy(), high.numpy(), dtype=np.float32) for low, high in rec["action_bounds"]]
     share_space = spaces.Box(-10, 10, (rec["state"].shape[1],), np.float32)
     merged = {**algo_args["train"], **algo_args["model"], **algo_args["algo"],
               "n_step": rec["n_step"], "gamma": rec["gamma"], "batch_size": BATCH, "n_rollout_threads": E,
@@ -171,9 +212,12 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
               for i in range(n)]
     critic = CRITIC_REGISTRY[algo](merged, share_space, act_spaces, n, "EP")
     before = rec["before"]
+    sac = algo == "hasac"
+    actor_state = _sac_state if sac else _mlp_state
     for i, actor in enumerate(actors):
-        actor.actor.load_state_dict(_mlp_state(before["actors"][i]))
-        actor.target_actor.load_state_dict(_mlp_state(before["targets"][i]))
+        actor.actor.load_state_dict(actor_state(before["actors"][i]))
+        if not sac:
+            actor.target_actor.load_state_dict(_mlp_state(before["targets"][i]))
     for net, target, k in ((critic.critic, critic.target_critic, 0), (critic.critic2, critic.target_critic2, 1)):
         net.load_state_dict(_q_state(before["critic"], k))
         target.load_state_dict(_q_state(before["critic_targets"], k))
@@ -185,16 +229,33 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
     runner.__dict__.update(total_it=int(algo_args["algo"].get("policy_freq", 1)) - 1, buffer=buffer,
                            args={"algo": algo}, algo_args=algo_args, critic=critic, actor=actors, num_agents=n,
                            fixed_order=False, policy_freq=int(algo_args["algo"].get("policy_freq", 1)),
-                           state_type="EP", device=torch.device("cpu"))
+                           state_type="EP", device=torch.device("cpu"), value_normalizer=None)
+    if sac:  # HARL's base runner's temperatures (auto_alpha), from harl's values before the step
+        if algo_args["train"].get("use_valuenorm") or not algo_args["algo"]["auto_alpha"]:
+            raise SystemExit("this replay covers HASAC with auto_alpha and without use_valuenorm")
+        runner.target_entropy = [-np.prod(space.shape) for space in act_spaces]
+        runner.log_alpha = [torch.as_tensor(a).float().clone().reshape(1).requires_grad_() for a in before["log_alpha"]]
+        runner.alpha_optimizer = [torch.optim.Adam([a], lr=algo_args["algo"]["alpha_lr"]) for a in runner.log_alpha]
+        runner.alpha = [a.detach().exp() for a in runner.log_alpha]
+        with torch.no_grad():
+            critic.log_alpha.copy_(torch.as_tensor(before["critic_log_alpha"]).reshape(1))
+        critic.alpha = critic.log_alpha.detach().exp()
     real_perm, real_randn = np.random.permutation, torch.randn_like
+    real_standard = torch.distributions.normal._standard_normal
     np.random.permutation = lambda m: np.array(rec["order"])
     torch.randperm = lambda size, *a, **k: torch.cat([index, rest])
-    torch.randn_like = _noise_queue(rec["noise"])
+    noise = rec["noise"]
+    if sac:  # per step harl draws 4n - 1 times; HARL also redraws the last agent's action, which nothing reads
+        per = 4 * n - 1
+        noise = [x for k in range(0, len(noise), per) for x in [*noise[k:k + per], torch.zeros_like(noise[k])]]
+    torch.randn_like, torch.distributions.normal._standard_normal = _noise_queue(noise)
     try:
-        OffPolicyHARunner.train(runner)
+        for _ in range(rec["updates"]):
+            OffPolicyHARunner.train(runner)
     finally:
         np.random.permutation, torch.randperm, torch.randn_like = real_perm, real_randperm, real_randn
-    print(f"after one critic step and one actor round (order {rec['order']}):")
+        torch.distributions.normal._standard_normal = real_standard
+    print(f"after {rec['updates']} critic steps and their actor rounds (order {rec['order']}):")
     after = rec["after"]
     worst = 0.0
     for k, (net, target) in enumerate(((critic.critic, critic.target_critic), (critic.critic2, critic.target_critic2))):
@@ -203,10 +264,15 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
         for name, value in _q_state(after["critic_targets"], k).items():
             worst = max(worst, _diff(f"target critic {k + 1} {name}", value, target.state_dict()[name]))
     for i, actor in enumerate(actors):
-        for name, value in _mlp_state(after["actors"][i]).items():
+        for name, value in actor_state(after["actors"][i]).items():
             worst = max(worst, _diff(f"actor {i} {name}", value, actor.actor.state_dict()[name]))
+        if sac:
+            worst = max(worst, _diff(f"log alpha of agent {i}", after["log_alpha"][i], runner.log_alpha[i].detach()))
+            continue
         for name, value in _mlp_state(after["targets"][i]).items():
             worst = max(worst, _diff(f"target actor {i} {name}", value, actor.target_actor.state_dict()[name]))
+    if sac:
+        worst = max(worst, _diff("critic's log alpha", after["critic_log_alpha"], critic.log_alpha.detach()))
     print(f"largest difference over every network: {worst:.3g}")
     return 0
 
@@ -218,6 +284,8 @@ def main() -> int:
     d.add_argument("pipeline")
     d.add_argument("--out", default="replay.pt")
     d.add_argument("--steps", type=int, default=3000, help="env steps collected before sampling")
+    d.add_argument("--updates", type=int, default=2,
+                   help="gradient steps on the batch; Adam's first step is about lr * sign(g), its second weighs g")
     d.add_argument("--set", action="append", default=[])
     h = sub.add_parser("harl")
     h.add_argument("record")

@@ -44,6 +44,9 @@ class ReplayConfig:
     kind: str = kind_field("replay")
     capacity: int = setting(1_000_000, "transitions kept (over all envs); the oldest are overwritten", positive())
     batch_size: int = setting(1000, "transitions per gradient step", positive())
+    replacement: bool = setting(
+        True, "sample a batch with replacement (true) or as distinct transitions (false: HARL's, which "
+        "takes the first batch_size of a permutation of the buffer)")
 
 
 @attrs.frozen
@@ -83,8 +86,9 @@ class ReplayBuffer:
 
     def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
                  state_dim: int, n_envs: int, capacity: int, device: torch.device | str = "cpu",
-                 state_space: spaces.Box | None = None) -> None:
+                 state_space: spaces.Box | None = None, replacement: bool = True) -> None:
         """Observations and states are stored flat; uint8 images (and a uint8 ``state_space``) as uint8."""
+        self.replacement = replacement
         E, A = n_envs, len(action_spaces)
         S = max(2, -(-capacity // n_envs))
         self.rows, self.n_envs, self.n_agents = S, E, A
@@ -181,10 +185,14 @@ class ReplayBuffer:
         self.head, self.filled, self.env_steps = int(state["head"]), filled, int(state["env_steps"])
 
     def sample_index(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        """(B,) flat indices ``row * n_envs + env``, uniform with replacement over stored transitions."""
+        """(B,) flat indices ``row * n_envs + env``, uniform over stored transitions, with
+        replacement or distinct (``replacement``; all of them, shuffled, when fewer are stored)."""
         if self.filled == 0:
             raise RuntimeError("cannot sample from an empty replay buffer")
-        index = torch.randint(self.size, (batch_size,), generator=generator)
+        if self.replacement:
+            index = torch.randint(self.size, (batch_size,), generator=generator)
+        else:
+            index = distinct_indices(self.size, batch_size, generator)
         return index.to(self.device)
 
     def windows(self, index: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -240,11 +248,30 @@ class ReplayBuffer:
         )
 
 
+def distinct_indices(n: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """``min(k, n)`` distinct indices below ``n``, a uniformly random subset in random order.
+
+    HARL takes ``randperm(n)[:k]``, which costs O(n) per batch (8.7 ms at a million stored
+    transitions, against 0.01 ms for ``randint``).  For ``k`` well below ``n`` this draws with
+    replacement and redraws the repeated positions until none is left; the procedure treats
+    every index alike, so every k-subset is equally likely, as with a permutation.
+    """
+    if 4 * k > n:
+        return torch.randperm(n, generator=generator)[:k]
+    index = torch.randint(n, (k,), generator=generator)
+    while True:
+        ordered, where = index.sort()
+        repeated = where[1:][ordered[1:] == ordered[:-1]]
+        if not len(repeated):
+            return index
+        index[repeated] = torch.randint(n, (len(repeated),), generator=generator)
+
+
 def _replay_buffer(config: ReplayConfig, parts: Any) -> ReplayBuffer:
     check_replay(replay_bytes_per_transition(parts.obs_spaces, parts.act_spaces, parts.state_dim, parts.state_space),
                  config.capacity, parts.source, parts.device)
     return ReplayBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, parts.wiring.n_envs,
-                        config.capacity, parts.device, parts.state_space)
+                        config.capacity, parts.device, parts.state_space, config.replacement)
 
 
 register("buffer", ReplayConfig, _replay_buffer, family="off_policy")

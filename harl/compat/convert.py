@@ -314,7 +314,8 @@ def _off_policy(algo: str, v: dict[str, Any], part: EnvPart, notes: list[str]) -
     t["collector"] = {"kind": "off_policy", "n_envs": v["train.n_rollout_threads"], "train_interval": interval,
                       "updates_per_round": int(v["train.update_per_train"] * interval),
                       "warmup_steps": v["train.warmup_steps"]}
-    t["buffer"] = {"kind": "replay", "capacity": v["algo.buffer_size"], "batch_size": v["algo.batch_size"]}
+    t["buffer"] = {"kind": "replay", "capacity": v["algo.buffer_size"], "batch_size": v["algo.batch_size"],
+                   "replacement": False}
     t["returns"] = {"kind": "n_step", "gamma": v["algo.gamma"], "n_step": v["algo.n_step"],
                     "proper_time_limits": v["train.use_proper_time_limits"]}
     t["updater"] = _updater(updater, v)
@@ -337,7 +338,8 @@ def _off_policy(algo: str, v: dict[str, Any], part: EnvPart, notes: list[str]) -
                        "value_norm": bool(v.get("train.use_valuenorm", False))}
         obj: dict[str, Any] = {"kind": objective, "lr": v["model.lr"]}
         if objective == "sac":
-            obj.update(alpha=v["algo.alpha"], auto_alpha=v["algo.auto_alpha"], alpha_lr=v["algo.alpha_lr"])
+            obj.update(alpha=v["algo.alpha"], auto_alpha=v["algo.auto_alpha"], alpha_lr=v["algo.alpha_lr"],
+                       squash="act_limit")
         else:
             obj.update(expl_noise=v["algo.expl_noise"], polyak=v["algo.polyak"])
         if objective == "td3":

@@ -44,6 +44,22 @@ def box_bounds(space: spaces.Box, device: torch.device | None = None) -> tuple[t
     return (high + low) / 2, (high - low) / 2
 
 
+SQUASHES = ("bounds", "act_limit")
+
+
+def squash_range(space: spaces.Box, squash: str = "bounds") -> tuple[torch.Tensor, torch.Tensor]:
+    """(centre, scale) of a squashed actor's ``centre + scale * tanh(u)``.
+
+    ``bounds``: the Box's own, so every action is inside it.  ``act_limit``: HARL's
+    SquashedGaussianPolicy, ``high[0] * tanh(u)`` in every dimension; the env clips what falls
+    outside, so on MPE's [0, 1] Box the negative half of tanh's range acts as 0.
+    """
+    centre, half = box_bounds(space)
+    if squash == "act_limit":
+        return torch.zeros_like(centre), torch.full_like(half, float(np.asarray(space.high).ravel()[0]))
+    return centre, half
+
+
 def masked_uniform(avail: torch.Tensor | None, n: int, batch: int, device: torch.device,
                    generator: torch.Generator | None = None) -> torch.Tensor:
     """(batch,) category indices drawn uniformly among the available ones (all if ``avail`` is None)."""
@@ -84,7 +100,8 @@ class DeterministicActor(nn.Module):
 
 
 class SquashedGaussianActor(nn.Module):
-    """SAC's Box actor: ``a = centre + half_range * tanh(u)``, ``u ~ N(mu(o), sigma(o))``."""
+    """SAC's Box actor: ``a = centre + half_range * tanh(u)``, ``u ~ N(mu(o), sigma(o))``
+    (``half_range`` is the scale ``squash_range`` gives, HARL's ``act_limit`` under ``act_limit``)."""
 
     # registered buffers (register_buffer in __init__)
     centre: torch.Tensor
@@ -92,9 +109,10 @@ class SquashedGaussianActor(nn.Module):
     log_half_sum: torch.Tensor
 
     def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
-                 input_norm: bool, encoder: nn.Module | None = None) -> None:
+                 input_norm: bool, encoder: nn.Module | None = None, squash: str = "bounds") -> None:
+        """``squash``: ``squash_range``'s, where ``tanh(u)`` is scaled to."""
         super().__init__()
-        centre, half = box_bounds(space)
+        centre, half = squash_range(space, squash)
         self.register_buffer("centre", centre)
         self.register_buffer("half_range", half)
         self.register_buffer("log_half_sum", half.log().sum())

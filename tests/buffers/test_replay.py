@@ -7,7 +7,7 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.records import Transition
-from harl.buffers.replay import ReplayBuffer
+from harl.buffers.replay import ReplayBuffer, distinct_indices
 
 OBS = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (5,), np.float32)]
 ACT = [spaces.Box(-1, 1, (2,), np.float32), spaces.MultiDiscrete([2, 3])]
@@ -53,6 +53,35 @@ def test_sample_index_covers_only_stored_transitions() -> None:
     index = buffer.sample_index(500, torch.Generator().manual_seed(0))
     assert int(index.min()) >= 0 and int(index.max()) < 6
     assert len(set(index.tolist())) == 6
+
+
+def test_without_replacement_a_batch_holds_distinct_transitions() -> None:
+    """``replacement = false`` (HARL's ``randperm(cur_size)[:batch_size]``): no transition twice in a
+    batch; fewer stored than asked gives each stored one once."""
+    buffer = ReplayBuffer(OBS, ACT, 4, n_envs=2, capacity=100, replacement=False)
+    for v in range(40):
+        add(buffer, float(v))
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        index = buffer.sample_index(15, g)  # 15 of 80: the redraw path
+        assert len(set(index.tolist())) == 15 and int(index.min()) >= 0 and int(index.max()) < 80
+    assert sorted(buffer.sample_index(50, g).tolist()) != list(range(50))  # the permutation path
+    small = ReplayBuffer(OBS, ACT, 4, n_envs=2, capacity=100, replacement=False)
+    add(small, 0.0)
+    assert sorted(small.sample_index(5, g).tolist()) == [0, 1]
+
+
+def test_distinct_indices_are_a_uniform_subset() -> None:
+    """4 of 40, 20,000 times: each index is in the batch with probability 4/40 = 0.1 (2,000 times,
+    binomial std 42), a given pair with probability (4 * 3) / (40 * 39) = 0.00769 (154
+    times, std 12), and no batch repeats an index."""
+    g = torch.Generator().manual_seed(1)
+    draws = torch.stack([distinct_indices(40, 4, g) for _ in range(20_000)])
+    assert all(len(set(row)) == 4 for row in draws.tolist())
+    counts = torch.bincount(draws.flatten(), minlength=40)
+    assert int((counts - 2000).abs().max()) < 5 * 42
+    both = ((draws == 0).any(1) & (draws == 1).any(1)).sum()  # a pair: as often as any other
+    assert abs(int(both) - 154) < 5 * 12
 
 
 def test_state_dict_saves_only_the_filled_rows_and_restores_the_cursor() -> None:

@@ -34,6 +34,7 @@ HASAC_SPREAD = [
     "run.total_env_steps=10_010_000",   # HARL's budget counts after the 10k warm-up
     "evaluator.every_iterations=200",   # HARL: every 10,000 vector steps = 200 rounds of 50
     "checkpoint.every_iterations=50",   # harl's default; the shipped pipeline keeps fewer
+    'updater.objective.squash="act_limit"', "buffer.replacement=false",  # HARL's; the shipped pipeline keeps harl's
 ]
 HAPPO_CHEETAH = [
     "returns.zero_truncated_advantage=true", "run.torch_threads=4", "evaluator.counting=first_finished",

@@ -33,11 +33,12 @@ from torch import nn
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
 from harl.policy.off_policy import (
+    SQUASHES,
     CategoricalActor,
     KeptForward,
     OffPolicyTeam,
     SquashedGaussianActor,
-    box_bounds,
+    squash_range,
     team_builder,
 )
 from harl.policy.on_policy import PolicyConfig, describe_space
@@ -64,22 +65,26 @@ class SACConfig:
         "separate", "temperature of the critic's soft target: separate (HARL: its own, learned toward the sum "
         "of the agents' targets) or agents (sum_i alpha_i log pi_i)", one_of(("separate", "agents")))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
+    squash: str = setting(
+        "bounds", "where a Box actor's tanh(u) goes: bounds (centre + half-range * tanh(u), always inside the "
+        "Box) or act_limit (HARL: high[0] * tanh(u), the env clips the rest; on MPE's [0, 1] Box the "
+        "negative half of tanh's range acts as 0)", one_of(SQUASHES))
 
 
-def default_target_entropy(space: spaces.Space) -> float:
+def default_target_entropy(space: spaces.Space, squash: str = "bounds") -> float:
     """HARL's target, in the units of this actor's log pi.
 
     HARL: ``-prod(shape)`` for a Box, ``-0.98 log(1 / prod(shape))`` otherwise (0 for a
     Discrete, whose shape is ``()``; ``0.98 log k`` per sub-action for a MultiDiscrete of k,
     whose k log-prob columns HARL's loss averages).  The Box target is meant in tanh space:
-    this actor's log pi also holds the Box scaling's ``-sum log(half-range)``, so that term is
-    added to the target.  A MultiDiscrete's log pi here is the sum of its k columns, hence k times.
+    this actor's log pi also holds the scaling's ``-sum log(scale)`` (``squash_range``), so that
+    term is added to the target.  A MultiDiscrete's log pi here is the sum of its k columns, hence k times.
     """
     shape = space.shape or ()
     harl = -float(np.prod(shape)) if isinstance(space, spaces.Box) else -0.98 * math.log(1.0 / float(np.prod(shape)))
     if isinstance(space, spaces.Box):
-        _, half = box_bounds(space)
-        return harl + float(half.double().log().sum())
+        _, scale = squash_range(space, squash)
+        return harl + float(scale.double().log().sum())
     return harl * float(np.prod(shape))
 
 
@@ -91,8 +96,13 @@ def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: 
                 f'{source}: updater.objective.kind: "sac" squashes actions into the Box bounds, but '
                 f"agent {agent}'s Box is unbounded; bound the env's action space"
             )
+        if config.squash == "act_limit" and not float(np.asarray(space.high).ravel()[0]) > 0:
+            raise ConfigError(
+                f'{source}: updater.objective.squash: "act_limit" scales tanh by the Box\'s high[0], which is '
+                f"{np.asarray(space.high).ravel()[0]} for agent {agent}; use squash = \"bounds\""
+            )
         return SquashedGaussianActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
-                                     encoder)
+                                     encoder, config.squash)
     if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
         return CategoricalActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
                                 policy.output_gain, encoder)
@@ -189,7 +199,7 @@ def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: SACCo
                  space: spaces.Space, shared: dict[str, Any]) -> SACLearner:
     """Agent ``index``'s learner; ``shared`` carries what the team's learners share (one dict per team)."""
     def target(s: spaces.Space) -> float:
-        return config.target_entropy if config.target_entropy is not None else default_target_entropy(s)
+        return config.target_entropy if config.target_entropy is not None else default_target_entropy(s, config.squash)
 
     temperature = None
     if config.critic_alpha == "separate":

@@ -10,8 +10,10 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBatch
+from harl.errors import ConfigError
 from harl.policy.off_policy import CategoricalActor, OffPolicyTeam, SquashedGaussianActor
-from harl.update.objectives.sac import SACConfig, SACLearner, alpha_loss, default_target_entropy
+from harl.policy.on_policy import PolicyConfig
+from harl.update.objectives.sac import SACConfig, SACLearner, alpha_loss, default_target_entropy, make_actor
 from harl.update.q_critic import QCritic, QCriticConfig
 
 BOX = spaces.Box(-2.0, 2.0, (2,), np.float32)
@@ -123,6 +125,33 @@ class TestHARLDefaults:
         u = torch.atanh((2 * action - 1).clamp(-1 + 1e-6, 1 - 1e-6))
         harl_logp = (torch.distributions.Normal(mu, log_std.exp()).log_prob(u) - torch.log(1 - torch.tanh(u) ** 2)).sum(-1)
         torch.testing.assert_close(log_prob + default_target_entropy(box), harl_logp - 5.0, atol=5e-3, rtol=1e-3)
+
+    def test_act_limit_squash_is_harls_policy(self) -> None:
+        """``squash = "act_limit"`` on MPE's [0, 1]^2: HARL's SquashedGaussianPolicy, by hand:
+        u = mu + std * eps, a = high[0] * tanh(u) = tanh(u) (in [-1, 1]; the env clips), and
+        logp = sum[log N(u; mu, std)] - sum[2 (log 2 - u - softplus(-2u))].  mu = (0.3, -0.5),
+        log_std = (-1, 0), eps = (1, -2): u = (0.66788, -2.5), a = (0.58358, -0.98661),
+        log N = (-0.41894, -2.91894), correction = (-0.41638, -3.62714): logp = 0.70564.
+        The default target is HARL's -dim = -2 (the scale is 1)."""
+        box = spaces.Box(0.0, 1.0, (2,), np.float32)
+        actor = SquashedGaussianActor(3, box, (8,), "relu", False, squash="act_limit")
+        params = torch.tensor([[0.3, -0.5]]), torch.tensor([[-1.0, 0.0]])
+        real = torch.randn_like
+        torch.randn_like = lambda x, *a, **k: torch.tensor([[1.0, -2.0]])  # type: ignore[assignment]
+        try:
+            action, log_prob = actor.sample(params)
+        finally:
+            torch.randn_like = real
+        torch.testing.assert_close(action, torch.tensor([[0.58358, -0.98661]]), atol=1e-5, rtol=0)
+        assert float(log_prob) == pytest.approx(0.70564, abs=1e-4)
+        assert default_target_entropy(box, "act_limit") == -2.0
+        assert default_target_entropy(spaces.Box(0.0, 2.0, (2,), np.float32), "act_limit") == pytest.approx(
+            -2 + 2 * math.log(2), abs=1e-6)
+
+    def test_act_limit_needs_a_positive_high(self) -> None:
+        with pytest.raises(ConfigError, match="act_limit"):
+            make_actor(3, spaces.Box(-1.0, 0.0, (2,), np.float32), PolicyConfig(hidden_sizes=(8,)),
+                       SACConfig(squash="act_limit"), 0, "p.toml")
 
     def test_auto_alpha_starts_at_one(self) -> None:
         """auto_alpha: log alpha = 0 (torch.zeros(1) in HARL) whatever ``alpha``; initial_alpha = 0.2 is harl's old start."""
