@@ -1,4 +1,4 @@
-"""One off-policy gradient step replayed through harl and through PKU-MARL/HARL's own code.
+"""Off-policy gradient steps replayed through harl and through PKU-MARL/HARL's own code.
 
 The same replay data, the same sampled transitions, the same initial networks, the same
 Gaussian draws (TD3's target smoothing; SAC's reparameterised samples) and the same agent
@@ -7,7 +7,7 @@ buffer forms from the data, then every network (and SAC's temperatures) after ``
 critic steps and their actor rounds on that batch (HATD3, HADDPG or HASAC with Box actions, EP
 state).
 
-    # 1. harl's venv: collect, sample, take one step, write the record
+    # 1. harl's venv: collect, sample, take the steps, write the record
     python benchmarks/replay_off_policy.py dump PIPELINE --out replay.pt [--set KEY=VALUE ...]
     # 2. HARL's venv, from HARL's checkout root: HARL's buffer, critic, actors and runner step
     HARL-venv/bin/python ~/harl/benchmarks/replay_off_policy.py harl replay.pt CONFIG.json
@@ -15,10 +15,10 @@ state).
 ``PIPELINE`` is a harl pipeline TOML (``harl convert CONFIG.json`` writes HARL's as one); the step
 is HARL's ``OffPolicyHARunner.train`` itself, called on a stand-in runner that holds only what
 ``train`` reads.  Prints the largest absolute difference per quantity and how many entries
-differ by more than 1e-5.  The targets agree to float32 rounding (about 1e-7); after the step
-a few entries per layer differ by up to a fifth of the learning rate: Adam's first step is
-``lr * g / (|g| + eps)``, so where a gradient entry is near zero (a ReLU unit barely active in
-the batch) rounding in ``g`` moves the step by a visible fraction of ``lr``.
+differ by more than 1e-5.  The targets agree to float32 rounding (about 1e-7); after the steps
+a few entries per layer differ by up to a quarter of the learning rate: Adam's step is
+``lr * m / (sqrt(v) + eps)``, so where a gradient entry is near zero (a ReLU unit barely
+active in the batch) rounding in ``g`` moves the step by a visible fraction of ``lr``.
 
 HASAC's draws are recorded in harl's order (the next actions, the round-start actions, then per
 agent its own sample and its new action) and handed to HARL's ``Normal.rsample`` in the same
