@@ -248,15 +248,16 @@ class ReplayBuffer:
         )
 
 
-def distinct_indices(n: int, k: int, generator: torch.Generator) -> torch.Tensor:
+def distinct_indices(n: int, k: int, generator: torch.Generator, permute_below: int = 32) -> torch.Tensor:
     """``min(k, n)`` distinct indices below ``n``, a uniformly random subset in random order.
 
-    HARL takes ``randperm(n)[:k]``, which costs O(n) per batch (8.7 ms at a million stored
-    transitions, against 0.01 ms for ``randint``).  For ``k`` well below ``n`` this draws with
-    replacement and redraws the repeated positions until none is left; the procedure treats
-    every index alike, so every k-subset is equally likely, as with a permutation.
+    HARL takes ``randperm(n)[:k]``, which costs O(n) per batch: 6.8 ms at a million stored
+    transitions (1 thread), against 0.11 ms here.  Once ``n`` reaches ``permute_below * k`` this
+    draws with replacement and redraws the repeated positions until none is left; the
+    procedure treats every index alike, so every k-subset is equally likely, as with a
+    permutation.  Below that, a permutation is the cheaper of the two.
     """
-    if 4 * k > n:
+    if n < permute_below * k:
         return torch.randperm(n, generator=generator)[:k]
     index = torch.randint(n, (k,), generator=generator)
     while True:
