@@ -94,6 +94,8 @@ def dump(args: argparse.Namespace) -> int:
 
     team, critic = s.team, s.critic
     n = team.n_agents
+    if not all(hasattr(sp, "low") for sp in s.venv.action_spaces):
+        raise SystemExit("this replay covers Box actions (HATD3, HADDPG, HASAC on continuous tasks)")
     sac = hasattr(s.updater.learners[0], "log_alpha")
 
     def weights() -> dict[str, Any]:  # copies: a state_dict shares the parameters' storage
@@ -231,8 +233,10 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
                            fixed_order=False, policy_freq=int(algo_args["algo"].get("policy_freq", 1)),
                            state_type="EP", device=torch.device("cpu"), value_normalizer=None)
     if sac:  # HARL's base runner's temperatures (auto_alpha), from harl's values before the step
-        if algo_args["train"].get("use_valuenorm") or not algo_args["algo"]["auto_alpha"]:
-            raise SystemExit("this replay covers HASAC with auto_alpha and without use_valuenorm")
+        if (algo_args["train"].get("use_valuenorm") or not algo_args["algo"]["auto_alpha"]
+                or before["critic_log_alpha"] is None):
+            raise SystemExit("this replay covers HASAC with auto_alpha, without use_valuenorm and with HARL's "
+                             'critic temperature (critic_alpha = "separate")')
         runner.target_entropy = [-np.prod(space.shape) for space in act_spaces]
         runner.log_alpha = [torch.as_tensor(a).float().clone().reshape(1).requires_grad_() for a in before["log_alpha"]]
         runner.alpha_optimizer = [torch.optim.Adam([a], lr=algo_args["algo"]["alpha_lr"]) for a in runner.log_alpha]
