@@ -4,8 +4,8 @@ The same replay data, the same sampled transitions, the same initial networks, t
 Gaussian draws (TD3's target smoothing; SAC's reparameterised samples) and the same agent
 order go through both; the script reports where the two part: the n-step targets HARL's
 buffer forms from the data, then every network (and SAC's temperatures) after ``--updates``
-critic steps and their actor rounds on that batch (HATD3, HADDPG or HASAC with Box actions, EP
-state).
+critic steps and their actor rounds on that batch (HATD3 and HADDPG; HASAC with Box or Discrete
+actions; EP state).
 
     # 1. harl's venv: collect, sample, take the steps, write the record
     python benchmarks/replay_off_policy.py dump PIPELINE --out replay.pt [--set KEY=VALUE ...]
@@ -21,8 +21,9 @@ a few entries per layer differ by up to a quarter of the learning rate: Adam's s
 active in the batch) rounding in ``g`` moves the step by a visible fraction of ``lr``.
 
 HASAC's draws are recorded in harl's order (the next actions, the round-start actions, then per
-agent its own sample and its new action) and handed to HARL's ``Normal.rsample`` in the same
-order; HARL also redraws the last agent's action, which nothing reads.  HARL's
+agent its own sample and its new action) and handed to HARL's ``Normal.rsample`` (Box) or its
+Gumbel noise's ``uniform_`` (Discrete) in the same order; HARL also redraws the last agent's
+action, which nothing reads.  HARL's
 SquashedGaussianPolicy scales ``tanh`` by ``high[0]``: dump with ``updater.objective.squash =
 "act_limit"`` (``harl convert`` sets it) for the same actions.
 """
@@ -41,35 +42,53 @@ import torch
 BATCH = 256
 
 
-def _noise_queue(noise: list[torch.Tensor]) -> tuple[Any, Any]:
-    """``torch.randn_like`` and ``torch.distributions``' ``_standard_normal`` replaced: the
-    recorded draws, one tensor per call, in order (a real draw where the next one's shape differs)."""
-    queue = list(noise)
-    real_like, real_standard = torch.randn_like, torch.distributions.normal._standard_normal
+def _replayer(draws: list[tuple[str, torch.Tensor]]) -> tuple[Any, Any, Any]:
+    """torch's samplers replaced: ``torch.randn_like`` and ``torch.distributions``'
+    ``_standard_normal`` hand out the recorded Gaussian draws, ``Tensor.uniform_`` the recorded
+    exponential ones as ``U = exp(-E)`` (HARL's Gumbel noise ``-log(-log U)`` is then harl's
+    ``-log E``); each in order, a real draw where the next one's shape differs."""
+    normal = [x for kind, x in draws if kind == "normal"]
+    exponential = [x for kind, x in draws if kind == "exponential"]
+    real_like, real_standard, real_uniform = (torch.randn_like, torch.distributions.normal._standard_normal,
+                                              torch.Tensor.uniform_)
+
+    def take(queue: list[torch.Tensor], shape: Any) -> torch.Tensor | None:
+        return queue.pop(0).clone() if queue and queue[0].shape == torch.Size(shape) else None
 
     def randn_like(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if queue and queue[0].shape == x.shape:
-            return queue.pop(0).clone()
-        return real_like(x, *args, **kwargs)
+        out = take(normal, x.shape)
+        return real_like(x, *args, **kwargs) if out is None else out
 
     def standard_normal(shape: Any, dtype: Any = None, device: Any = None) -> torch.Tensor:
-        if queue and queue[0].shape == torch.Size(shape):
-            return queue.pop(0).clone()
-        return real_standard(shape, dtype=dtype, device=device)
+        out = take(normal, shape)
+        return real_standard(shape, dtype=dtype, device=device) if out is None else out
 
-    return randn_like, standard_normal
+    def uniform_(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = take(exponential, self.shape)
+        if out is None:
+            return real_uniform(self, *args, **kwargs)
+        with torch.no_grad():
+            return self.copy_(torch.exp(-out))
+
+    return randn_like, standard_normal, uniform_
 
 
-def _recorder(draws: list[torch.Tensor]) -> Any:
-    """``torch.randn_like`` that keeps a copy of every draw (harl's SAC samples)."""
-    real = torch.randn_like
+def _recorder(draws: list[tuple[str, torch.Tensor]]) -> tuple[Any, Any]:
+    """``torch.randn_like`` and ``Tensor.exponential_`` that keep a copy of every draw, in order
+    (TD3's smoothing noise, SAC's Gaussian samples, its Gumbel noise for categories)."""
+    real_like, real_exponential = torch.randn_like, torch.Tensor.exponential_
 
     def randn_like(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        out = real(x, *args, **kwargs)
-        draws.append(out.detach().clone())
+        out = real_like(x, *args, **kwargs)
+        draws.append(("normal", out.detach().clone()))
         return out
 
-    return randn_like
+    def exponential_(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = real_exponential(self, *args, **kwargs)
+        draws.append(("exponential", out.detach().clone()))
+        return out
+
+    return randn_like, exponential_
 
 
 def dump(args: argparse.Namespace) -> int:
@@ -94,8 +113,8 @@ def dump(args: argparse.Namespace) -> int:
 
     team, critic = s.team, s.critic
     n = team.n_agents
-    if not all(hasattr(sp, "low") for sp in s.venv.action_spaces):
-        raise SystemExit("this replay covers Box actions (HATD3, HADDPG, HASAC on continuous tasks)")
+    if not all(type(sp).__name__ in ("Box", "Discrete") for sp in s.venv.action_spaces):
+        raise SystemExit("this replay covers Box and Discrete action spaces")
     sac = hasattr(s.updater.learners[0], "log_alpha")
 
     def weights() -> dict[str, Any]:  # copies: a state_dict shares the parameters' storage
@@ -120,19 +139,23 @@ def dump(args: argparse.Namespace) -> int:
         "returns": batch.returns.mean(-1), "discount": batch.discount, "batch_next_state": batch.next_state,
         "before": weights(),
         "noise": [], "updates": args.updates,
-        "action_bounds": [(torch.as_tensor(sp.low).clone(), torch.as_tensor(sp.high).clone()) for sp in s.venv.action_spaces],
+        "action_spaces": [{"n": int(sp.n)} if hasattr(sp, "n") else {"low": torch.as_tensor(sp.low).clone(),
+                                                                   "high": torch.as_tensor(sp.high).clone()}
+                          for sp in s.venv.action_spaces],
         "order": [n - 1, *range(n - 1)],  # not the identity: [1, 0], [2, 0, 1], ...
     }
     u = s.updater
     u.steps = u.policy_freq - 1  # this step updates the actors too
     real_sample, real_order, real_randn = u.returns.sample, updater_module.agent_order, torch.randn_like
+    real_exponential = torch.Tensor.exponential_
     u.returns.sample = lambda *a, **k: batch
     updater_module.agent_order = lambda *a, **k: list(record["order"])
-    torch.randn_like = _recorder(record["noise"])
+    torch.randn_like, torch.Tensor.exponential_ = _recorder(record["noise"])
     try:
         u._gradient_steps(b, [], [[] for _ in range(n)], args.updates)
     finally:
         u.returns.sample, updater_module.agent_order, torch.randn_like = real_sample, real_order, real_randn
+        torch.Tensor.exponential_ = real_exponential
     record["after"] = weights()
     torch.save(record, args.out)
     print(f"wrote {args.out}: {b.size:,} transitions, batch of {BATCH}, {args.updates} updates, "
@@ -150,6 +173,19 @@ def _sac_state(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """harl's SquashedGaussianActor (``body.<j>``, ``mu``, ``log_std``) as HARL's SquashedGaussianPolicy."""
     names = {"body.": "net.mlp.", "mu.": "mu_layer.", "log_std.": "log_std_layer."}
     return {names[p] + k[len(p):]: v for k, v in ours.items() for p in names if k.startswith(p)}
+
+
+def _categorical_state(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """harl's CategoricalActor (``base.body``: input LayerNorm, then Linear, ReLU, LayerNorm per layer;
+    ``logits``) as HARL's StochasticMlpPolicy (``base.feature_norm``, ``base.mlp.fc``, ``act.action_out``)."""
+    out = {}
+    for k, v in ours.items():
+        if k.startswith("logits."):
+            out["act.action_out.linear." + k[len("logits."):]] = v
+        elif k.startswith("base.body."):
+            j, rest = k[len("base.body."):].split(".", 1)
+            out[("base.feature_norm." if j == "0" else f"base.mlp.fc.{int(j) - 1}.") + rest] = v
+    return out
 
 
 def _q_state(stacked: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
@@ -185,7 +221,10 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
     E, T = rec["n_envs"], len(rec["rewards"]) // rec["n_envs"]
     n = len(rec["obs"])
     obs_spaces = [spaces.Box(-10, 10, (o.shape[1],), np.float32) for o in rec["obs"]]
-    act_spaces = [spaces.Box(low.numpy(), high.numpy(), dtype=np.float32) for low, high in rec["action_bounds"]]
+    act_spaces = [spaces.Discrete(sp["n"]) if "n" in sp else spaces.Box(np.asarray(sp["low"]), np.asarray(sp["high"]),
+                                                                        dtype=np.float32)
+                  for sp in rec["action_spaces"]]
+    avail = [np.ones((E, sp.n), np.float32) if isinstance(sp, spaces.Discrete) else None for sp in act_spaces]
     share_space = spaces.Box(-10, 10, (rec["state"].shape[1],), np.float32)
     merged = {**algo_args["train"], **algo_args["model"], **algo_args["algo"],
               "n_step": rec["n_step"], "gamma": rec["gamma"], "batch_size": BATCH, "n_rollout_threads": E,
@@ -194,9 +233,9 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
     for t in range(T):
         at = slice(t * E, (t + 1) * E)
         ended = rec["terminated"][at] | rec["truncated"][at]
-        buffer.insert((rec["state"][at], [o[at] for o in rec["obs"]], [a[at] for a in rec["actions"]], None,
+        buffer.insert((rec["state"][at], [o[at] for o in rec["obs"]], [a[at] for a in rec["actions"]], avail,
                        rec["rewards"][at][:, :1], ended[:, None], [np.ones((E, 1), np.float32)] * n,
-                       rec["terminated"][at][:, None], rec["next_state"][at], [o[at] for o in rec["next_obs"]], None))
+                       rec["terminated"][at][:, None], rec["next_state"][at], [o[at] for o in rec["next_obs"]], avail))
     index = torch.as_tensor(rec["index"])
     rest = torch.as_tensor(np.setdiff1d(np.arange(T * E), rec["index"]))
     real_randperm = torch.randperm
@@ -215,9 +254,13 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
     critic = CRITIC_REGISTRY[algo](merged, share_space, act_spaces, n, "EP")
     before = rec["before"]
     sac = algo == "hasac"
-    actor_state = _sac_state if sac else _mlp_state
+
+    def actor_state(i: int, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return (_categorical_state if isinstance(act_spaces[i], spaces.Discrete) else _sac_state if sac
+                else _mlp_state)(state)
+
     for i, actor in enumerate(actors):
-        actor.actor.load_state_dict(actor_state(before["actors"][i]))
+        actor.actor.load_state_dict(actor_state(i, before["actors"][i]))
         if not sac:
             actor.target_actor.load_state_dict(_mlp_state(before["targets"][i]))
     for net, target, k in ((critic.critic, critic.target_critic, 0), (critic.critic2, critic.target_critic2, 1)):
@@ -237,7 +280,8 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
                 or before["critic_log_alpha"] is None):
             raise SystemExit("this replay covers HASAC with auto_alpha, without use_valuenorm and with HARL's "
                              'critic temperature (critic_alpha = "separate")')
-        runner.target_entropy = [-np.prod(space.shape) for space in act_spaces]
+        runner.target_entropy = [-np.prod(sp.shape) if isinstance(sp, spaces.Box) else -0.98 * np.log(1.0 / np.prod(sp.shape))
+                                 for sp in act_spaces]
         runner.log_alpha = [torch.as_tensor(a).float().clone().reshape(1).requires_grad_() for a in before["log_alpha"]]
         runner.alpha_optimizer = [torch.optim.Adam([a], lr=algo_args["algo"]["alpha_lr"]) for a in runner.log_alpha]
         runner.alpha = [a.detach().exp() for a in runner.log_alpha]
@@ -245,20 +289,21 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
             critic.log_alpha.copy_(torch.as_tensor(before["critic_log_alpha"]).reshape(1))
         critic.alpha = critic.log_alpha.detach().exp()
     real_perm, real_randn = np.random.permutation, torch.randn_like
-    real_standard = torch.distributions.normal._standard_normal
+    real_standard, real_uniform = torch.distributions.normal._standard_normal, torch.Tensor.uniform_
     np.random.permutation = lambda m: np.array(rec["order"])
     torch.randperm = lambda size, *a, **k: torch.cat([index, rest])
-    noise = rec["noise"]
+    draws = rec["noise"]
     if sac:  # per step harl draws 4n - 1 times; HARL also redraws the last agent's action, which nothing reads
         per = 4 * n - 1
-        noise = [x for k in range(0, len(noise), per) for x in [*noise[k:k + per], torch.zeros_like(noise[k])]]
-    torch.randn_like, torch.distributions.normal._standard_normal = _noise_queue(noise)
+        draws = [d for k in range(0, len(draws), per)
+                 for d in [*draws[k:k + per], (draws[k][0], torch.ones_like(draws[k][1]))]]
+    torch.randn_like, torch.distributions.normal._standard_normal, torch.Tensor.uniform_ = _replayer(draws)
     try:
         for _ in range(rec["updates"]):
             OffPolicyHARunner.train(runner)
     finally:
         np.random.permutation, torch.randperm, torch.randn_like = real_perm, real_randperm, real_randn
-        torch.distributions.normal._standard_normal = real_standard
+        torch.distributions.normal._standard_normal, torch.Tensor.uniform_ = real_standard, real_uniform
     print(f"after {rec['updates']} critic steps and their actor rounds (order {rec['order']}):")
     after = rec["after"]
     worst = 0.0
@@ -268,7 +313,7 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
         for name, value in _q_state(after["critic_targets"], k).items():
             worst = max(worst, _diff(f"target critic {k + 1} {name}", value, target.state_dict()[name]))
     for i, actor in enumerate(actors):
-        for name, value in actor_state(after["actors"][i]).items():
+        for name, value in actor_state(i, after["actors"][i]).items():
             worst = max(worst, _diff(f"actor {i} {name}", value, actor.actor.state_dict()[name]))
         if sac:
             worst = max(worst, _diff(f"log alpha of agent {i}", after["log_alpha"][i], runner.log_alpha[i].detach()))
