@@ -164,9 +164,9 @@ def dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mlp_state(ours: dict[str, torch.Tensor], prefix: str = "net.") -> dict[str, torch.Tensor]:
+def _mlp_state(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """harl's ``net.<j>`` Linear layers as HARL's ``pi.mlp.<j>``."""
-    return {f"pi.mlp.{k[len(prefix):]}": v for k, v in ours.items() if k.startswith(prefix)}
+    return {f"pi.mlp.{k[len('net.'):]}": v for k, v in ours.items() if k.startswith("net.")}
 
 
 def _sac_state(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -239,7 +239,11 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
     index = torch.as_tensor(rec["index"])
     rest = torch.as_tensor(np.setdiff1d(np.arange(T * E), rec["index"]))
     real_randperm = torch.randperm
-    torch.randperm = lambda size, *a, **k: torch.cat([index, rest])  # HARL takes the first batch_size
+
+    def same_batch(size: int, *args: Any, **kwargs: Any) -> torch.Tensor:  # HARL takes the first batch_size
+        return torch.cat([index, rest])
+
+    torch.randperm = same_batch
     try:
         data = buffer.sample()
     finally:
@@ -291,7 +295,7 @@ def harl_side(args: argparse.Namespace) -> int:  # runs in HARL's venv: ``harl``
     real_perm, real_randn = np.random.permutation, torch.randn_like
     real_standard, real_uniform = torch.distributions.normal._standard_normal, torch.Tensor.uniform_
     np.random.permutation = lambda m: np.array(rec["order"])
-    torch.randperm = lambda size, *a, **k: torch.cat([index, rest])
+    torch.randperm = same_batch
     draws = rec["noise"]
     if sac:  # per step harl draws 4n - 1 times; HARL also redraws the last agent's action, which nothing reads
         per = 4 * n - 1

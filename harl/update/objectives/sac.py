@@ -96,10 +96,10 @@ def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: 
                 f'{source}: updater.objective.kind: "sac" squashes actions into the Box bounds, but '
                 f"agent {agent}'s Box is unbounded; bound the env's action space"
             )
-        if config.squash == "act_limit" and not float(np.asarray(space.high).ravel()[0]) > 0:
+        if config.squash == "act_limit" and not (limit := float(squash_range(space, "act_limit")[1][0])) > 0:
             raise ConfigError(
                 f'{source}: updater.objective.squash: "act_limit" scales tanh by the Box\'s high[0], which is '
-                f"{np.asarray(space.high).ravel()[0]} for agent {agent}; use squash = \"bounds\""
+                f"{limit:g} for agent {agent}; use squash = \"bounds\""
             )
         return SquashedGaussianActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
                                      encoder, config.squash)
