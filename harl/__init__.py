@@ -28,7 +28,7 @@ _HOMES = {
     "HarlError": "harl.errors", "ConfigError": "harl.errors", "CheckpointError": "harl.errors",
     "MissingExtraError": "harl.errors", "ResourceError": "harl.errors", "EnvCrashedError": "harl.errors",
     "EnvProtocolError": "harl.errors", "NonFiniteError": "harl.errors", "StageError": "harl.errors",
-    "RunLockedError": "harl.run.lock",
+    "RunLockedError": "harl.rundir.lock",
 }
 
 __all__ = sorted(_HOMES)

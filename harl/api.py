@@ -181,7 +181,7 @@ def evaluate_run(run_dir: str | Path, episodes: int | None = None, checkpoint: s
 def logged_evaluation(run_dir: str | Path, checkpoint: str | Path) -> dict[str, Any] | None:
     """The run's own evaluation row of ``checkpoint``'s iteration in metrics.csv (None: that
     iteration did not evaluate, or the row is gone)."""
-    from harl.run.files import PATTERN
+    from harl.rundir.files import PATTERN
 
     found = PATTERN.match(Path(checkpoint).name)
     if found is None or not (Path(run_dir) / "metrics.csv").is_file():
@@ -269,8 +269,8 @@ def interrupted_status() -> int:
     (a second signal arriving later does not change it)."""
     import signal
 
-    from harl.run.signals import exit_status as status
-    from harl.run.signals import first_signal
+    from harl.rundir.signals import exit_status as status
+    from harl.rundir.signals import first_signal
 
     return status(first_signal() or signal.SIGINT)
 
@@ -279,7 +279,7 @@ def exit_status(result: Any) -> int:
     """A command's exit status after ``result``: 0, or 128 + the signal that stopped the run."""
     import signal
 
-    from harl.run.signals import exit_status as status
+    from harl.rundir.signals import exit_status as status
 
     return status(result.signum or signal.SIGINT) if result.stopped_by == "signal" else 0
 

@@ -44,7 +44,7 @@ def train_mode(args: argparse.Namespace) -> str:
 
 def train_sweep(args: argparse.Namespace, console: Console) -> int:
     """``harl train --seeds/--grid`` (or ``--resume SWEEP_DIR``): run the trials, print the summary."""
-    from harl.run.lock import take
+    from harl.rundir.lock import take
     from harl.sweep.plan import Request, Sweep
     from harl.sweep.ray_backend import import_ray, ray_address
     from harl.sweep.report import exit_code, follow_ups, summary_table

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from harl.errors import NonFiniteError
-from harl.run.checkpoint import list_checkpoints
+from harl.rundir.checkpoint import list_checkpoints
 
 _AGENT_KEY = re.compile(r"^agent(\d+)_(.+)$")
 

@@ -4,7 +4,7 @@ A long run meets a full disk sooner or later.  Every file a run writes (its dire
 ``pipeline.toml``, ``metrics.csv``, checkpoints) goes through ``writing``, which turns the
 ``OSError`` into a ``ResourceError`` saying which file, why in words, and that the newest
 complete checkpoint is intact: checkpoints are written to a temporary file and renamed
-(``harl.run.checkpoint.atomic_write_bytes``), so a failed write never touches an older one.
+(``harl.rundir.checkpoint.atomic_write_bytes``), so a failed write never touches an older one.
 """
 
 from __future__ import annotations

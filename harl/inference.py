@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from harl.errors import HarlError
-from harl.run.files import MANIFEST
+from harl.rundir.files import MANIFEST
 
 
 class TeamActor:

@@ -40,8 +40,8 @@ from harl.evaluator import EvalStats
 from harl.finite import NonFiniteUpdateError, check_update
 from harl.logging.progress import ProgressView, StageTimes
 from harl.logging.sink import Sink, close_sinks
-from harl.run.checkpoint import list_checkpoints, save_checkpoint
-from harl.run.signals import GracefulStop
+from harl.rundir.checkpoint import list_checkpoints, save_checkpoint
+from harl.rundir.signals import GracefulStop
 
 Row = dict[str, int | float | str | None]
 """One iteration's metrics: the columns of metrics.csv, as numbers (text only for ``agent_order``)."""
@@ -67,7 +67,7 @@ class TrainResult:
     """Stopped early by a signal (Ctrl-C, SIGTERM) or a callback: resume continues it."""
     run_dir: Path
     signum: int = 0
-    """The signal that stopped the run (0: none; see ``harl.run.signals``)."""
+    """The signal that stopped the run (0: none; see ``harl.rundir.signals``)."""
     stopped_by: str = "budget"
     """budget (run.total_env_steps spent), max_iterations, callback or signal."""
     metrics: list[Row] = attrs.field(factory=list)
@@ -130,7 +130,7 @@ class Trainer:
     On- and off-policy pipelines differ only in which stages fill these slots.
 
     It receives its sinks (``harl.logging.sink``), callbacks (``harl.callbacks``) and the
-    run directory's lock (``harl.run.lock``), and constructs none: ``harl.run.lifecycle``
+    run directory's lock (``harl.rundir.lock``), and constructs none: ``harl.run.lifecycle``
     does.  ``train()`` closes the sinks and releases the lock when it ends (a second call
     trains on without them).
     """
@@ -184,7 +184,7 @@ class Trainer:
     def train(self, progress: ProgressView | None = None, quiet: bool = False,
               max_iterations: int | None = None) -> TrainResult:
         """Run iterations until the budget is spent, ``max_iterations`` more are done, a callback
-        returns True, or Ctrl-C / SIGTERM (see ``harl.run.signals``).
+        returns True, or Ctrl-C / SIGTERM (see ``harl.rundir.signals``).
 
         ``quiet``: no progress display and no log lines (batch jobs).  ``max_iterations``: a
         planned stop (its last iteration evaluates and checkpoints, as the budget's last does);

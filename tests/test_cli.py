@@ -13,7 +13,7 @@ from harl.collect.on_policy import OnPolicyCollector
 from harl.config.loading import load_pipeline
 from harl.config.spec import NESTED_SLOTS, TOP_SLOTS
 from harl.logging.csv_log import read_metrics
-from harl.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from harl.rundir.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 
 ROOT = Path(__file__).parents[1]
 HAPPO = ROOT / "pipelines" / "happo_mpe_spread.toml"

@@ -20,7 +20,7 @@ import torch
 from harl.cli import main
 from harl.collect.on_policy import OnPolicyCollector
 from harl.logging.csv_log import read_metrics
-from harl.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from harl.rundir.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 
 pytest.importorskip("mpe2", reason="these runs use MPE (pip install harl[mpe])")
 

@@ -12,8 +12,8 @@ import torch
 
 from harl.cli import main
 from harl.errors import NonFiniteError
-from harl.run.checkpoint import list_checkpoints, load_checkpoint
 from harl.run.lifecycle import start_run
+from harl.rundir.checkpoint import list_checkpoints, load_checkpoint
 from tests.fakes.bad_env import write_pipeline
 
 ROOT = Path(__file__).parents[1]

@@ -13,11 +13,11 @@ from pathlib import Path
 HARL = Path(__file__).parent.parent / "harl"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("harl.errors", "harl.fs", "harl.run.files", "harl.run.signals", "harl.settings", "harl.user_import",
+    ("harl.errors", "harl.fs", "harl.rundir", "harl.settings", "harl.user_import",
      "harl.registry", "harl.protocols"),
     ("harl.nets", "harl.policy", "harl.sizes"),
     ("harl.envs", "harl.buffers", "harl.returns"),
-    ("harl.collect", "harl.update", "harl.evaluator", "harl.run.checkpoint", "harl.logging", "harl.finite",
+    ("harl.collect", "harl.update", "harl.evaluator", "harl.logging", "harl.finite",
      "harl.callbacks"),
     ("harl.config",),
     ("harl.compose", "harl.trainer"),
@@ -183,3 +183,38 @@ def test_the_cli_imports_only_the_public_api() -> None:
     arguments and body live in its package's ``command`` module, a CLI-layer module)."""
     allowed = {"harl", "harl.api", "harl.cli_help", "harl.cli_rules", "harl.compare.command", "harl.errors"}
     assert [name for _, name in imports(HARL / "cli.py") if name not in allowed] == []
+
+
+def folder_of(module: str) -> str:
+    """The folder-level node of a module: ``harl.update.objectives.ppo`` -> ``harl.update``,
+    ``harl.trainer`` -> ``harl.trainer`` (a top-level module is a node of its own)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_folders_do_not_depend_on_each_other_both_ways() -> None:
+    """Taking each folder and top-level module of harl as one node, the import graph is acyclic
+    (docs/architecture.md, "Layers"): the module rules above cannot see a cycle that runs
+    through two different modules of one folder."""
+    graph: dict[str, dict[str, str]] = {}
+    for path in sorted(HARL.rglob("*.py")):
+        here = folder_of(module_name(path))
+        for line, name in imports(path):
+            there = folder_of(name)
+            if here not in ("harl", there) and there != "harl":
+                graph.setdefault(here, {}).setdefault(there, f"{path.relative_to(HARL.parent)}:{line}")
+    cycles, state = [], dict.fromkeys({*graph, *(t for v in graph.values() for t in v)}, 0)
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, {})):
+            if state[nxt] == 1:
+                ring = [*path[path.index(nxt):], nxt]
+                cycles.append(" -> ".join(f"{a} ({graph[a][b]})" for a, b in zip(ring, ring[1:])))
+            elif state[nxt] == 0:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for name in sorted(state):
+        if state[name] == 0:
+            visit(name, [name])
+    assert cycles == []

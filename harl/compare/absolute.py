@@ -18,7 +18,7 @@ from harl.compare.runs import ABSOLUTE_FILE, number
 from harl.errors import HarlError
 from harl.fs import atomic_write_bytes
 from harl.logging.csv_log import read_metrics
-from harl.run.files import PATTERN, list_checkpoints
+from harl.rundir.files import PATTERN, list_checkpoints
 
 
 @attrs.frozen
@@ -63,8 +63,8 @@ def evaluate_returns(run_dir: Path, checkpoint: Path, episodes: int) -> list[flo
     The one place that builds and runs an evaluation: to re-point at a public
     ``harl.evaluate(run_dir, episodes, checkpoint)`` (its ``EvalStats.returns``)."""
     from harl.compose import build_stages
-    from harl.run.checkpoint import load_checkpoint
     from harl.run.lifecycle import restore, spec_of_run
+    from harl.rundir.checkpoint import load_checkpoint
 
     spec, _ = spec_of_run(run_dir)
     state = load_checkpoint(checkpoint)

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 import harl.compat.keys as keys
+from harl.compat.args import update_args
 from harl.compat.checks import fixed_problem, type_problem, unknown_key
 from harl.compat.data import ALGOS, ENVS, algo_defaults, env_defaults
 from harl.compat.envs import EnvPart, convert_env
@@ -110,8 +111,6 @@ def pipeline_from_harl(algo: str, env: str, args: dict[str, Any] | None, algo_ar
 
 def _convert(args: dict[str, Any], algo_args: dict[str, Any], env_args: dict[str, Any], source: str,
              overrides: dict[str, Any] | None) -> Conversion:
-    from harl.utils.configs_tools import update_args
-
     algo, env = args.get("algo"), args.get("env")
     if algo not in ALGOS:
         raise ConfigError(f"{source}: main_args.algo: {_name_problem('algorithm', algo, ALGOS)}")
@@ -222,7 +221,7 @@ def _check_pair(algo: str, env: str, part: EnvPart, source: str) -> None:
 def _model_dir(value: Any, source: str) -> Path | None:
     if value is None or value == "":
         return None
-    from harl.run.files import PATTERN, list_checkpoints
+    from harl.rundir.files import PATTERN, list_checkpoints
 
     path = Path(str(value))
     if path.is_file() and PATTERN.match(path.name):

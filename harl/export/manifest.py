@@ -18,7 +18,7 @@ from gymnasium import spaces
 
 from harl.export.deploy import PARAMS, DeployActor
 from harl.nets.heads import avail_size
-from harl.run.files import MANIFEST
+from harl.rundir.files import MANIFEST
 
 FORMAT_VERSION = 1
 

@@ -46,8 +46,8 @@ from harl.population.check import check_population, check_population_memory, che
 from harl.population.envs import MemberView, split_start, split_step
 from harl.population.stack import Stack
 from harl.population.update import batched_update, population_update
-from harl.run.checkpoint import list_checkpoints
-from harl.run.signals import GracefulStop
+from harl.rundir.checkpoint import list_checkpoints
+from harl.rundir.signals import GracefulStop
 from harl.sizes import allocating, replay_bytes_per_transition, rollout_bytes_per_step
 from harl.trainer import Trainer, TrainResult, calling, rng_state
 

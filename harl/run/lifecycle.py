@@ -6,7 +6,7 @@
     with trainer:                  # closes the envs, any sink left open, the lock
         result = trainer.train()
 
-Both take the run directory's lock (``harl.run.lock``) for the run's life and open its
+Both take the run directory's lock (``harl.rundir.lock``) for the run's life and open its
 sinks (``harl.logging.sink``); the Trainer receives them and constructs none.
 """
 
@@ -24,9 +24,9 @@ from harl.config.run import sink_configs
 from harl.config.spec import PipelineSpec
 from harl.errors import HarlError
 from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks
-from harl.run.files import checkpoint_note, writing
-from harl.run.lock import RunLock, take
 from harl.run.open import open_run, restore, spec_of_run
+from harl.rundir.files import checkpoint_note, writing
+from harl.rundir.lock import RunLock, take
 from harl.trainer import Counters, Trainer, set_rng_state
 
 __all__ = ["new_run_dir", "on_close", "restore", "resume_run", "spec_of_run", "start_run"]
@@ -144,7 +144,7 @@ def resume_run(run_dir: Path, checkpoint: Path | None = None, callbacks: Callbac
 
 def on_close(trainer: Trainer, say: Callable[[str], Any]) -> None:
     """Close a trainer's envs and lock, printing through ``say`` what a Ctrl-C meanwhile means."""
-    from harl.run.signals import shielded
+    from harl.rundir.signals import shielded
 
     with shielded(say):
         trainer.close()

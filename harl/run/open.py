@@ -5,7 +5,7 @@
     with open_run(run_dir) as run:          # the newest checkpoint, networks restored
         run.stages.evaluator.evaluate()
 
-Readers never take the run's lock (``harl.run.lock``): they read complete checkpoints only.
+Readers never take the run's lock (``harl.rundir.lock``): they read complete checkpoints only.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from harl.compose import Stages, build_stages
 from harl.config.loading import parse_toml, structure_pipeline
 from harl.config.spec import PipelineSpec
 from harl.errors import CheckpointError, ConfigError
-from harl.run.checkpoint import latest_checkpoint, load_checkpoint
 from harl.run.resume_check import check_resumable
+from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
 
 
 def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:

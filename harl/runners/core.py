@@ -20,11 +20,11 @@ from harl.config.loading import structure_pipeline
 from harl.errors import CheckpointError, ConfigError
 from harl.evaluator import EvalStats
 from harl.logging.progress import summary_lines
-from harl.run.checkpoint import load_checkpoint
-from harl.run.files import list_checkpoints
 from harl.run.lifecycle import restore, start_run
 from harl.run.resume_check import check_resumable
-from harl.run.signals import signal_name
+from harl.rundir.checkpoint import load_checkpoint
+from harl.rundir.files import list_checkpoints
+from harl.rundir.signals import signal_name
 from harl.runners.envs import HarlVecEnv
 from harl.runners.exits import RunStopped
 from harl.runners.pipeline import pipeline_tables

@@ -15,7 +15,7 @@ import sys
 from types import TracebackType
 
 from harl.errors import ConfigError, HarlError
-from harl.run.signals import exit_status, signal_name
+from harl.rundir.signals import exit_status, signal_name
 
 
 class UnknownAlgorithmError(ConfigError, KeyError):

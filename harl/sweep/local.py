@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harl.run.signals import EXIT_STATUS_BASE, STOP_SIGNALS
+from harl.rundir.signals import EXIT_STATUS_BASE, STOP_SIGNALS
 from harl.sweep.state import Display, TrialState
 from harl.sweep.trial import LOG, checkpoint_iteration, run_trial
 

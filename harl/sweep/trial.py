@@ -20,8 +20,8 @@ from pathlib import Path
 import attrs
 
 from harl.errors import HarlError
-from harl.run.files import PATTERN, list_checkpoints
-from harl.run.signals import exit_status
+from harl.rundir.files import PATTERN, list_checkpoints
+from harl.rundir.signals import exit_status
 
 LOG = "train.log"
 

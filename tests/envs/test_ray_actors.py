@@ -18,8 +18,8 @@ from harl.config.loading import structure_pipeline
 from harl.envs.vector import make_vector_env, ray_actors
 from harl.errors import ConfigError, EnvCrashedError, HarlError, MissingExtraError
 from harl.logging.csv_log import read_metrics
-from harl.run.checkpoint import latest_checkpoint, load_checkpoint
 from harl.run.lifecycle import start_run
+from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
 from tests.envs.test_vector import _actions
 from tests.fakes.bad_env import write_pipeline
 from tests.fakes.counting import CountingConfig

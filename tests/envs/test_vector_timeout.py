@@ -16,7 +16,7 @@ from harl.envs.python_env import PythonEnvConfig
 from harl.envs.vector import SubprocessVectorEnv, make_vector_env
 from harl.envs.vector.chunks import STEP_TIMEOUT_S
 from harl.errors import EnvCrashedError
-from harl.run import signals
+from harl.rundir import signals
 from tests.fakes.counting import CountingConfig
 
 

@@ -15,7 +15,7 @@ from harl.errors import ConfigError, ResourceError
 from harl.finite import NonFiniteUpdateError
 from harl.population import driver
 from harl.population.driver import Population, open_population
-from harl.run.checkpoint import list_checkpoints
+from harl.rundir.checkpoint import list_checkpoints
 from harl.sweep.plan import Request, Sweep
 
 ROOT = Path(__file__).resolve().parents[2]

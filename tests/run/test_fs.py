@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import harl.run.checkpoint
+import harl.rundir.checkpoint
 from harl.cli import main
-from harl.run.checkpoint import list_checkpoints, load_checkpoint
+from harl.rundir.checkpoint import list_checkpoints, load_checkpoint
 from tests.fakes.bad_env import write_pipeline
 
 
@@ -111,7 +111,7 @@ def test_checkpoint_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         f"the newest complete checkpoint, {newest}, is intact: free some space and continue with harl train "
         f"--resume {run_dir}\n")
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["iter_0000001.pt", "iter_0000002.pt"]
-    assert harl.run.checkpoint.list_checkpoints(run_dir)[-1] == newest
+    assert harl.rundir.checkpoint.list_checkpoints(run_dir)[-1] == newest
 
 
 def fill_but(disk: Path, free: int) -> None:

@@ -43,7 +43,7 @@ from harl.envs.vector.chunks import (
 )
 from harl.envs.vector.inline import InlineVectorEnv, Reset, _one_line, per_env
 from harl.errors import EnvCrashedError, HarlError, import_extra
-from harl.run.signals import ignore_in_worker
+from harl.rundir.signals import ignore_in_worker
 
 TIMEOUT_S = STEP_TIMEOUT_S
 """Default of ``step_timeout_s``: an actor that has not answered one call after this long is taken as hung."""

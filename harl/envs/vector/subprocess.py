@@ -62,7 +62,7 @@ from harl.envs.vector.chunks import (
 from harl.envs.vector.inline import InlineVectorEnv, Reset, per_env
 from harl.envs.vector.shared import StepLayout, attach_segment, create_segment, release
 from harl.errors import EnvCrashedError, HarlError
-from harl.run.signals import STOP_WAIT_S, StopNow, ignore_in_worker, stop_waiting
+from harl.rundir.signals import STOP_WAIT_S, StopNow, ignore_in_worker, stop_waiting
 
 _POLL_S = 0.2
 """How often a waiting parent checks that the worker it waits on is still alive."""

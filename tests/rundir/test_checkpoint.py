@@ -1,4 +1,4 @@
-"""harl.run.checkpoint: atomic writes, pruning, finding the newest, clear load errors."""
+"""harl.rundir.checkpoint: atomic writes, pruning, finding the newest, clear load errors."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ import torch
 
 from harl.errors import CheckpointError, ResourceError
 from harl.fs import atomic_write_bytes
-from harl.run.checkpoint import (
+from harl.rundir.checkpoint import (
     FORMAT_VERSION,
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from harl.run.files import checkpoint_note, intact
+from harl.rundir.files import checkpoint_note, intact
 
 
 class WriterFailed(Exception):

@@ -23,7 +23,7 @@ import torch
 
 from harl.errors import CheckpointError
 from harl.fs import atomic_write_bytes, remove_stale_temps
-from harl.run.files import PATTERN, checkpoint_dir, list_checkpoints, writing
+from harl.rundir.files import PATTERN, checkpoint_dir, list_checkpoints, writing
 
 FORMAT_VERSION = 1
 _ZIP_WRITER_FAILED = ("inline_container.cc", "unexpected pos", "PytorchStreamWriter failed")

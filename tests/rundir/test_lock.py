@@ -13,10 +13,10 @@ import pytest
 
 import harl
 from harl.cli import main
-from harl.run.lock import RunLockedError, take
+from harl.rundir.lock import RunLockedError, take
 from tests.api.test_api import ROOT, TABLES
 
-HOLD = "import sys, time; from pathlib import Path; from harl.run.lock import take; " \
+HOLD = "import sys, time; from pathlib import Path; from harl.rundir.lock import take; " \
        "lock = take(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)"
 
 

@@ -1,4 +1,4 @@
-"""harl.run.signals and the Trainer's exits, met as a user meets them: a real ``harl train``
+"""harl.rundir.signals and the Trainer's exits, met as a user meets them: a real ``harl train``
 process, a scheduler's SIGTERM, a double Ctrl-C, an env worker killed with SIGKILL."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from harl.logging.csv_log import read_metrics
-from harl.run import signals
-from harl.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
-from harl.run.signals import exit_status
+from harl.rundir import signals
+from harl.rundir.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from harl.rundir.signals import exit_status
 from tests.fakes.bad_env import write_pipeline
 from tests.fakes.hung_env import write_hung_pipeline
 from tests.procs import group, workers
