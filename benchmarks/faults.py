@@ -26,7 +26,7 @@ a checkpoint every 2 iterations), waits for its first iteration, then after a ra
 - ``int2`` / ``term2``: two signals to the process group (SIGINT then SIGINT, SIGTERM then
   SIGINT), 0.01, 0.05, 0.1, 0.3 or 0.5 s apart (trial k takes the k-th gap, cyclically):
   exit 130 / 143 expected, never -2 or -15;
-- ``writers2``: two ``harl train`` on one run directory at once; needs ``harl.run.lock``
+- ``writers2``: two ``harl train`` on one run directory at once; needs ``harl.rundir.lock``
   (the run-directory lock) and is skipped, with the reason, where it is absent.
 
 Then it reads the newest checkpoint, counts the iterations in metrics.csv that it does
@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 from harl.cli import main  # noqa: E402
 from harl.errors import HarlError  # noqa: E402
 from harl.logging.csv_log import read_metrics  # noqa: E402
-from harl.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint  # noqa: E402
+from harl.rundir.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint  # noqa: E402
 from tests.fakes.bad_env import write_pipeline  # noqa: E402
 from tests.fakes.hung_env import write_hung_pipeline  # noqa: E402
 from tests.procs import group, workers  # noqa: E402
@@ -234,8 +234,8 @@ def resume_check(run_dir: Path, result: dict[str, Any], done: list[int]) -> dict
 
 def two_writers(pipeline: Path, run_dir: Path) -> dict[str, Any]:
     """Two ``harl train --run-dir D`` at once: one must refuse (exit 2, naming the other's PID)."""
-    if importlib.util.find_spec("harl.run.lock") is None:
-        return {"skipped": "harl.run.lock is not on this branch (the run-directory lock is on branch api)"}
+    if importlib.util.find_spec("harl.rundir.lock") is None:
+        return {"skipped": "harl.rundir.lock is not on this branch (the run-directory lock is on branch api)"}
     procs = [start(["train", str(pipeline), "--run-dir", str(run_dir), "--quiet"]) for _ in range(2)]
     deadline = time.monotonic() + 120  # until the writer (whichever got the lock) has 3 rows
     while len(rows(run_dir)) < 3 and any(p.poll() is None for p in procs) and time.monotonic() < deadline:
