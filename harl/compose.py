@@ -45,6 +45,18 @@ def resolve_device(name: str, source: str = "pipeline") -> torch.device:
     return torch.device(name)
 
 
+def capped_threads(threads: int, source: str = "pipeline") -> tuple[int, list[str]]:
+    """``[run] torch_threads``, at most the cores this process may use (more only slows torch down),
+    and a one-line note when it was capped."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if threads <= cores:
+        return threads, []
+    return cores, [f"{source}: run.torch_threads = {threads} is more threads than this machine's {cores} "
+                   f"core{'s' if cores > 1 else ''}; using {cores}"]
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -74,6 +86,8 @@ class Stages:
     """``[checkpoint] replay_buffer``: also save the buffer's contents (it can hold gigabytes)."""
     spec: PipelineSpec | None = None
     """The pipeline these stages were built from (``describe`` reads its kinds and settings)."""
+    notes: list[str] = attrs.field(factory=list)
+    """What building changed of the pipeline's asks (more torch threads than cores: capped), one line each."""
 
     STATEFUL = (("policy", "team"), ("critic", "critic"), ("updater", "updater"), ("collector", "collector"),
                 ("evaluator", "evaluator"))
@@ -128,7 +142,7 @@ class Stages:
             raise ValueError("describe() needs the spec these stages were built from (build_stages sets it)")
         venv, kind = self.venv, registry.kind_name
         settings = {slot: ", ".join(f"{k}={v}" for k, v in attrs.asdict(config, recurse=False).items()
-                                    if k not in ("kind", "objective"))[:60]
+                                    if k not in ("kind", "objective"))  # whole: the table wraps, never cuts
                     for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
         first_env = next(iter(getattr(self.eval_venv, "envs", ())), None)
         state = getattr(first_env, "summary", f"state {tuple(venv.state_space.shape)}")  # an env's own words
@@ -191,8 +205,10 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
     opened: list[Any] = []
     try:
         device = resolve_device(run.device, source)
+        notes: list[str] = []
         if run.torch_threads > 0:
-            torch.set_num_threads(run.torch_threads)
+            threads, notes = capped_threads(run.torch_threads, source)
+            torch.set_num_threads(threads)
         seed_everything(run.seed)
         w = wiring(spec)
         if venv is None:  # sizes checked against the memory available before anything is allocated
@@ -206,7 +222,9 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
             if eval_venv is None:
                 eval_venv = make_vector_env(spec.env, spec.evaluator.n_envs, "inline", seed=run.seed * 1000 + 500)
             opened.append(eval_venv)
-            return _compose(spec, source, venv, eval_venv, device, w)
+            stages = _compose(spec, source, venv, eval_venv, device, w)
+            stages.notes = notes
+            return stages
     except BaseException:
         for env in opened:
             env.close()
