@@ -46,6 +46,8 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         for note in api.pipeline_notes(trainer.spec):
             say(f"note: {note}")
         say(f"run directory: {trainer.run_dir}")
+    for note in getattr(trainer.stages, "notes", ()):
+        say(f"note: {note}")
     try:
         result = trainer.train(quiet=args.quiet)
     finally:
@@ -67,8 +69,11 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     table = Table(title=f"{args.pipeline}: valid")
     for column in ("slot", "kind", "built"):
         table.add_column(column)
-    for row in api.check(spec, source=args.pipeline):
-        table.add_row(*row)
+    with api.build(spec, source=args.pipeline) as stages:
+        for row in stages.describe():
+            table.add_row(*row)
+    for note in stages.notes:
+        console.print(f"note: {note}", highlight=False)
     console.print(table)
     return 0
 

@@ -39,6 +39,8 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str], loader: Any,
         path, value = parse_override(text)
         table = data
         for depth, part in enumerate(path[:-1]):
+            if part not in table and origins is not None:  # a table this --set makes: a misspelt one names it
+                origins.setdefault(tuple(path[:depth + 1]), f"--set {text}")
             nxt = table.setdefault(part, {})
             if not isinstance(nxt, dict):
                 where = ".".join(path[:depth + 1])
