@@ -34,9 +34,38 @@ __all__ = ["new_run_dir", "on_close", "restore", "resume_run", "spec_of_run", "s
 Callbacks = Iterable[Any]
 
 
+ALGORITHMS = {("sequential", "ppo"): "happo", ("simultaneous", "ppo"): "mappo",
+              ("sequential", "trpo"): "hatrpo", ("simultaneous", "trpo"): "matrpo",
+              ("sequential", "a2c"): "haa2c", ("simultaneous", "a2c"): "maa2c",
+              ("sequential", "sac"): "hasac", ("simultaneous", "sac"): "masac",
+              ("sequential", "td3"): "hatd3", ("simultaneous", "td3"): "matd3",
+              ("sequential", "ddpg"): "haddpg", ("simultaneous", "ddpg"): "maddpg",
+              ("sequential", "d3qn"): "had3qn", ("simultaneous", "d3qn"): "mad3qn"}
+"""(updater kind, objective kind) -> the algorithm's name (README's table)."""
+
+
+def run_name(spec: PipelineSpec) -> tuple[str, str | None]:
+    """The name a new run directory starts with: ``run.name``, its algorithm word replaced by the one
+    the stages compose when they differ (``--set updater.kind=simultaneous`` on a ``happo-...``
+    pipeline runs MAPPO); and a note saying so (None when the name was kept)."""
+    import re
+
+    from harl.registry import kind_name
+
+    updater, objective = kind_name(spec.updater), kind_name(spec.updater.objective)
+    ran = ALGORITHMS.get((updater, objective))
+    words = re.split(r"([-_.+])", spec.run.name)
+    named = [w for w in words if w.lower() in ALGORITHMS.values()]
+    if ran is None or not named or all(w.lower() == ran for w in named):
+        return spec.run.name, None
+    name = "".join(ran if w.lower() in ALGORITHMS.values() else w for w in words)
+    return name, (f'run.name "{spec.run.name}" names {named[0].lower()}, but the stages compose {ran} '
+                  f'(updater.kind = "{updater}", objective "{objective}"): the run directory is named "{name}-..."')
+
+
 def new_run_dir(spec: PipelineSpec) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path(spec.logging.dir) / f"{spec.run.name}-s{spec.run.seed}-{stamp}"
+    base = Path(spec.logging.dir) / f"{run_name(spec)[0]}-s{spec.run.seed}-{stamp}"
     path, n = base, 1
     while path.exists():
         n += 1
@@ -97,6 +126,7 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
                              fix="set logging.dir (or --run-dir) to a writable directory"):
                     run_dir = new_run_dir(spec)
                 lock = take(run_dir)
+                stages.notes.extend(note for note in [run_name(spec)[1]] if note)
             with writing(run_dir / "pipeline.toml", "the run's pipeline", run_dir):
                 (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
             opened = _sinks(spec, run_dir, text, Counters())
