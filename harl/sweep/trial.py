@@ -15,7 +15,9 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -45,8 +47,9 @@ def checkpoint_iteration(run_dir: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
-    """Start or resume the run in ``run_dir`` and train it to its end (or a stop signal)."""
+def run_trial(run_dir: Path, quiet: bool = True, callbacks: Sequence[Any] = ()) -> Outcome:
+    """Start or resume the run in ``run_dir`` and train it to its end (or a stop signal, or a
+    callback's stop: ``harl tune``'s pruning)."""
     from harl.compare.absolute import after_run
     from harl.run.lifecycle import on_close, resume_run, start_run
 
@@ -56,13 +59,13 @@ def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
     started_at = checkpoint_iteration(run_dir)
     try:
         if started_at:
-            trainer = resume_run(run_dir)
+            trainer = resume_run(run_dir, callbacks=callbacks)
             if trainer.finished:
                 on_close(trainer, say)
                 return Outcome("finished", started_at=started_at)
             say(f"resuming {run_dir} at iteration {started_at} ({trainer.counters.env_steps:,} env steps)")
         else:
-            trainer, _ = start_run(run_dir / "pipeline.toml", [], run_dir, fresh=False)
+            trainer, _ = start_run(run_dir / "pipeline.toml", [], run_dir, callbacks, fresh=False)
             say(f"starting {run_dir}")
         try:
             result = trainer.train(quiet=quiet)
@@ -77,13 +80,13 @@ def run_trial(run_dir: Path, quiet: bool = True) -> Outcome:
     return Outcome("stopped" if result.interrupted else "finished", "", started_at, result.signum)
 
 
-def run_logged(run_dir: Path) -> Outcome:
+def run_logged(run_dir: Path, callbacks: Sequence[Any] = ()) -> Outcome:
     """``run_trial`` with this process's output appended to the run's ``train.log``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / LOG).open("a", encoding="utf-8") as log, contextlib.redirect_stdout(log), \
             contextlib.redirect_stderr(log):
         print(f"process {os.getpid()} on {socket.gethostname()}", flush=True)
-        outcome = run_trial(run_dir)
+        outcome = run_trial(run_dir, callbacks=callbacks)
         if outcome.status == "failed":
             print(f"harl: {outcome.message}", flush=True)
         return outcome
