@@ -22,6 +22,7 @@ from harl.nets.cnn import OnPolicyBase, on_policy_base
 from harl.nets.heads import make_head
 from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layout, is_image
 from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer
+from harl.nets.stacked import StackedActors, group_agents
 from harl.settings import each_positive, in_range, one_of, positive, setting
 
 
@@ -40,6 +41,11 @@ class PolicyConfig:
     chunk_length: int = setting(10, "steps per training sequence when recurrent = chunked (HARL's data_chunk_length)", positive())
     encoder: str = setting("auto", "what reads an observation: cnn (HARL's CNN base), mlp, or auto (cnn for 3-D Box images, else mlp)", one_of(ENCODERS))
     channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4, last if both; else the smaller end)", one_of(CHANNEL_ORDERS))
+    batch_agents: bool = setting(
+        False, "agents as a batch dimension: actors of the same shapes act, evaluate and (MA simultaneous update) "
+        "learn in one batched call, each with its own parameters and optimiser; a shared actor acts once for all "
+        "agents. Equal to the per-agent loop to float rounding, its noise drawn in another order "
+        "(docs/performance.md)")
 
 
 def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline") -> OnPolicyBase:
@@ -158,6 +164,17 @@ class OnPolicyTeam(nn.Module):
                                         for d, s, o in zip(dims, action_spaces, observation_spaces))
             self.index = list(range(self.n_agents))
         self.shared = config.share_parameters
+        self.groups: list[list[int]] | None = None
+        """``[policy] batch_agents``: the agents that act as one call (see ``batched_groups``)."""
+        self.stacks: dict[int, StackedActors] = {}
+        """First agent of a group of distinct actors -> their stack."""
+        if config.batch_agents and self.n_agents > 1:
+            self.groups, self.stacks = batched_groups(self)
+
+    def stack_of(self, agents: Sequence[int]) -> StackedActors | None:
+        """The stack of the group whose agents are ``agents`` (None: not one stack)."""
+        stack = self.stacks.get(agents[0])
+        return stack if stack is not None and len(stack) == len(agents) else None
 
     def actor(self, agent: int) -> Actor:
         return self.actors[self.index[agent]]  # type: ignore[return-value]
@@ -183,6 +200,8 @@ class OnPolicyTeam(nn.Module):
         the states after this step) and ``starts`` ``(n_envs,)``, 1 where this step begins an
         episode (those states are zeroed first).
         """
+        if self.groups is not None and hidden is None:
+            return self._act_batched(obs, avail, deterministic)
         actions, log_probs = [], []
         for i in range(self.n_agents):
             a, lp, last = self.actor(i).act(obs[i], None if avail is None else avail[i], deterministic,
@@ -192,6 +211,45 @@ class OnPolicyTeam(nn.Module):
             if hidden is not None and last is not None:
                 hidden[i] = last
         return actions, log_probs
+
+    def _act_batched(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+                     deterministic: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """``act`` with each group of agents in one call: a shared actor on the group's rows side by
+        side, distinct actors of one shape through their stack."""
+        assert self.groups is not None
+        actions: list[torch.Tensor] = [torch.empty(0)] * self.n_agents
+        log_probs: list[torch.Tensor] = [torch.empty(0)] * self.n_agents
+        for group in self.groups:
+            mask = None if avail is None or avail[group[0]] is None else [m for i in group
+                                                                          if (m := avail[i]) is not None]
+            if len(group) == 1:
+                i = group[0]
+                a, lp, _ = self.actor(i).act(obs[i], None if mask is None else mask[0], deterministic)
+                actions[i], log_probs[i] = a, lp
+                continue
+            stack = self.stack_of(group)
+            if stack is None:  # one shared actor: the agents' rows as one batch
+                rows = [obs[i].shape[0] for i in group]
+                a, lp, _ = self.actor(group[0]).act(torch.cat([obs[i] for i in group]),
+                                                    None if mask is None else torch.cat(mask), deterministic)
+                parts_a, parts_lp = a.split(rows), lp.split(rows)
+            else:
+                a, lp = stack.act(torch.stack([obs[i] for i in group]),
+                                  None if mask is None else torch.stack(mask), deterministic)
+                parts_a, parts_lp = a.unbind(0), lp.unbind(0)
+            for j, i in enumerate(group):
+                actions[i], log_probs[i] = parts_a[j], parts_lp[j]
+        return actions, log_probs
+
+
+def batched_groups(team: OnPolicyTeam) -> tuple[list[list[int]], dict[int, StackedActors]]:
+    """``team``'s agents grouped for ``[policy] batch_agents``: a shared actor's agents form one
+    group (one call on their rows); distinct actors of one shape form a stack; the rest act alone."""
+    if team.shared:
+        return [list(range(team.n_agents))], {}
+    groups = group_agents([team.actor(i) for i in range(team.n_agents)])
+    stacks = {g[0]: StackedActors([team.actor(i) for i in g]) for g in groups if len(g) > 1}
+    return groups, stacks
 
 
 def stochastic_team(config: object, parts: Any) -> OnPolicyTeam:

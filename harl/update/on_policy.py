@@ -11,6 +11,7 @@ import torch
 from harl.buffers.rollout import RolloutBuffer
 from harl.errors import ConfigError
 from harl.registry import register_updater
+from harl.update.batched import BatchedSimultaneous
 from harl.update.common import AgentStats, agent_order, lr_scale, set_lr
 from harl.update.sequential import PolicyLearner, SequentialConfig, sequential_update
 from harl.update.simultaneous import SimultaneousConfig, merge_batches, simultaneous_update
@@ -60,7 +61,10 @@ class OnPolicyUpdater:
     """
 
     def __init__(self, config: UpdaterConfig, learners: Sequence[PolicyLearner],
-                 critic_learner: VCriticLearner, n_agents: int, generator: torch.Generator) -> None:
+                 critic_learner: VCriticLearner, n_agents: int, generator: torch.Generator,
+                 batch_agents: bool = False) -> None:
+        """``batch_agents``: ``[policy] batch_agents``, the MA update's stackable agents in batched
+        steps (``harl.update.batched``); the HA update stays one agent after another."""
         self.config = config
         self.sequential = isinstance(config, SequentialConfig)
         if self.sequential and len(learners) != n_agents:
@@ -73,6 +77,8 @@ class OnPolicyUpdater:
         self.critic_learner = critic_learner
         self.n_agents = n_agents
         self.generator = generator
+        self.batched = (BatchedSimultaneous(self.learners)
+                        if batch_agents and not self.sequential and len(self.learners) > 1 else None)
 
     def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
         scale = lr_scale(self.config, progress)
@@ -85,6 +91,8 @@ class OnPolicyUpdater:
         elif len(self.learners) == 1 and self.n_agents > 1:
             shared = simultaneous_update(self.learners, [merge_batches(batches)])[0]
             agents = [shared] * self.n_agents
+        elif self.batched is not None:
+            stats = self.batched.update(batches)
         else:
             stats = simultaneous_update(self.learners, batches)
             agents = [stats[i] for i in range(self.n_agents)]
@@ -110,7 +118,8 @@ class OnPolicyUpdater:
 def build_on_policy_updater(config: UpdaterConfig, learners: list[Any], critic_learner: VCriticLearner,
                             parts: Any) -> OnPolicyUpdater:
     """The on-policy family's updater, from the composition root's parts."""
-    return OnPolicyUpdater(config, learners, critic_learner, parts.n_agents, parts.generator)
+    return OnPolicyUpdater(config, learners, critic_learner, parts.n_agents, parts.generator,
+                           batch_agents=getattr(parts.policy, "batch_agents", False))
 
 
 register_updater("on_policy", build_on_policy_updater)
