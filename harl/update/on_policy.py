@@ -91,10 +91,9 @@ class OnPolicyUpdater:
         elif len(self.learners) == 1 and self.n_agents > 1:
             shared = simultaneous_update(self.learners, [merge_batches(batches)])[0]
             agents = [shared] * self.n_agents
-        elif self.batched is not None:
-            stats = self.batched.update(batches)
         else:
-            stats = simultaneous_update(self.learners, batches)
+            stats = (simultaneous_update(self.learners, batches) if self.batched is None
+                     else self.batched.update(batches))
             agents = [stats[i] for i in range(self.n_agents)]
         critic_stats = self.critic_learner.update(*buffer.critic_batch())
         return UpdateStats(agents, critic_stats, order, scale)

@@ -4,6 +4,7 @@ each call equals the per-agent loop to float rounding."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,3 +121,25 @@ def test_off_is_the_loop_bit_for_bit() -> None:
     plain, _ = team_pair([7, 7, 7], [BOX] * 3)
     assert plain.groups is None
     copy.deepcopy(plain)
+
+
+PIPELINE = "pipelines/happo_mpe_torch_spread.toml"
+SMALL = ["collector.n_envs=8", "collector.rollout_length=8", "policy.hidden_sizes=[16,16]", "critic.hidden_sizes=[16,16]",
+         "evaluator.every_iterations=2", "evaluator.episodes=2", "evaluator.n_envs=2", "run.total_env_steps=1000000"]
+
+
+def metrics(tmp: Path, name: str, extra: list[str]) -> list[dict[str, str]]:
+    from tests.train_briefly import train_briefly
+
+    _, rows = train_briefly(Path(PIPELINE), SMALL + extra, tmp / name, iterations=2)
+    return [{k: v for k, v in row.items() if "time" not in k and not k.endswith("_s") and "per_s" not in k}
+            for row in rows]
+
+
+@pytest.mark.parametrize("updater", ["sequential", "simultaneous"])
+def test_batched_runs_repeat_bit_for_bit(tmp_path: Path, updater: str) -> None:
+    """A whole run with batch_agents = true (HA and MA) is bit-identical to itself under one seed."""
+    extra = ["policy.batch_agents=true", f"updater.kind={updater}"]
+    first = metrics(tmp_path, "a", extra)
+    assert first == metrics(tmp_path, "b", extra)
+    assert len(first) == 2
