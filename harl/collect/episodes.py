@@ -1,0 +1,255 @@
+"""The value family's collector: epsilon-greedy agent Qs, whole episodes into the episode replay.
+
+::
+
+    collector = EpisodeCollector(config, venv, team, device, seed, max_length)
+    for iteration in range(n):
+        stats = collector.collect(buffer)   # rollout_length vector steps; each episode that ends goes in whole
+        updater.update(buffer, progress)    # gradient steps on batches of whole episodes
+
+Every iteration takes the same number of vector steps (``rollout_length``); an episode that
+has not ended carries over to the next call with its GRU states and previous actions, and
+is handed to the buffer once it ends, from its first step to the observation its last step
+reached (the pre-reset one, so a truncated episode can bootstrap).
+
+Epsilon falls linearly from ``epsilon_start`` to ``epsilon_finish`` over the first
+``epsilon_anneal_steps`` env steps and stays there (EPyMARL's ``DecayThenFlatSchedule``,
+linear).  Each agent in each env draws its own coin and, where it explores, a uniformly
+random available action, from the collector's own generator (saved in checkpoints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+
+from harl.buffers.episodes import Episode, EpisodeBuffer
+from harl.collect.on_policy import CollectStats, backend_checks
+from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.errors import ConfigError, EnvCrashedError
+from harl.nets.heads import avail_size
+from harl.nets.image import storage_dtype
+from harl.policy.agent_q import AgentQTeam, epsilon_greedy
+from harl.registry import register
+from harl.settings import in_range, kind_field, one_of, positive, setting
+
+
+@attrs.frozen
+class EpisodeCollectorConfig:
+    """``[collector] kind = "episodes"``: epsilon-greedy agent Qs, whole episodes into an episode replay."""
+
+    kind: str = kind_field("episodes")
+    n_envs: int = setting(1, "environments stepped together (EPyMARL's episode runner: 1)", positive())
+    rollout_length: int = setting(
+        50, "vector steps per iteration; an episode still running carries over to the next", positive())
+    epsilon_start: float = setting(1.0, "exploration probability at the first env step", in_range(0, 1))
+    epsilon_finish: float = setting(0.05, "exploration probability after the anneal", in_range(0, 1))
+    epsilon_anneal_steps: int = setting(
+        50_000, "env steps over which epsilon falls linearly from epsilon_start to epsilon_finish "
+        "(EPyMARL's epsilon_anneal_time; 0: epsilon_finish from the start)", in_range(0, None))
+    backend: str = setting("inline", "inline (one process), subprocess (worker processes) or ray (Ray actors)",
+                           one_of(("inline", "subprocess", "ray")))
+    workers: int = setting(0, "subprocess workers or Ray actors (0: one per CPU core, at most n_envs)", in_range(0, None))
+    restart_workers: bool = setting(False, "subprocess and ray backends: restart a dead or hung worker and reset "
+                                    "its envs instead of stopping")
+    step_timeout_s: float = setting(300.0, "subprocess and ray backends: seconds one env call may take before its "
+                                    "worker is taken as hung (0: no limit)", in_range(0, None))
+
+
+def epsilon_at(env_steps: int, start: float, finish: float, anneal_steps: int) -> float:
+    """Linear from ``start`` to ``finish`` over ``anneal_steps`` env steps, then ``finish``."""
+    if anneal_steps <= 0 or env_steps >= anneal_steps:
+        return finish
+    return start + (finish - start) * env_steps / anneal_steps
+
+
+def collector_checks(config: EpisodeCollectorConfig, built: Mapping[str, Any]) -> Iterator[tuple[list[str], str]]:
+    """The worker settings (as the other collectors), and a schedule that does not rise."""
+    yield from backend_checks(config, built)
+    if config.epsilon_finish > config.epsilon_start:
+        yield (["collector", "epsilon_finish"],
+               f"epsilon_finish = {config.epsilon_finish} is above epsilon_start = {config.epsilon_start}: the "
+               "schedule falls from epsilon_start to epsilon_finish; swap the two values (EPyMARL: start 1.0, "
+               "finish 0.05)")
+
+
+class EpisodeCollector:
+    """Steps the envs with the team's epsilon-greedy actions; see the module docstring."""
+
+    def __init__(self, config: EpisodeCollectorConfig, venv: VectorEnv, team: AgentQTeam, device: torch.device,
+                 seed: int, max_length: int) -> None:
+        self.config = config
+        self.venv = venv
+        self.team = team
+        self.device = device
+        self.seed = seed
+        self.max_length = max_length
+        self.native = is_tensor_native(venv)
+        self.env_steps = 0
+        """Env steps taken since the run began (drives the epsilon schedule)."""
+        self.generator = torch.Generator().manual_seed(seed)
+        E, T = config.n_envs, max_length
+        spaces_ = venv.observation_spaces
+        self._obs = [torch.zeros(E, T + 1, int(np.prod(s.shape)), dtype=storage_dtype(s)) for s in spaces_]
+        self._state = torch.zeros(E, T + 1, int(np.prod(venv.state_space.shape)),
+                                  dtype=storage_dtype(venv.state_space))
+        self._avail = [torch.ones(E, T + 1, avail_size(s)) if avail_size(s) else None for s in venv.action_spaces]
+        self._actions = torch.zeros(E, T, venv.n_agents, dtype=torch.long)
+        self._rewards = torch.zeros(E, T)
+        self._terminated = torch.zeros(E, T, dtype=torch.bool)
+        self._pos = torch.zeros(E, dtype=torch.long)
+        """Each env's step within its current episode."""
+        self._rows = torch.arange(E)
+        self._current: tuple[list[Any], Any, list[Any] | None] | None = None
+        """(obs, state, avail) the envs are at now, as the env returned them."""
+        self._hidden: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._starts = torch.ones(E, device=device)
+        self._restart: list[dict[str, Any]] | None = None
+        self._saved = self._state_now(started=False)
+        self._use_saved = False
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps one ``collect`` call takes (rollout_length x n_envs)."""
+        return self.config.rollout_length * self.config.n_envs
+
+    @property
+    def epsilon(self) -> float:
+        c = self.config
+        return epsilon_at(self.env_steps, c.epsilon_start, c.epsilon_finish, c.epsilon_anneal_steps)
+
+    # ------------------------------------------------------------------ episodes in progress
+
+    def _write(self, rows: torch.Tensor, at: torch.Tensor, obs: list[Any], state: Any,
+               avail: list[Any] | None) -> None:
+        """Observation, state and masks into row ``at[k]`` of env ``rows[k]``'s episode in progress."""
+        if rows.numel() == 0:
+            return
+        pick = rows.tolist()
+        for i, o in enumerate(obs):
+            self._obs[i][rows, at] = torch.as_tensor(o).reshape(len(obs[i]), -1)[pick].cpu().to(self._obs[i].dtype)
+        self._state[rows, at] = torch.as_tensor(state).reshape(self.config.n_envs, -1)[pick].cpu().to(
+            self._state.dtype)
+        for i, mask in enumerate(self._avail):
+            if mask is not None:
+                mask[rows, at] = (1.0 if avail is None or avail[i] is None
+                                  else torch.as_tensor(avail[i]).reshape(self.config.n_envs, -1)[pick].cpu().float())
+
+    def _begin_episodes(self, obs: list[Any], state: Any, avail: list[Any] | None) -> None:
+        E = self.config.n_envs
+        self._pos.zero_()
+        self._write(self._rows, self._pos, obs, state, avail)
+        self._current = (list(obs), state, None if avail is None else list(avail))
+        self._hidden = self.team.initial_hidden(E, self.device)
+        self._starts = torch.ones(E, device=self.device)
+
+    def start(self) -> None:
+        """Reset the envs (or restart a checkpoint's episodes): every env begins an episode."""
+        if self._restart is not None:
+            obs, state, avail = self.venv.restart(self._restart)
+            self._restart = None
+        else:
+            obs, state, avail = self.venv.reset(seed=self.seed)
+        self._begin_episodes(list(obs), state, None if avail is None else list(avail))
+
+    def _episode(self, e: int) -> Episode:
+        L = int(self._pos[e]) + 1
+        return Episode(obs=[o[e, : L + 1].clone() for o in self._obs], state=self._state[e, : L + 1].clone(),
+                       avail=[None if m is None else m[e, : L + 1].clone() for m in self._avail],
+                       actions=self._actions[e, :L].clone(), rewards=self._rewards[e, :L].clone(),
+                       terminated=self._terminated[e, :L].clone())
+
+    # ------------------------------------------------------------------ collecting
+
+    @torch.no_grad()
+    def collect(self, buffer: EpisodeBuffer) -> CollectStats:
+        self._use_saved = True
+        if self._current is None:
+            self.start()
+        episodes: list[dict[str, Any]] = []
+        for _ in range(self.config.rollout_length):
+            episodes.extend(self.step(buffer))
+        self._saved = self._state_now(started=True)
+        self._use_saved = False
+        return CollectStats(self.steps_per_iteration, episodes)
+
+    def step(self, buffer: EpisodeBuffer) -> list[dict[str, Any]]:
+        """One vector step: act, step the envs, store it; each episode that ended goes into ``buffer``."""
+        assert self._current is not None and self._hidden is not None, "start() first"
+        obs, _, avail = self._current
+        device = self.device
+        obs_t = [torch.as_tensor(o, device=device) for o in obs]
+        avail_t = None if avail is None else [None if a is None else torch.as_tensor(a, device=device) for a in avail]
+        epsilon = self.epsilon
+        q, masks, h = self.team.q_step(obs_t, avail_t, self._hidden, self._starts)
+        actions = epsilon_greedy(q, masks, epsilon, self.generator)
+        self.team.epsilon = epsilon
+        per_agent = self.team.per_agent(actions)
+        step = self.venv.step(per_agent if self.native else [a.cpu().numpy() for a in per_agent])
+        self.env_steps += self.config.n_envs
+        rows, pos = self._rows, self._pos
+        self._actions[rows, pos] = actions.cpu()
+        self._rewards[rows, pos] = torch.as_tensor(step.rewards, dtype=torch.float32).cpu().mean(-1)
+        self._terminated[rows, pos] = torch.as_tensor(step.terminated, dtype=torch.bool).cpu()
+        ended = torch.as_tensor(step.terminated | step.truncated, dtype=torch.bool).cpu()
+        going = (~ended).nonzero().flatten()
+        if going.numel() and int(pos[going].max()) + 1 >= self.max_length:
+            raise ConfigError(
+                f"buffer.max_length = {self.max_length}: an episode ran {self.max_length} steps without ending, so "
+                "it does not fit the episode replay; set buffer.max_length to the env's episode limit (or set "
+                "the env's time limit: max_steps, max_cycles or max_episode_steps)")
+        done = ended.nonzero().flatten()
+        if done.numel():
+            final_obs = step.final_obs if step.final_obs is not None else step.obs
+            final_avail = step.final_avail if step.final_obs is not None else step.avail
+            self._write(done, pos[done] + 1, list(final_obs), step.final_state,
+                        None if final_avail is None else list(final_avail))
+            for e in done.tolist():
+                buffer.insert(self._episode(e))
+        pos[going] += 1
+        pos[done] = 0
+        self._write(self._rows, pos, list(step.obs), step.state, None if step.avail is None else list(step.avail))
+        self._current = (list(step.obs), step.state, None if step.avail is None else list(step.avail))
+        self._hidden = (h, actions.to(h.device))
+        self._starts = ended.to(device=device, dtype=torch.float32)
+        return step.episode_infos
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _state_now(self, started: bool) -> dict[str, Any]:
+        return {"env_steps": self.env_steps, "generator": self.generator.get_state(),
+                "episode_starts": self.venv.episode_starts() if started else None}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Env steps (epsilon), the generator and how the envs' current episodes began.
+
+        A resumed run begins those episodes again from their first step (their steps so far
+        are dropped), so it continues exactly where every env was at an episode's start, as
+        when ``rollout_length`` is a multiple of a fixed episode length.
+        """
+        if self._use_saved:
+            return self._saved
+        try:
+            return self._state_now(started=self._current is not None)
+        except EnvCrashedError:
+            self._use_saved = True
+            raise
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env_steps = int(state["env_steps"])
+        self.generator.set_state(state["generator"])
+        self._restart = state["episode_starts"]
+        self._current = None
+        self._saved = state
+
+    def close(self) -> None:
+        self.venv.close()
+
+
+register("collector", EpisodeCollectorConfig, family="value", check=collector_checks,
+         factory=lambda config, parts: EpisodeCollector(config, parts.venv, parts.team, parts.device,
+                                                         seed=parts.env_seed, max_length=parts.wiring.max_length))

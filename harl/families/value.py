@@ -1,0 +1,154 @@
+"""The value-decomposition family: agent Q networks, a mixer, one joint TD loss (IQL, VDN, QMIX).
+
+Its kinds: the ``episodes`` collector (epsilon-greedy, whole episodes), the ``episodes``
+buffer (a padded replay of whole episodes), ``episode_td`` returns (1-step, n-step or
+TD(lambda) targets per sampled batch), the mixers ``none`` (IQL), ``vdn`` and ``qmix`` in
+``[critic]``, the ``q_learning`` updater and its ``joint_td`` objective, which holds the
+agents' networks (``harl.policy.agent_q``).  docs/value-decomposition.md has the tables.
+
+Build order: the team (from ``[updater.objective]``), the mixer, the returns, the objective
+(target networks, optimiser), the updater, the buffer, the collector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from harl import registry
+from harl.buffers.episodes import episode_bytes
+from harl.errors import ConfigError
+from harl.families import Built, Family, Need, Problem
+from harl.policy.agent_q import AgentQTeam
+from harl.policy.on_policy import PolicyConfig
+from harl.sizes import human
+from harl.update.q_learning import JointTD, QUpdater
+
+NAME = "value"
+
+LIMIT_KEYS = ("max_steps", "max_cycles", "max_episode_steps")
+"""``[env]`` keys that state an episode's time limit, in the order they are read."""
+
+
+@attrs.frozen
+class ValueWiring:
+    """What the value family's stages read from other tables (``parts.wiring``)."""
+
+    family: str
+    n_envs: int
+    max_length: int
+    """Steps of the longest episode: ``buffer.max_length``, else the env's time limit."""
+    batch_size: int
+
+
+def env_limit(env: Any) -> tuple[str, int] | None:
+    """(key, value) of the ``[env]`` setting that limits an episode's steps, if it has one (> 0)."""
+    for key in LIMIT_KEYS:
+        value = getattr(env, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return key, value
+    return None
+
+
+def max_length(spec: Any) -> int:
+    if spec.buffer.max_length > 0:
+        return int(spec.buffer.max_length)
+    found = env_limit(spec.env)
+    return found[1] if found else 0
+
+
+def wiring(spec: Any) -> ValueWiring:
+    return ValueWiring(NAME, spec.collector.n_envs, max_length(spec), spec.buffer.batch_size)
+
+
+def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
+    buffer, env, policy, run = built.get("buffer"), built.get("env"), built.get("policy"), built.get("run")
+    if buffer is not None and buffer.max_length == 0 and env is not None and env_limit(env) is None:
+        kind = registry.kind_name(env)
+        yield (["buffer", "max_length"],
+               f'0 reads the episode limit from [env] ({", ".join(LIMIT_KEYS)}), but env.kind = "{kind}" sets '
+               "none of them; set buffer.max_length to the env's longest episode (LBF: 50; EPyMARL's gymma "
+               "time_limit), or give the env a time limit")
+    if buffer is not None and buffer.batch_size > buffer.capacity:
+        yield (["buffer", "batch_size"],
+               f"{buffer.batch_size} episodes per batch, but buffer.capacity = {buffer.capacity} episodes are kept; "
+               f"set batch_size to at most {buffer.capacity} (EPyMARL: 32 of 5000)")
+    if policy is not None:
+        default = PolicyConfig()
+        for field in attrs.fields(PolicyConfig):
+            if getattr(policy, field.name) != getattr(default, field.name):
+                yield (["policy", field.name],
+                       "[policy] configures the actor-critic families' actors; the value family's agent Q "
+                       "networks are set in [updater.objective] (hidden_dim, recurrent, share_parameters, "
+                       "agent_id, last_action): remove the key")
+                break
+    if run is not None and run.precision != "fp32":
+        yield (["run", "precision"], f'"{run.precision}" applies to off-policy actor-critic gradient steps; the '
+               'value family trains in fp32: remove the key or set precision = "fp32"')
+
+
+def _state_checks(spec: Any, parts: registry.Parts) -> None:
+    """What needs the env: QMIX mixes over a global state."""
+    if registry.kind_name(spec.critic) == "qmix" and parts.state_dim == 0:
+        raise ConfigError(
+            f'{parts.source}: critic.kind: "qmix" makes its mixing weights from the global state, but env.kind = '
+            f'"{registry.kind_name(spec.env)}" has none (state_space {tuple(parts.state_space.shape)}); set '
+            'critic.kind = "vdn" (a sum, no state), or give the env a state (kind = "pettingzoo": '
+            'state = "observations")')
+
+
+def build(spec: Any, parts: registry.Parts) -> Built:
+    _state_checks(spec, parts)
+    objective = spec.updater.objective
+    team = AgentQTeam(parts.obs_spaces, parts.act_spaces, objective.hidden_dim, objective.recurrent,
+                      objective.share_parameters, objective.agent_id, objective.last_action, parts.source)
+    parts.team = team.to(parts.device)
+    parts.critic = registry.build(spec.critic, parts).to(parts.device)
+    parts.returns = registry.build(spec.returns, parts)
+    learner: JointTD = registry.build(objective, parts)
+    updater = QUpdater(spec.updater, learner, spec.buffer.batch_size, parts.generator)
+    buffer = registry.build(spec.buffer, parts)
+    collector = registry.build(spec.collector, parts)
+    return Built(parts.team, parts.critic, parts.returns, buffer, collector, updater)
+
+
+def _per_episode(spec: Any, spaces: Any) -> int:
+    return episode_bytes(spaces.observation_spaces, spaces.action_spaces, int(np.prod(spaces.state_space.shape)),
+                         max_length(spec), spaces.state_space)
+
+
+def memory(spec: Any, spaces: Any) -> list[Need]:
+    per, capacity, length = _per_episode(spec, spaces), spec.buffer.capacity, max_length(spec)
+    return [Need(f"buffer.capacity = {capacity:,} episodes x (buffer.max_length = {length:,} + 1) steps: the episode "
+                 f"replay ({per:,} bytes per padded episode, {human(per * capacity)})", per * capacity,
+                 "buffer.capacity or buffer.max_length")]
+
+
+def save_buffer(spec: Any) -> bool:
+    return bool(spec.checkpoint.replay_buffer)
+
+
+def describe(stages: Any) -> dict[str, str]:
+    spec, team = stages.spec, stages.team
+    if not isinstance(team, AgentQTeam):
+        return {}
+    per, capacity = _per_episode(spec, stages.venv), spec.buffer.capacity
+    nets = "1 shared network" if team.share_parameters else f"{team.n_agents} networks"
+    body = f"GRU {team.hidden_dim}" if team.recurrent else f"MLP {team.hidden_dim}x{team.hidden_dim}"
+    return {
+        "buffer": f"{capacity:,} episodes of up to {max_length(spec)} steps, batch {spec.buffer.batch_size}; memory "
+                  f"when full: {per:,} bytes per episode x {capacity:,} = {human(per * capacity)}",
+        "policy": f"agent Qs: {nets}, {body}, {sum(p.numel() for p in team.parameters()):,} parameters, "
+                  f"device {stages.device}",
+        "updater": f"objective {registry.kind_name(spec.updater.objective)}, target copy every "
+                   f"{spec.updater.target_update_interval} steps" if spec.updater.target_update_interval
+                   else f"objective {registry.kind_name(spec.updater.objective)}, soft targets tau {spec.updater.tau}",
+    }
+
+
+FAMILY = registry.register_family(Family(
+    NAME, "agent Q networks, a mixer and one joint TD loss over a replay of whole episodes: IQL, VDN, QMIX",
+    build, wiring, checks, memory, save_buffer=save_buffer, describe=describe, population=None))

@@ -1,0 +1,217 @@
+"""The value family's team: one Q network per agent (or one shared), acting greedily or epsilon-greedily.
+
+Each agent's network is EPyMARL's ``rnn`` agent: ``Linear(inputs, H)``, ReLU, then a
+``GRUCell(H, H)`` (``recurrent = true``) or ``Linear(H, H)`` + ReLU, then ``Linear(H, n)``
+to one Q value per action.  An agent's inputs are its observation, optionally its previous
+action (one-hot, zeros at an episode's first step) and its id (one-hot), as PyMARL builds
+them.  Shapes, with ``N`` rows (envs or sampled episodes), ``A`` agents::
+
+    obs        (N, A, D)   every agent's observation, zero-padded to the widest (D)
+    hidden     (N, A, H)   GRU states (a feed-forward team carries zeros)
+    q          (N, A, n)   n = the most actions any agent has; an agent's extra ones are never available
+
+Agents whose spaces differ are padded the way EPyMARL pads them (observations with zeros,
+actions as unavailable), so one network can be shared.  ``act`` and ``initial_hidden`` are
+what the Evaluator asks of any team: ``deterministic`` acting is greedy (epsilon 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from harl.errors import ConfigError
+
+MASKED_Q = -1e9
+"""What an unavailable action's Q value becomes before a max or an argmax."""
+
+
+class AgentQNet(nn.Module):
+    """EPyMARL's ``RNNAgent``: inputs -> H -> (GRUCell or Linear) -> n Q values."""
+
+    def __init__(self, in_dim: int, hidden_dim: int, n_actions: int, recurrent: bool) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(in_dim, hidden_dim)
+        self.rnn: nn.Module = nn.GRUCell(hidden_dim, hidden_dim) if recurrent else nn.Linear(hidden_dim, hidden_dim)
+        self.fc2 = nn.Linear(hidden_dim, n_actions)
+        self.recurrent = recurrent
+        self.hidden_dim = hidden_dim
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x`` (R, in_dim), ``h`` (R, H) -> Q (R, n), next h (R, H) (feed-forward: the layer's output)."""
+        y = torch.relu(self.fc1(x))
+        h = self.rnn(y, h) if self.recurrent else torch.relu(self.rnn(y))
+        return self.fc2(h), h
+
+
+def discrete_sizes(action_spaces: Sequence[spaces.Space], source: str = "pipeline") -> list[int]:
+    """Each agent's number of actions; anything but ``Discrete`` is refused with the reason."""
+    sizes = []
+    for i, space in enumerate(action_spaces):
+        if not isinstance(space, spaces.Discrete):
+            raise ConfigError(
+                f"{source}: collector.kind: the value family (IQL, VDN, QMIX) picks each agent's action as the "
+                f"argmax of one Q value per action, so it needs Discrete actions, but agent {i} has "
+                f"{type(space).__name__} {getattr(space, 'shape', '')}; for continuous actions use an "
+                'actor-critic pipeline (e.g. collector.kind = "off_policy" with updater.objective.kind = "td3" '
+                'or "sac"), or set the env\'s discrete actions (MPE: env.continuous_actions = false)')
+        sizes.append(int(space.n))
+    return sizes
+
+
+class AgentQTeam(nn.Module):
+    """Every agent's Q network; see the module docstring for the shapes."""
+
+    def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
+                 hidden_dim: int = 64, recurrent: bool = False, share_parameters: bool = True,
+                 agent_id: bool = True, last_action: bool = False, source: str = "pipeline") -> None:
+        super().__init__()
+        self.n_agents = len(action_spaces)
+        self.sizes = discrete_sizes(action_spaces, source)
+        self.obs_dims = [int(np.prod(s.shape)) for s in observation_spaces]
+        self.obs_dim = max(self.obs_dims)
+        self.n_actions = max(self.sizes)
+        self.hidden_dim = hidden_dim
+        self.recurrent = recurrent
+        self.share_parameters = share_parameters
+        self.agent_id = agent_id
+        self.last_action = last_action
+        self.in_dim = self.obs_dim + (self.n_actions if last_action else 0) + (self.n_agents if agent_id else 0)
+        count = 1 if share_parameters else self.n_agents
+        self.nets = nn.ModuleList(AgentQNet(self.in_dim, hidden_dim, self.n_actions, recurrent) for _ in range(count))
+        pad = torch.zeros(self.n_agents, self.n_actions)
+        for i, n in enumerate(self.sizes):
+            pad[i, :n] = 1.0
+        self.register_buffer("action_exists", pad, persistent=False)
+        self.register_buffer("ids", torch.eye(self.n_agents), persistent=False)
+        self.epsilon = 0.0
+        """What ``act(deterministic=False)`` explores with: the collector's latest epsilon."""
+
+    action_exists: torch.Tensor
+    ids: torch.Tensor
+
+    # ------------------------------------------------------------------ inputs
+
+    def stack_obs(self, obs: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Per-agent ``(..., d_i)`` observations -> ``(..., A, D)`` floats, zero-padded."""
+        out = []
+        for o, d in zip(obs, self.obs_dims):
+            o = o.float().reshape(*o.shape[: o.dim() - 1], -1) if o.dim() > 1 else o.float()
+            out.append(nn.functional.pad(o, (0, self.obs_dim - d)) if d < self.obs_dim else o)
+        return torch.stack(out, -2)
+
+    def stack_avail(self, avail: Sequence[torch.Tensor | None] | None, lead: tuple[int, ...],
+                    device: torch.device) -> torch.Tensor:
+        """Per-agent masks (None: all of the agent's actions) -> ``(..., A, n)`` floats, padding unavailable."""
+        exists = self.action_exists.to(device)
+        masks = exists.expand(*lead, self.n_agents, self.n_actions).clone()
+        if avail is not None:
+            for i, a in enumerate(avail):
+                if a is not None:
+                    masks[..., i, : self.sizes[i]] = a.float().reshape(*lead, self.sizes[i])
+        return masks
+
+    def inputs(self, obs: torch.Tensor, last: torch.Tensor | None) -> torch.Tensor:
+        """``obs`` (..., A, D) and the previous actions ``last`` (..., A) long (-1: none) -> (..., A, in_dim)."""
+        parts = [obs]
+        if self.last_action:
+            assert last is not None, "a team with last_action inputs needs the previous actions"
+            parts.append(one_hot(last, self.n_actions))
+        if self.agent_id:
+            parts.append(self.ids.to(obs.device).expand(*obs.shape[:-1], self.n_agents))
+        return torch.cat(parts, -1) if len(parts) > 1 else obs
+
+    # ------------------------------------------------------------------ networks
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step: ``x`` (N, A, in_dim), ``h`` (N, A, H) -> Q (N, A, n), next h (N, A, H)."""
+        n = x.shape[0]
+        if self.share_parameters:
+            q, h2 = self.nets[0](x.reshape(n * self.n_agents, -1), h.reshape(n * self.n_agents, -1))
+            return q.view(n, self.n_agents, -1), h2.view(n, self.n_agents, -1)
+        outs = [net(x[:, i], h[:, i]) for i, net in enumerate(self.nets)]
+        return torch.stack([o[0] for o in outs], 1), torch.stack([o[1] for o in outs], 1)
+
+    def unroll(self, x: torch.Tensor) -> torch.Tensor:
+        """Q over whole episodes from their first step: ``x`` (B, T, A, in_dim) -> (B, T, A, n)."""
+        b, t = x.shape[:2]
+        if not self.recurrent:  # no state: every step at once
+            h = x.new_zeros(b * t, self.n_agents, self.hidden_dim)
+            return self(x.reshape(b * t, self.n_agents, -1), h)[0].view(b, t, self.n_agents, -1)
+        h = x.new_zeros(b, self.n_agents, self.hidden_dim)
+        qs = []
+        for k in range(t):
+            q, h = self(x[:, k], h)
+            qs.append(q)
+        return torch.stack(qs, 1)
+
+    # ------------------------------------------------------------------ acting
+
+    def initial_hidden(self, n_envs: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """(GRU states (n_envs, A, H) zeros, previous actions (n_envs, A) -1: none yet)."""
+        return (torch.zeros(n_envs, self.n_agents, self.hidden_dim, device=device),
+                torch.full((n_envs, self.n_agents), -1, dtype=torch.long, device=device))
+
+    def q_step(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+               hidden: tuple[torch.Tensor, torch.Tensor], starts: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(Q (N, A, n), masks (N, A, n), next GRU state) at one step of each env; the state and the
+        previous action restart where ``starts`` (N,) is 1."""
+        h, last = hidden
+        if starts is not None:
+            keep = (starts == 0).to(h.dtype).view(-1, 1, 1)
+            h = h * keep
+            last = torch.where(starts.view(-1, 1) != 0, torch.full_like(last, -1), last)
+        x = self.stack_obs(obs)
+        masks = self.stack_avail(avail, (x.shape[0],), x.device)
+        q, h = self(self.inputs(x, last), h)
+        return q, masks, h
+
+    def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+            deterministic: bool = True, hidden: Any = None, starts: torch.Tensor | None = None
+            ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+        """Greedy actions (``deterministic``; else epsilon-greedy at ``self.epsilon``), per agent ``(N, 1)``."""
+        if hidden is None:
+            hidden = self.initial_hidden(obs[0].shape[0], obs[0].device)
+        q, masks, h = self.q_step(obs, avail, hidden, starts)
+        if deterministic or self.epsilon <= 0:
+            actions = greedy(q, masks)
+        else:
+            actions = epsilon_greedy(q, masks, self.epsilon, None)
+        return self.per_agent(actions), (h, actions)
+
+    def per_agent(self, actions: torch.Tensor) -> list[torch.Tensor]:
+        """(N, A) long -> per agent ``(N, 1)`` floats (how harl hands Discrete actions to envs)."""
+        return [actions[:, i : i + 1].float() for i in range(self.n_agents)]
+
+
+def one_hot(actions: torch.Tensor, n: int) -> torch.Tensor:
+    """``actions`` long, -1 for none -> one-hot floats (all zeros for -1)."""
+    valid = actions >= 0
+    out = nn.functional.one_hot(actions.clamp(min=0), n).float()
+    return out * valid.unsqueeze(-1).float()
+
+
+def greedy(q: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """The best available action: ``argmax`` over ``q`` where ``masks`` is 1 (…, n) -> (…) long."""
+    return q.masked_fill(masks == 0, MASKED_Q).argmax(-1)
+
+
+def epsilon_greedy(q: torch.Tensor, masks: torch.Tensor, epsilon: float,
+                   generator: torch.Generator | None) -> torch.Tensor:
+    """Per agent and row: with probability ``epsilon`` a uniformly random available action, else greedy.
+
+    The draws come from ``generator`` (a CPU generator; None: torch's global one), so that
+    exploration does not depend on the device.  As EPyMARL's ``EpsilonGreedyActionSelector``.
+    """
+    best = greedy(q, masks)
+    flat = masks.reshape(-1, masks.shape[-1]).float().cpu()
+    coin = torch.rand(flat.shape[0], generator=generator)
+    random = torch.multinomial(flat, 1, generator=generator).squeeze(-1)
+    pick = (coin < epsilon).view(best.shape).to(best.device)
+    return torch.where(pick, random.view(best.shape).to(best.device), best)

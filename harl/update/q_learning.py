@@ -1,0 +1,275 @@
+"""The value family's update: one joint TD loss over batches of whole episodes (IQL, VDN, QMIX).
+
+One gradient step (``JointTD.update``), as EPyMARL's ``QLearner.train``::
+
+    Q      = agents(episodes from their first step)                       (B, T+1, A, n)
+    Q_a    = Q[:, :-1] at the actions taken                               (B, T, A)
+    a*     = argmax over available actions of Q[:, 1:] (double Q), else of Q'
+    next   = mixer'(Q'[:, 1:] at a*, s_{t+1})                              (B, T, K)
+    y      = returns.targets(r, d, filled, next)                          1-step, n-step or TD(lambda)
+    loss   = sum(filled * (mixer(Q_a, s_t) - y)^2) / sum(filled)          K = 1 (VDN, QMIX) or A (IQL)
+
+then the gradient norm is clipped and Adam (or RMSprop) steps.  The target networks (the
+agents' and the mixer's) are copied every ``target_update_interval`` gradient steps, or
+moved by ``tau`` after every one when the interval is 0.  Rewards are standardised by a
+running mean and variance of the real steps' rewards (EPyMARL's ``standardise_rewards``;
+EPyMARL's own statistics also count the padding's zeros).
+
+The updater (``QUpdater``) decides how many gradient steps an iteration takes:
+``updates_per_episode`` for each episode the buffer received once it holds ``batch_size``
+(EPyMARL's episode runner: one step after each episode).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import torch
+from torch import nn
+
+from harl.buffers.episodes import EpisodeBatch, EpisodeBuffer
+from harl.policy.agent_q import MASKED_Q, AgentQTeam, greedy
+from harl.registry import register
+from harl.returns.episode_td import EpisodeTD
+from harl.settings import in_range, kind_field, one_of, positive, setting
+
+
+@attrs.frozen
+class JointTDConfig:
+    """``[updater.objective] kind = "joint_td"``: the agents' Q networks and one TD loss through the mixer."""
+
+    kind: str = kind_field("joint_td")
+    lr: float = setting(5e-4, "learning rate (EPyMARL: 5e-4; its IQL 3e-4)", positive())
+    optimizer: str = setting("adam", "adam (EPyMARL's QLearner) or rmsprop (PyMARL's, with optim_alpha and optim_eps)",
+                             one_of(("adam", "rmsprop")))
+    optim_alpha: float = setting(0.99, "RMSprop's smoothing constant", in_range(0, 1, high_open=True))
+    optim_eps: float = setting(1e-5, "RMSprop's epsilon (Adam keeps torch's 1e-8)", positive())
+    grad_norm_clip: float = setting(10.0, "clip the gradient's L2 norm to this", positive())
+    double_q: bool = setting(True, "the online agents pick the next action, the target agents value it")
+    standardise_rewards: bool = setting(True, "divide rewards by a running std after subtracting a running mean "
+                                        "(EPyMARL's standardise_rewards)")
+    hidden_dim: int = setting(64, "width of each agent network (EPyMARL's hidden_dim; its IQL 128)", positive())
+    recurrent: bool = setting(False, "a GRU cell in each agent network (EPyMARL's use_rnn: false for QMIX and VDN, "
+                              "true for IQL); false: a second ReLU layer")
+    share_parameters: bool = setting(True, "one network for all agents, told apart by agent_id (EPyMARL's "
+                                     "basic controller); false: one per agent")
+    agent_id: bool = setting(True, "each agent's one-hot id is an input (EPyMARL's obs_agent_id)")
+    last_action: bool = setting(False, "each agent's previous action (one-hot) is an input (EPyMARL's obs_last_action)")
+
+
+@attrs.frozen
+class QUpdaterConfig:
+    """``[updater] kind = "q_learning"``: when the joint TD loss steps and when the target networks follow."""
+
+    kind: str = kind_field("q_learning")
+    updates_per_episode: float = setting(
+        1.0, "gradient steps per episode collected once the buffer holds batch_size episodes (EPyMARL: 1)",
+        in_range(0, None, low_open=True))
+    target_update_interval: int = setting(
+        200, "copy the online networks into the target networks every this many gradient steps (EPyMARL's "
+        "target_update_interval_or_tau = 200); 0: soft updates by tau after every step", in_range(0, None))
+    tau: float = setting(0.01, "soft target update rate when target_update_interval = 0",
+                         in_range(0, 1, low_open=True))
+    objective: Any = setting(factory=JointTDConfig, doc="the agents' networks and the loss ([updater.objective])")
+
+
+class RunningMeanStd:
+    """Mean and variance of a stream of numbers (the parallel algorithm; EPyMARL's ``RunningMeanStd``)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.mean = torch.zeros((), device=device)
+        self.var = torch.ones((), device=device)
+        self.count = 1e-4
+
+    def update(self, values: torch.Tensor) -> None:
+        n = values.numel()
+        if n == 0:
+            return
+        batch_mean = values.mean()
+        batch_var = values.var() if n > 1 else torch.zeros((), device=values.device)
+        delta = batch_mean - self.mean
+        total = self.count + n
+        self.mean = self.mean + delta * n / total
+        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
+        self.var = m2 / total
+        self.count = total
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.mean = state["mean"].to(self.mean.device)
+        self.var = state["var"].to(self.var.device)
+        self.count = float(state["count"])
+
+
+LOSS_STATS = ("loss", "td_error_abs", "q_taken_mean", "target_mean", "grad_norm")
+
+
+def previous_actions(actions: torch.Tensor) -> torch.Tensor:
+    """``(B, T, A)`` actions -> ``(B, T + 1, A)`` each step's previous action (-1 at the first step)."""
+    first = torch.full_like(actions[:, :1], -1)
+    return torch.cat([first, actions], 1)
+
+
+class JointTD:
+    """The loss and its optimiser; the online and target agents and mixers (see the module docstring)."""
+
+    def __init__(self, config: JointTDConfig, team: AgentQTeam, mixer: nn.Module, returns: EpisodeTD) -> None:
+        self.config = config
+        self.team = team
+        self.mixer = mixer
+        self.returns = returns
+        self.target_team = copy.deepcopy(team)
+        self.target_mixer = copy.deepcopy(mixer)
+        for p in (*self.target_team.parameters(), *self.target_mixer.parameters()):
+            p.requires_grad_(False)
+        self.params = [*team.parameters(), *mixer.parameters()]
+        if config.optimizer == "rmsprop":
+            self.optimizer: torch.optim.Optimizer = torch.optim.RMSprop(
+                self.params, lr=config.lr, alpha=config.optim_alpha, eps=config.optim_eps)
+        else:
+            self.optimizer = torch.optim.Adam(self.params, lr=config.lr)
+        self.base_lr = config.lr
+        device = next(iter(self.params)).device
+        self.reward_stats = RunningMeanStd(device)
+
+    def q_values(self, team: AgentQTeam, batch: EpisodeBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Q (B, T+1, A, n) of ``team`` over the batch's episodes, available actions (B, T+1, A, n))."""
+        B, T1 = batch.state.shape[:2]
+        device = batch.state.device
+        obs = team.stack_obs([o.float() for o in batch.obs])
+        masks = team.stack_avail(batch.avail, (B, T1), device)
+        return team.unroll(team.inputs(obs, previous_actions(batch.actions))), masks
+
+    def loss(self, batch: EpisodeBatch, update_stats: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+        """The masked mean squared TD error of ``batch`` and its statistics (``update_stats``: fold the batch's
+        rewards into the running reward statistics first, as a gradient step does)."""
+        c = self.config
+        q, masks = self.q_values(self.team, batch)
+        chosen = q[:, :-1].gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)   # (B, T, A)
+        state = batch.state.float()
+        filled = batch.filled
+        with torch.no_grad():
+            target_q, _ = self.q_values(self.target_team, batch)
+            target_q = target_q[:, 1:].masked_fill(masks[:, 1:] == 0, MASKED_Q)
+            if c.double_q:
+                best = greedy(q.detach()[:, 1:], masks[:, 1:])
+                next_q = target_q.gather(-1, best.unsqueeze(-1)).squeeze(-1)
+            else:
+                next_q = target_q.max(-1).values
+            next_total = self.target_mixer(next_q, state[:, 1:])                  # (B, T, K)
+            rewards = batch.rewards
+            if c.standardise_rewards:
+                if update_stats:
+                    self.reward_stats.update(rewards[filled])
+                rewards = (rewards - self.reward_stats.mean) / self.reward_stats.var.sqrt()
+            targets = self.returns.targets(rewards, batch.terminated, filled, next_total)
+        total = self.mixer(chosen, state[:, :-1])                                   # (B, T, K)
+        mask = filled.unsqueeze(-1).expand_as(total).to(total.dtype)
+        td = (total - targets) * mask
+        count = mask.sum().clamp(min=1.0)
+        loss = td.square().sum() / count
+        stats = {"td_error_abs": float(td.detach().abs().sum() / count),
+                 "q_taken_mean": float((total.detach() * mask).sum() / count),
+                 "target_mean": float((targets * mask).sum() / count)}
+        return loss, stats
+
+    def update(self, batch: EpisodeBatch) -> dict[str, float]:
+        """One gradient step on ``batch``; its statistics."""
+        loss, stats = self.loss(batch)
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.params, self.config.grad_norm_clip)
+        self.optimizer.step()
+        return {"loss": float(loss.detach()), **stats, "grad_norm": float(grad_norm)}
+
+    def sync_targets(self, tau: float | None) -> None:
+        """Copy the online networks into the targets (``tau`` None), or move them by ``tau``."""
+        with torch.no_grad():
+            for online, target in ((self.team, self.target_team), (self.mixer, self.target_mixer)):
+                if tau is None:
+                    target.load_state_dict(online.state_dict())
+                    continue
+                for p, t in zip(online.parameters(), target.parameters()):
+                    t.mul_(1.0 - tau).add_(p, alpha=tau)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"target_team": self.target_team.state_dict(), "target_mixer": self.target_mixer.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "reward_stats": self.reward_stats.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.target_team.load_state_dict(state["target_team"])
+        self.target_mixer.load_state_dict(state["target_mixer"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.reward_stats.load_state_dict(state["reward_stats"])
+
+
+@attrs.frozen
+class QUpdateStats:
+    """One iteration's gradient steps: how many, and the means of their statistics (None: none ran)."""
+
+    updates: int
+    stats: dict[str, float | None]
+
+    def row(self) -> dict[str, Any]:
+        return {"updates": self.updates, **self.stats}
+
+
+class QUpdater:
+    """How many joint TD steps an iteration takes, and when the targets follow (see the module docstring)."""
+
+    def __init__(self, config: QUpdaterConfig, objective: JointTD, batch_size: int,
+                 generator: torch.Generator) -> None:
+        self.config = config
+        self.objective = objective
+        self.batch_size = batch_size
+        self.generator = generator
+        self.updates = 0
+        """Gradient steps since the run began."""
+        self.since_sync = 0
+        self.credit = 0.0
+        """Gradient steps owed (a fraction of one carries over)."""
+        self.seen = 0
+        """Episodes the buffer had received at the last update."""
+
+    def update(self, buffer: EpisodeBuffer, progress: float) -> QUpdateStats:
+        added = buffer.episodes_added
+        eligible = added - max(self.seen, self.batch_size - 1)  # episodes since the buffer could first sample
+        self.seen = added
+        if eligible > 0:
+            self.credit += eligible * self.config.updates_per_episode
+        steps = int(self.credit)
+        self.credit -= steps
+        sums: dict[str, float] = dict.fromkeys(LOSS_STATS, 0.0)
+        for _ in range(steps):
+            batch = buffer.sample(self.batch_size, self.generator)
+            for key, value in self.objective.update(batch).items():
+                sums[key] += value
+            self.updates += 1
+            self.since_sync += 1
+            if self.config.target_update_interval == 0:
+                self.objective.sync_targets(self.config.tau)
+            elif self.since_sync >= self.config.target_update_interval:
+                self.objective.sync_targets(None)
+                self.since_sync = 0
+        stats: dict[str, float | None] = {k: (v / steps if steps else None) for k, v in sums.items()}
+        return QUpdateStats(steps, stats)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"objective": self.objective.state_dict(), "updates": self.updates, "since_sync": self.since_sync,
+                "credit": self.credit, "seen": self.seen, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.objective.load_state_dict(state["objective"])
+        self.updates, self.since_sync = int(state["updates"]), int(state["since_sync"])
+        self.credit, self.seen = float(state["credit"]), int(state["seen"])
+        self.generator.set_state(state["generator"])
+
+
+register("updater.objective", JointTDConfig, lambda config, parts: JointTD(config, parts.team, parts.critic, parts.returns),
+         family="value", requires={"critic": "mixer"})
+register("updater", QUpdaterConfig, None, family="value")
