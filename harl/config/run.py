@@ -21,11 +21,36 @@ def _device(_: object, attribute: attrs.Attribute[str], value: str) -> None:
         raise InvalidSetting(attribute.name, f"expected one of: auto, cpu, cuda, cuda:N; got {value!r}")
 
 
+NAME_BYTES = 200
+"""The longest run name, in UTF-8 bytes: the directory adds ``-s<seed>-<time>[-N]`` within the 255 of most file systems."""
+_NOT_IN_NAMES = '<>:"/\\|?*'
+"""Characters some file system in use cannot hold in a name (Windows' and exFAT's list; ``/`` everywhere)."""
+
+
+def _path_name(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    """A value that becomes one path component (``run.name``): one plain, portable file name."""
+    fix = 'write one plain name, e.g. "happo-spread"'
+    kinds = {"a path separator": [c for c in value if c in "/\\"],
+             "a control character": [c for c in value if ord(c) < 32 or ord(c) == 127],
+             "a character some file systems cannot hold": [c for c in value if c in _NOT_IN_NAMES and c not in "/\\"]}
+    found = [f"{what} ({', '.join(repr(c) for c in dict.fromkeys(chars))})" for what, chars in kinds.items() if chars]
+    if found:
+        raise InvalidSetting(attribute.name, f"becomes the name of the run directory, got {value!r}, which holds "
+                             f"{' and '.join(found)}; {fix}")
+    if not value.strip() or value.startswith(".") or value.endswith(".") or value != value.strip():
+        raise InvalidSetting(attribute.name, f"becomes the name of the run directory, got {value!r}; a name must "
+                             f"not be empty, start with \".\" (\"..\" leaves the directory), end with \".\" or "
+                             f"begin or end with a space; {fix}")
+    if len(value.encode("utf-8")) > NAME_BYTES:
+        raise InvalidSetting(attribute.name, f"becomes the name of the run directory, at most {NAME_BYTES} bytes, "
+                             f"got {len(value.encode('utf-8'))}; {fix}")
+
+
 @attrs.frozen
 class RunConfig:
     """``[run]``."""
 
-    name: str = setting("run", "run name; the run directory is <logging.dir>/<name>-s<seed>-<time>")
+    name: str = setting("run", "run name; the run directory is <logging.dir>/<name>-s<seed>-<time>", _path_name)
     seed: int = setting(1, "seeds torch, numpy, python and the environments", in_range(0, None))
     total_env_steps: int = setting(10_000_000, "stop after this many env steps (over all envs)", positive())
     device: str = setting("auto", "auto (cuda when available), cpu, cuda or cuda:N", _device)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
+import sys
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,56 +27,142 @@ class CSVLogger:
 
     ``resume_after``: the iteration the run resumes from; rows written after it (by the
     interrupted run, past its last checkpoint) are dropped so no iteration appears twice.
+    ``saved``: the run's rows up to ``resume_after`` as its checkpoint holds them (the text of
+    the file, header first; ``metrics_state``): a file that lost some of them (removed, moved,
+    cut short) is rewritten from it, so a resumed run's file has no hole.
+
+    The logger keeps every row of the run it wrote or read (their CSV text, about 300 bytes a
+    row) and checks before each row that ``path`` is still the file it writes (same device and
+    inode): a file removed or replaced meanwhile (a sync or cleanup job) is written again whole,
+    header and every row, with a warning line on stderr, instead of rows going to an unlinked file.
     """
 
     def __init__(self, path: Path, columns: Sequence[str], resume_after: int | None = None,
-                 note: Callable[[], str] = str) -> None:
+                 note: Callable[[], str] = str, saved: str | None = None,
+                 warn: Callable[[str], Any] | None = None) -> None:
         self.path = path
         self.note = note
+        self.warn = warn or _warn
         with writing(path, "the metrics", note=note):
-            if resume_after is not None:
-                self._truncate_after(resume_after)
-            existing = self._header()
+            lines = self._read(resume_after)
+            if saved is not None and resume_after is not None:
+                lines = self._compare_saved(lines, saved, resume_after)
+            existing = _parse(lines[0])[0] if lines else None
             self.columns = existing or list(columns)
-            self.file = path.open("a", newline="", encoding="utf-8")
-            self.writer = csv.DictWriter(self.file, fieldnames=self.columns, extrasaction="ignore")
-            if not existing:
-                self.writer.writeheader()
-                self.file.flush()
+            self.lines = lines or [_encode(self.columns)]
+            if self.lines != self._file_lines():
+                self._rewrite()
+            self._open()
 
-    def _header(self) -> list[str] | None:
-        if not self.path.is_file() or self.path.stat().st_size == 0:
-            return None
-        with self.path.open(newline="", encoding="utf-8") as f:
-            return next(csv.reader(f), None)
+    # ------------------------------------------------------------------ reading what is there
 
-    def _truncate_after(self, iteration: int) -> None:
+    def _file_lines(self) -> list[str]:
         if not self.path.is_file():
-            return
+            return []
         with self.path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-        if not rows or "iteration" not in rows[0]:
-            return
-        col = rows[0].index("iteration")
-        kept = [rows[0]] + [r for r in rows[1:] if r and r[col].isdigit() and int(r[col]) <= iteration]
-        if len(kept) == len(rows):
-            return
+            return [_encode(row) for row in csv.reader(f) if row]
 
-        def write(f) -> None:  # noqa: ANN001
-            text = io.StringIO()
-            csv.writer(text).writerows(kept)
-            f.write(text.getvalue().encode("utf-8"))
+    def _read(self, resume_after: int | None) -> list[str]:
+        """The file's lines (re-encoded), without rows past ``resume_after``."""
+        lines = self._file_lines()
+        if not lines or resume_after is None:
+            return lines
+        header = _parse(lines[0])[0]
+        if "iteration" not in header:
+            return lines
+        col = header.index("iteration")
+        kept = [lines[0]]
+        for line in lines[1:]:
+            cells = _parse(line)[0]
+            if len(cells) > col and cells[col].isdigit() and int(cells[col]) <= resume_after:
+                kept.append(line)
+        return kept
 
-        atomic_write_bytes(self.path, write)
+    def _compare_saved(self, lines: list[str], saved: str, resume_after: int) -> list[str]:
+        """The file's lines, or the checkpoint's copy where the file lacks some of its iterations."""
+        copy = [_encode(row) for row in csv.reader(io.StringIO(saved)) if row]
+        if not copy or _iterations(lines) == _iterations(copy):
+            return lines
+        had = _iterations(lines)
+        self.warn(f"harl: warning: {self.path} {'is missing' if not lines else f'holds {_span(had)}'} but the run "
+                  f"has {len(copy) - 1} rows up to iteration {resume_after}: written again from the copy its "
+                  "checkpoint holds")
+        return copy
+
+    # ------------------------------------------------------------------ writing
+
+    def _rewrite(self) -> None:
+        text = "".join(self.lines).encode("utf-8")
+        atomic_write_bytes(self.path, lambda f: f.write(text))
+
+    def _open(self) -> None:
+        self.file = self.path.open("a", newline="", encoding="utf-8")
+        st = os.fstat(self.file.fileno())
+        self._identity = (st.st_dev, st.st_ino)
+
+    def _lost(self) -> str | None:
+        """How the file went away since it was opened (None: it is still there, the same file)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return "was removed"
+        return None if (st.st_dev, st.st_ino) == self._identity else "was replaced by another file"
 
     def write(self, row: Mapping[str, Any]) -> None:
         with writing(self.path, "the metrics", note=self.note):
-            self.writer.writerow({k: _cell(v) for k, v in row.items()})
+            line = _encode([_cell(row.get(c)) for c in self.columns])
+            how = self._lost()
+            if how is not None:
+                with contextlib.suppress(OSError):
+                    self.file.close()
+                self.lines.append(line)
+                self._rewrite()
+                self._open()
+                self.warn(f"harl: warning: {self.path} {how} while the run wrote it: written again whole, its header "
+                          f"and all {len(self.lines) - 1} rows of the run")
+                return
+            self.file.write(line)
             self.file.flush()
+            self.lines.append(line)
+
+    def text(self) -> str:
+        """The file as it should be: header and every row of the run."""
+        return "".join(self.lines)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):  # a full disk was reported when the write failed
             self.file.close()
+
+
+def _warn(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _encode(cells: Sequence[Any]) -> str:
+    out = io.StringIO()
+    csv.writer(out).writerow(cells)
+    return out.getvalue()
+
+
+def _parse(line: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(line)))
+
+
+def _iterations(lines: list[str]) -> list[str]:
+    """The iteration cells of ``lines`` (a header first): what a hole or a second copy shows in."""
+    if not lines:
+        return []
+    header = _parse(lines[0])[0]
+    if "iteration" not in header:
+        return [str(len(lines) - 1)]
+    col = header.index("iteration")
+    return [cells[col] if len(cells) > col else "" for cells in (_parse(line)[0] for line in lines[1:])]
+
+
+def _span(iterations: list[str]) -> str:
+    if not iterations:
+        return "no rows"
+    return f"{len(iterations)} rows (iterations {iterations[0]}-{iterations[-1]})"
 
 
 def _cell(value: Any) -> Any:
@@ -117,16 +206,39 @@ class CSVSink:
         self.path = context.run_dir / "metrics.csv"
         self.resume_after = context.iteration
         self.note = context.note
+        self.saved: str | None = None
+        """The rows the checkpoint resumed from holds (``restore_rows``)."""
         self.logger: CSVLogger | None = None
 
     def write(self, row: Mapping[str, Any]) -> None:
         if self.logger is None:
-            self.logger = CSVLogger(self.path, list(row), resume_after=self.resume_after, note=self.note)
+            self.logger = CSVLogger(self.path, list(row), resume_after=self.resume_after, note=self.note,
+                                    saved=self.saved)
         self.logger.write(row)
 
     def close(self, checkpoint: Path | None) -> None:
         if self.logger is not None:
             self.logger.close()
+
+
+def metrics_state(sinks: Sequence[Any]) -> dict[str, Any]:
+    """What a checkpoint holds of the run's metrics: ``{"metrics": {"csv": compressed text}}``, the
+    header and every row up to the checkpoint's iteration (about 60 bytes a row compressed), or
+    nothing before the first row.  A resume rewrites a ``metrics.csv`` that lost rows from it."""
+    for sink in sinks:
+        if isinstance(sink, CSVSink) and sink.logger is not None:
+            return {"metrics": {"csv": zlib.compress(sink.logger.text().encode("utf-8"), 1)}}
+    return {}
+
+
+def restore_rows(sinks: Sequence[Any], state: Mapping[str, Any] | None) -> None:
+    """Hand the rows a checkpoint holds (``metrics_state``) to the run's ``metrics.csv`` sink."""
+    saved = (state or {}).get("metrics", {}).get("csv")
+    if saved is None:
+        return
+    for sink in sinks:
+        if isinstance(sink, CSVSink):
+            sink.saved = zlib.decompress(saved).decode("utf-8")
 
 
 register_sink(CSVConfig, CSVSink, kind="csv")

@@ -12,6 +12,8 @@ sinks (``harl.logging.sink``); the Trainer receives them and constructs none.
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -23,9 +25,10 @@ from harl.config.loading import load_pipeline
 from harl.config.run import sink_configs
 from harl.config.spec import PipelineSpec
 from harl.errors import HarlError
+from harl.logging.csv_log import read_metrics, restore_rows
 from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks
 from harl.run.open import open_run, restore, spec_of_run
-from harl.rundir.files import checkpoint_note, writing
+from harl.rundir.files import checkpoint_note, intact, list_checkpoints, writing
 from harl.rundir.lock import RunLock, take
 from harl.trainer import Counters, Trainer, set_rng_state
 
@@ -90,14 +93,19 @@ def _claim(run_dir: Path, fresh: bool) -> RunLock:
     return lock
 
 
-def _sinks(spec: PipelineSpec, run_dir: Path, text: str, counters: Counters) -> list[Sink]:
+def _sinks(spec: PipelineSpec, run_dir: Path, text: str, counters: Counters,
+           state: dict[str, Any] | None = None) -> list[Sink]:
+    """The pipeline's sinks; a resumed run's ``metrics.csv`` gets the rows its checkpoint holds
+    (``state``), so a file removed or cut short meanwhile is rewritten whole."""
     context = SinkContext(run_dir, text, counters.iteration, counters.env_steps, lambda: checkpoint_note(run_dir))
-    return open_sinks(sink_configs(spec.logging), context)
+    opened = open_sinks(sink_configs(spec.logging), context)
+    restore_rows(opened, state)
+    return opened
 
 
 def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = (), run_dir: Path | None = None,
               callbacks: Callbacks = (), sinks: Sequence[Sink] = (), source: str = "pipeline",
-              fresh: bool = True, venv: Any = None) -> tuple[Trainer, list[str]]:
+              fresh: bool = True, venv: Any = None, lock: RunLock | None = None) -> tuple[Trainer, list[str]]:
     """A fresh run: validate, lock and fill the run directory (``pipeline.toml``), build, open the sinks.
 
     ``pipeline``: a file, or a spec (``harl.load_pipeline``; ``overrides`` then go to the
@@ -105,6 +113,7 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     those the pipeline's ``[logging]`` asks for.  ``fresh=False``: ``run_dir`` may hold its own
     ``pipeline.toml`` already (a sweep's trial, written by the sweep before it starts).
     ``venv``: a pre-built training env (a population member's slice, ``harl.population``).
+    ``lock``: ``run_dir``'s lock, already held by the caller (a resume that starts over).
     """
     notes: list[str] = []
     if isinstance(pipeline, PipelineSpec):
@@ -117,7 +126,8 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     configs = sink_configs(spec.logging)
     require_sinks(configs)  # a missing extra before any directory is made
     text = dump_pipeline(spec)
-    lock = _claim(run_dir, fresh) if run_dir is not None else None
+    if lock is None and run_dir is not None:
+        lock = _claim(run_dir, fresh)
     try:
         stages = build_stages(spec, source, venv=venv)
         try:
@@ -140,29 +150,67 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     return Trainer(stages, spec, run_dir, text, sinks=[*opened, *sinks], callbacks=callbacks, lock=lock), notes
 
 
+def _loadable(run_dir: Path) -> bool:
+    """Whether any checkpoint of the run reads back whole (the newest first: usually the only check)."""
+    return any(intact(path) for path in reversed(list_checkpoints(run_dir)))
+
+
+def _start_over(run_dir: Path, lock: RunLock, callbacks: Callbacks, sinks: Sequence[Sink], overrides: Sequence[str],
+                venv: Any) -> Trainer:
+    """A resume of a run that stopped before its first complete checkpoint: it starts again from
+    the beginning in place (its rows replaced); unreadable checkpoints are set aside, not deleted."""
+    found = list_checkpoints(run_dir)
+    path = run_dir / "metrics.csv"
+    rows = 0
+    if path.is_file():
+        with contextlib.suppress(OSError, UnicodeDecodeError, csv.Error):
+            rows = len(read_metrics(path))
+    for bad in found:
+        with writing(bad, "an unreadable checkpoint (set aside)", run_dir):
+            bad.rename(bad.with_name(bad.name + ".unreadable"))
+    why = (f"its {len(found)} checkpoint{'s' if len(found) > 1 else ''} do{'' if len(found) > 1 else 'es'} not read "
+           "back whole (set aside as *.unreadable)") if found else "it stopped before its first checkpoint"
+    trainer, _ = start_run(run_dir / "pipeline.toml", overrides, run_dir, callbacks, sinks, fresh=False, venv=venv,
+                           lock=lock)
+    replaced = f"its {rows} metrics row{'' if rows == 1 else 's'} will be replaced" if rows else "it has no metrics rows"
+    trainer.stages.notes.append(f"{run_dir}: no checkpoint to continue from ({why}): starting the run again from "
+                                f"the beginning, in place; {replaced}")
+    return trainer
+
+
 def resume_run(run_dir: Path, checkpoint: Path | None = None, callbacks: Callbacks = (),
                sinks: Sequence[Sink] = (), overrides: Sequence[str] = (), venv: Any = None) -> Trainer:
     """Continue a run from its newest (or a named) checkpoint, appending to its metrics.
 
-    ``overrides`` rewrite the run's ``pipeline.toml`` first, as editing it by hand would.
+    ``overrides`` edit the run's ``pipeline.toml`` as editing it by hand would, but only keys a
+    continuation may change (``harl.run.resume_check``; others are refused before anything is
+    written), and the file is written only when the run then has iterations left to train.
+    A run without any checkpoint that reads back whole starts again from the beginning, in
+    place (a note in ``trainer.stages.notes`` says so): a crash before (or during) its first checkpoint is
+    no dead end.
     """
     run_dir = Path(run_dir)
-    spec, _ = spec_of_run(run_dir)
+    spec, text = spec_of_run(run_dir)
     require_sinks(sink_configs(spec.logging))
     lock = take(run_dir)
     try:
+        if checkpoint is None and not _loadable(run_dir):
+            return _start_over(run_dir, lock, callbacks, sinks, overrides, venv)
+        edited = None
+        path = run_dir / "pipeline.toml"
         if overrides:
-            path = run_dir / "pipeline.toml"
             spec, _ = load_pipeline(path, overrides)
-            with writing(path, "the run's pipeline", run_dir):
-                path.write_text(dump_pipeline(spec), encoding="utf-8")
-        run = open_run(run_dir, checkpoint, full=True, venv=venv)
+            edited = (spec, dump_pipeline(spec), " ".join(f"--set {o}" for o in overrides))
+        run = open_run(run_dir, checkpoint, full=True, venv=venv, edited=edited)
         try:
             set_rng_state(run.state["rng"])
             trainer = Trainer(run.stages, run.spec, run_dir, run.pipeline_text, Counters(**run.state["counters"]),
                               callbacks=callbacks, lock=lock)
-            if not trainer.finished:  # a finished run's trackers are not reopened for nothing
-                trainer.sinks = [*_sinks(spec, run_dir, run.pipeline_text, trainer.counters), *sinks]
+            if not trainer.finished:  # a resume that does nothing writes nothing
+                if edited is not None and run.pipeline_text != text:
+                    with writing(path, "the run's pipeline", run_dir):
+                        path.write_text(run.pipeline_text, encoding="utf-8")
+                trainer.sinks = [*_sinks(spec, run_dir, run.pipeline_text, trainer.counters, run.state), *sinks]
         except BaseException:
             run.close()
             raise

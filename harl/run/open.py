@@ -86,21 +86,27 @@ class OpenRun:
 
 
 def open_run(run_dir: Path | str, checkpoint: Path | str | None = None, *, full: bool = False,
-             one_env: bool = False, deterministic: bool | None = None, venv: Any = None) -> OpenRun:
+             one_env: bool = False, deterministic: bool | None = None, venv: Any = None,
+             edited: tuple[PipelineSpec, str, str] | None = None) -> OpenRun:
     """Build ``run_dir``'s stages and load its newest (or the named) checkpoint into them.
 
     ``full``: every stage's state (a resume: the checkpoint must fit the per-env shapes of
     ``pipeline.toml``); else the networks only (a fresh, seeded evaluation of them).
     ``one_env``: one inline env on the CPU (``small``).  ``deterministic``: overrides
     ``[evaluator] deterministic``.  ``venv``: a pre-built training env for the stages
-    (a population member's slice, ``harl.population``).
+    (a population member's slice, ``harl.population``).  ``edited``: (spec, its text, the
+    ``--set`` arguments that made it) to use instead of ``pipeline.toml`` (a resume with
+    ``--set``: the file is rewritten only once the edit is accepted).
     """
     run_dir = Path(run_dir)
     spec, text = spec_of_run(run_dir)
+    edit = ""
+    if edited is not None:
+        spec, text, edit = edited
     path = Path(checkpoint) if checkpoint is not None else latest_checkpoint(run_dir)
     state = load_checkpoint(path)
     if full:
-        check_resumable(state, spec, run_dir / "pipeline.toml", path)
+        check_resumable(state, text, run_dir / "pipeline.toml", path, edit)
     if one_env:
         spec = small(spec)
     if deterministic is not None:

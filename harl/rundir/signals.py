@@ -23,10 +23,27 @@ not do: a second Ctrl-C landing between the last handler and the exit would kill
 process with -2 (a SIGTERM with -15), and Python itself puts the defaults back while it
 shuts down, which an ignored signal survives.  A wait on env workers that may never answer (a hung simulator) asks
 ``stop_waiting`` and gives up a few seconds after a stop request (``StopNow``).
+
+A second signal while the networks update is held back (``hold`` / ``release``): the update,
+the iteration's evaluation and its row finish, and the run stops right after (``release``
+raises ``KeyboardInterrupt`` then), so the exit checkpoint is always a whole iteration's.
+
+An env stepped in this process (the inline backend, evaluation envs) cannot be waited on from
+outside: ``EnvWatch`` marks each of its calls, and a watchdog thread sends this process
+``WATCH_SIGNAL`` when one has hung, either for ``STOP_WAIT_S`` after a stop request (the handler
+raises ``StopNow``) or past its ``step_timeout_s`` (the handler raises ``EnvCrashedError``).  A
+Python-level hang (a loop, a wait on a lock, a socket, ``time.sleep``) is interrupted so.  A hang
+inside C code that never returns to the interpreter cannot be: Python runs signal handlers only
+between bytecodes.  If the call is still in flight ``HARD_EXIT_S`` after the kick, the watchdog
+(when it can run: the C code released the GIL) writes one line and ends the process with the
+status it would have had (``os._exit``; the newest complete checkpoint stays the newest; the
+running iteration and those since the last scheduled checkpoint are lost); C code that holds
+the GIL forever blocks every thread, and only SIGKILL (the scheduler's, after its grace) ends it.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -48,6 +65,15 @@ _first = 0
 """The first stop signal this process received (0: none yet); see ``first_signal``."""
 _requested_at: float | None = None
 """``time.monotonic()`` of the first request to stop (None: none yet)."""
+
+
+WATCH_SIGNAL = signal.SIGUSR2
+"""What the env watchdog sends this process's main thread to interrupt a hung in-process env call."""
+WATCH_POLL_S = 0.2
+"""How often the watchdog looks at the env call in flight."""
+HARD_EXIT_S = 15.0
+"""A hung in-process env call still in flight this long after the watchdog's kick (C code that
+never returns to the interpreter): the process exits without a last checkpoint (``os._exit``)."""
 
 
 class StopNow(KeyboardInterrupt):
@@ -115,9 +141,32 @@ class GracefulStop:
         self.requested = False
         self.signum = 0
         self._shutting_down = False
+        self._holding = False
+        self._held = False
         self._previous: dict[int, Any] = {}
 
+    def hold(self) -> None:
+        """From here to ``release``, a second signal waits (the networks are updating: the exit
+        checkpoint must not hold half-updated ones, and the iteration is about to be whole)."""
+        global _active
+        self._holding, self._held = True, False
+        _active = self
+
+    def release(self) -> None:
+        """The iteration is whole (counted, its row written): a second signal that came during the
+        hold now stops the run (``KeyboardInterrupt``); otherwise nothing happens."""
+        held, self._holding, self._held = self._held, False, False
+        if held and not self._shutting_down:
+            self._shutting_down = True  # one "stop now" only: a third signal cannot cut the exit short
+            raise KeyboardInterrupt
+
+    @property
+    def holding(self) -> bool:
+        return self._holding
+
     def __enter__(self) -> GracefulStop:
+        global _active
+        _active = self
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
                 if signal.getsignal(signum) is not signal.SIG_IGN or signum in _latched:
@@ -132,18 +181,27 @@ class GracefulStop:
                          "please wait")
             return
         if self.requested:
+            if self._holding:
+                if not self._held:
+                    self._held = True
+                    self.message(f"{name}: stopping as soon as the networks' update and this iteration's row are "
+                                 "done (so the checkpoint holds a whole iteration)")
+                return
             self._shutting_down = True  # one "stop now" only: a third signal cannot cut the exit short
             raise KeyboardInterrupt
         self.requested = True
         self.signum = signum
+        WATCH.start()
         again = "Ctrl-C" if signum == signal.SIGINT else name
         self.message(f"{name}: stopping after this iteration, with a checkpoint ({again} again to stop now)")
 
     def shutting_down(self) -> None:
         """The run is saving and closing: signals from now on are answered with a message."""
         self._shutting_down = True
+        self._holding = self._held = False
 
     def __exit__(self, *exc: object) -> None:
+        self._holding = self._held = False
         # After a stop signal the defaults never come back: one more signal before the exit
         # would kill the process instead of letting it exit with the first one's status.
         for signum, previous in self._previous.items():
@@ -167,3 +225,145 @@ def ignore_in_worker() -> None:
     The parent closes it (and kills it if it does not exit)."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+
+
+_active: GracefulStop | None = None
+"""The GracefulStop block entered last (``hold_stops`` / ``release_stops`` act on it)."""
+
+
+def hold_stops() -> None:
+    """``GracefulStop.hold`` on the active block (the Trainer: when the update starts)."""
+    if _active is not None:
+        _active.hold()
+
+
+def release_stops() -> None:
+    """``GracefulStop.release`` on the active block (the Trainer: once the iteration's row is written)."""
+    if _active is not None:
+        _active.release()
+
+
+def _holding() -> bool:
+    return _active is not None and _active.holding
+
+
+class EnvWatch:
+    """The env call in flight in this process's main thread, and the watchdog that interrupts it
+    when it hangs (see the module doc).  ``InlineVectorEnv`` marks every call::
+
+        call = WATCH.enter(timeout_s, describe)   # before env.step / env.reset
+        ...                                       # the call
+        WATCH.leave(call)
+
+    ``enter`` costs a clock read and a few stores (about 0.3 us; an MPE env step is about 70 us).
+    """
+
+    def __init__(self) -> None:
+        self.call = 0
+        """Number of the call in flight (0: none)."""
+        self.since = 0.0
+        self.timeout_s = 0.0
+        self.describe: Any = None
+        self._calls = 0
+        self._thread: threading.Thread | None = None
+        self._kick: tuple[int, str] | None = None
+        """(call, "stop" or "timeout") the watchdog interrupted, until the handler acts on it."""
+        self._lock = threading.Lock()
+
+    def enter(self, timeout_s: float, describe: Any) -> int:
+        self._calls += 1
+        self.since, self.timeout_s, self.describe = time.monotonic(), timeout_s, describe
+        self.call = self._calls
+        if timeout_s > 0 and self._thread is None:
+            self.start()
+        return self._calls
+
+    def leave(self, call: int) -> None:
+        if self.call == call:
+            self.call = 0
+
+    def start(self) -> None:
+        """Install the kick's handler and start the watchdog (main thread only; once per process)."""
+        with self._lock:
+            if self._thread is not None or threading.current_thread() is not threading.main_thread():
+                return
+            if signal.getsignal(WATCH_SIGNAL) not in (signal.SIG_DFL, None):
+                return  # the signal is someone else's: no watchdog
+            signal.signal(WATCH_SIGNAL, self._handle)
+            self._thread = threading.Thread(target=self._watch, name="harl-env-watch", daemon=True)
+            self._thread.start()
+
+    def _due(self, now: float) -> str | None:
+        """Why the call in flight should be interrupted now (None: it should not)."""
+        waited = now - self.since
+        if self.timeout_s > 0 and waited >= self.timeout_s:
+            return "timeout"
+        if stop_waiting(waited) and not _holding():
+            return "stop"
+        return None
+
+    def _watch(self) -> None:
+        main = threading.main_thread()
+        kicked_at = 0.0
+        while main.is_alive():
+            time.sleep(WATCH_POLL_S)
+            call, now = self.call, time.monotonic()
+            if not call:
+                continue
+            if self._kick is not None and self._kick[0] == call:
+                if now - kicked_at >= HARD_EXIT_S:
+                    self._hard_exit(self._kick[1], now - self.since)
+                continue
+            why = self._due(now)
+            if why is None:
+                if self._kick is None and _requested_at is not None and now - _requested_at >= HARD_EXIT_S + STOP_WAIT_S \
+                        and now - self.since >= HARD_EXIT_S + STOP_WAIT_S:
+                    self._hard_exit("stop", now - self.since)  # held (the evaluation's env hung): no safe save
+                continue
+            self._kick, kicked_at = (call, why), now
+            try:
+                signal.pthread_kill(main.ident, WATCH_SIGNAL)  # type: ignore[arg-type]
+            except (OSError, ValueError):
+                return
+
+    def _hard_exit(self, why: str, waited: float) -> None:
+        status = exit_status(_first) if why == "stop" and _first else 2
+        what = f"an environment call in this process ({self._what()}) did not return within {waited:.0f} s" + (
+            " of the stop request" if why == "stop" else f" (step_timeout_s = {self.timeout_s:g})")
+        line = (f"harl: {what}, nor when interrupted (a hang inside C code, which Python cannot interrupt); "
+                f"exiting with {status} without a last checkpoint: the newest complete one is kept, and "
+                "harl train --resume continues from it\n")
+        try:
+            os.write(2, line.encode("utf-8", "replace"))
+        finally:
+            os._exit(status)
+
+    def _what(self) -> str:
+        """``describe`` in words: (env name, index, what it was doing) -> "Environment 3 (mpe env) while stepping"."""
+        if isinstance(self.describe, tuple) and len(self.describe) == 3:
+            name, k, doing = self.describe
+            return f"Environment {k} ({name}) while {doing}"
+        return str(self.describe)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        kick, self._kick = self._kick, None
+        if kick is None or kick[0] != self.call:
+            return  # the call returned meanwhile
+        waited = time.monotonic() - self.since
+        if kick[1] == "timeout":
+            from harl.errors import EnvCrashedError
+
+            raise EnvCrashedError(
+                f"{self._what()} did not return within {self.timeout_s:g} s (it was interrupted after "
+                f"{waited:.0f} s). An env call should never take this long: raise [collector] step_timeout_s for "
+                "a slow simulator (0: no limit)")
+        if _holding():
+            return
+        if _active is not None:
+            _active.shutting_down()
+        raise StopNow(f"{self._what()} did not return within {STOP_WAIT_S:g} s of the stop request; "
+                      "it was interrupted")
+
+
+WATCH = EnvWatch()
+"""This process's env watch (``InlineVectorEnv`` marks its calls on it)."""

@@ -48,9 +48,17 @@ def test_edited_eval_envs_too(run_dir: Path, capsys: pytest.CaptureFixture[str])
     assert "set them back to resume" in err
 
 
-def test_rollout_length_may_change(run_dir: Path) -> None:
-    """A key that shapes nothing saved (rollout_length) may be edited: the run resumes."""
+def test_rollout_length_is_refused(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rollout_length sets the data stream and the iteration's size: a resume would not continue the run."""
     edit(run_dir, "rollout_length = 10\n", "rollout_length = 20\n")
+    assert main(["train", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "collector.rollout_length is 20 now but was 10 (it sets the data stream and the size of an iteration)" in err
+
+
+def test_learning_rate_may_change(run_dir: Path) -> None:
+    """An optimisation setting (the actors' learning rate) may be edited: the run resumes."""
+    edit(run_dir, "[updater.objective]\n", "[updater.objective]\nlr = 0.0001\n")
     assert main(["train", "--resume", str(run_dir)]) == 0
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from harl.envs.protocol import VectorEnv
 from harl.envs.registry import vector_factory
+from harl.envs.vector.chunks import STEP_TIMEOUT_S
 from harl.envs.vector.inline import InlineVectorEnv
 from harl.envs.vector.numpy_view import NumpyVectorEnv, as_numpy
 from harl.envs.vector.subprocess import SubprocessVectorEnv
@@ -33,7 +34,7 @@ def make_vector_env(
 
     ``workers`` (subprocess and ray backends): 0 means one per env, at most one per CPU of
     this machine.  ``restart_workers`` (subprocess and ray backends): restart a dead or hung worker
-    instead of stopping.  ``step_timeout_s`` (subprocess and ray): how long one env call may take
+    instead of stopping.  ``step_timeout_s`` (every backend; inline since issue 38): how long one env call may take
     before its worker is taken as hung (None: ``chunks.STEP_TIMEOUT_S``, 300 s; 0: no limit).
     A natively vectorised kind (a ``VectorFactory``, e.g. VMAS) is built as one simulator
     of ``n_envs`` environments in this process; ``backend`` and ``workers`` do not apply.
@@ -43,8 +44,8 @@ def make_vector_env(
     native = vector_factory(env_config)
     if native is not None:
         return native(env_config, n_envs, seed)
-    if backend == "inline":
-        return InlineVectorEnv(env_config, n_envs, seed)
+    if backend == "inline":  # in-process envs are timed too (harl.rundir.signals.EnvWatch)
+        return InlineVectorEnv(env_config, n_envs, seed, step_timeout_s=STEP_TIMEOUT_S if step_timeout_s is None else step_timeout_s)
     if workers <= 0:
         workers = min(n_envs, os.cpu_count() or 1)
     if backend == "subprocess":

@@ -12,6 +12,7 @@ from harl.envs.checks import EnvOutputCheck, as_stored, check_finite, describe_e
 from harl.envs.protocol import EnvStep, VectorStep
 from harl.envs.registry import make_env
 from harl.errors import EnvCrashedError, HarlError
+from harl.rundir.signals import WATCH
 
 Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
 
@@ -38,12 +39,18 @@ class InlineVectorEnv:
     An exception from an env becomes ``EnvCrashedError`` naming the env, chained to the
     original (``wrap_errors=False`` lets it through unchanged, for subprocess workers,
     which report the raw traceback themselves, and ``failed_env`` with it).
+
+    Every env call is marked on ``harl.rundir.signals.WATCH``: one that hangs longer than
+    ``step_timeout_s`` (0: no limit; a worker's engine has none, its parent times it) is
+    interrupted with an ``EnvCrashedError``, and one that hangs after a stop request (Ctrl-C,
+    SIGTERM) with ``StopNow``, so a hung in-process env stops like a hung worker.
     """
 
     def __init__(
-        self, env_config: Any, n_envs: int, seed: int = 0, *, wrap_errors: bool = True
+        self, env_config: Any, n_envs: int, seed: int = 0, *, wrap_errors: bool = True, step_timeout_s: float = 0.0
     ) -> None:
         self._wrap_errors = wrap_errors
+        self._timeout_s = step_timeout_s
         self.failed_env: int | None = None
         """The env whose exception was let through (``wrap_errors=False``)."""
         self.envs = [make_env(env_config) for _ in range(n_envs)]
@@ -110,11 +117,14 @@ class InlineVectorEnv:
 
     def _reset_one(self, k: int, seed: int | None) -> Reset:
         env = self.envs[k]
+        call = WATCH.enter(self._timeout_s, (self._check.name, k, "resetting"))
         try:
             self._starts[k] = {"seed": seed, "rng": None if seed is not None else _rng_state(env)}
             result = env.reset(seed)
         except Exception as exc:
             self._raise_crashed(k, "resetting", exc)
+        finally:
+            WATCH.leave(call)
         return self._check.reset(k, result) if self._check.active else result
 
     def _reset_all(self, seeds: Sequence[int | None]) -> Reset:
@@ -143,11 +153,15 @@ class InlineVectorEnv:
         truncated = np.zeros(n, dtype=bool)
         active = np.ones((n, n_agents), dtype=bool)
         steps: list[EnvStep] = []
+        name, timeout_s = self._check.name, self._timeout_s
         for k, env in enumerate(self.envs):
+            call = WATCH.enter(timeout_s, (name, k, "stepping"))
             try:
                 step = env.step([agent_actions[k] for agent_actions in actions])
             except Exception as exc:
                 self._raise_crashed(k, "stepping", exc)
+            finally:
+                WATCH.leave(call)
             if self._check.active:
                 step = self._check.step(k, step)
             steps.append(step)
