@@ -20,6 +20,7 @@ _HOMES = {
     "load_pipeline": "harl.api", "pipeline_notes": "harl.api", "build": "harl.api", "start": "harl.api",
     "train": "harl.api", "resume": "harl.api", "evaluate": "harl.api", "read_metrics": "harl.api",
     "register": "harl.api", "check": "harl.api", "open_run": "harl.run.open", "load_policy": "harl.inference",
+    "tune": "harl.api", "TuneResult": "harl.tune.command",
     # records and protocols
     "PipelineSpec": "harl.config.spec", "Trainer": "harl.trainer", "TrainResult": "harl.trainer",
     "Counters": "harl.trainer", "EvalStats": "harl.evaluator", "Callback": "harl.callbacks",

@@ -161,6 +161,17 @@ def finish(trainer: Any, result: Any) -> dict[str, Any] | None:
     return after_run(trainer.run_dir, trainer.spec, result)
 
 
+def tune(pipeline: str | Path | None = None, space: str | Path | None = None, trials: int | None = None,
+         **options: Any) -> Any:
+    """A hyper-parameter search on Optuna (``pip install "harl[tune]"``): ``space`` (a TOML file)
+    over ``pipeline``, ``trials`` trials; returns a ``harl.TuneResult`` (tune_dir, trials, best_value,
+    best_params, best_pipeline, final).  ``options``: timeout, seeds, jobs, ray, storage, vectorize,
+    overrides, run_dir, resume (a tune directory to continue), final_seeds, quiet, say.  docs/tune.md."""
+    from harl.tune.command import tune as run_tune
+
+    return run_tune(pipeline, space, trials, **options)
+
+
 def evaluate(run_dir: str | Path, episodes: int | None = None, checkpoint: str | Path | None = None,
              deterministic: bool = True) -> Any:
     """A fresh, seeded evaluation of a run's checkpoint (its newest unless named): ``EvalStats``."""

@@ -155,9 +155,25 @@ def cmd_convert(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace, console: Console) -> int:
+    def say(text: str) -> None:
+        console.print(text, highlight=False, markup=False)
+
+    final = None if args.final_seeds is None else [] if args.final_seeds == "none" else args.final_seeds
+    result = api.tune(args.pipeline, args.space, args.trials, timeout=args.timeout, seeds=args.seeds,
+                      jobs=args.jobs if not (args.ray and args.jobs == 1) else 0, ray=args.ray,
+                      storage=args.storage, vectorize=args.vectorize, overrides=args.overrides,
+                      run_dir=args.run_dir, resume=args.resume, final_seeds=final, quiet=args.quiet, say=say)
+    if result.trials:
+        console.print(result.table())
+    for path in result.files:
+        say(f"wrote {path}")
+    return int(result.exit_status)
+
+
 COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval": cmd_eval,
             "plot": cmd_plot, "render": cmd_render, "export": cmd_export, "convert": cmd_convert,
-            "compare": cmd_compare, "export-results": cmd_export_results}
+            "compare": cmd_compare, "export-results": cmd_export_results, "tune": cmd_tune}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,9 @@ list a bare ``harl`` prints, and the examples under ``harl train --help``."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from harl.compare.command import COMPARE_HELP, add_compare_arguments, add_export_arguments
 
@@ -14,6 +16,62 @@ examples:
   harl train pipelines/happo_mpe_spread.toml --set updater.kind=simultaneous --set run.seed=3
   harl train --resume runs/happo-mpe-spread-s1-20261130-101500     # continue an interrupted run
 """
+
+
+EXAMPLES = {
+    "check": """\
+examples:
+  harl check pipelines/happo_mpe_spread.toml                       # validate and build every stage
+  harl check pipelines/happo_mpe_spread.toml --set updater.objective.kind=trpo
+""",
+    "stages": """\
+examples:
+  harl stages                       # every stage kind of every slot
+  harl stages updater               # the kinds of one slot
+  harl stages ppo                   # one kind's keys, defaults and docs
+""",
+    "eval": """\
+examples:
+  harl eval runs/happo-mpe-spread-s1-20261130-101500 --episodes 20
+  harl eval runs/happo-mpe-spread-s1-20261130-101500 --checkpoint runs/happo-mpe-spread-s1-20261130-101500/checkpoints/iter_0000100.pt
+""",
+    "plot": """\
+examples:
+  harl plot runs/happo-mpe-spread-sweep-20261130-101500             # seeds as mean ± std (pip install "harl[plot]")
+  harl plot runs/happo-sweep runs/mappo-sweep --metric train_return --smooth 5 --out curves.png
+""",
+    "render": """\
+examples:
+  harl render runs/happo-mpe-spread-s1-20261130-101500 --episodes 3 --out spread.gif   # pip install "harl[video]"
+""",
+    "export": """\
+examples:
+  harl export runs/happo-mpe-spread-s1-20261130-101500 --format onnx --out spread-onnx   # pip install "harl[onnx]"
+  harl export runs/happo-mpe-spread-s1-20261130-101500 --format torchscript --out spread-ts
+""",
+    "convert": """\
+examples:
+  harl convert HARL/tuned_configs/pettingzoo_mpe/simple_spread_v2-continuous/happo/config.json -o spread.toml
+  harl convert results/pettingzoo_mpe/simple_spread_v2/happo/test/seed-1/config.json   # print the pipeline
+""",
+    "compare": """\
+examples (pip install "harl[compare]": rliable, pandas, matplotlib):
+  harl compare runs/happo-sweep runs/mappo-sweep --out compare/
+  harl compare runs/ --split-by updater.objective.lr --bounds simple_spread=-180,-60
+""",
+    "export-results": """\
+examples:
+  harl export-results runs/happo-sweep runs/mappo-sweep --out results.json   # marl-eval's JSON
+""",
+    "tune": """\
+examples (pip install "harl[tune]": optuna, matplotlib):
+  harl tune pipelines/happo_mpe_torch_spread.toml --space space.toml --trials 40 --seeds 1-3 --jobs 3
+  harl tune pipelines/happo_mpe_torch_spread.toml --space space.toml --timeout 3600 --vectorize
+  harl tune pipelines/happo_mpe_spread.toml --space space.toml --trials 100 --ray HEAD_IP:6379 --storage /shared/runs
+  harl tune --resume runs/happo-mpe-torch-spread-tune-20261130-101500          # continue a stopped study
+""",
+}
+"""The examples under each command's --help (train's: TRAIN_EXAMPLES)."""
 
 
 def harl_version() -> str:
@@ -99,14 +157,17 @@ def parser() -> argparse.ArgumentParser:
                    "checkpoint (default 2)")
     t.add_argument("--quiet", action="store_true", help="no progress display or log lines (batch jobs)")
 
-    c = sub.add_parser("check", help="validate a pipeline and build every stage, run nothing")
+    def examples(name: str) -> dict[str, Any]:
+        return {"epilog": EXAMPLES[name], "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+    c = sub.add_parser("check", help="validate a pipeline and build every stage, run nothing", **examples("check"))
     c.add_argument("pipeline")
     overrides(c)
 
-    s = sub.add_parser("stages", help="list every stage kind with its keys, defaults and docs")
+    s = sub.add_parser("stages", help="list every stage kind with its keys, defaults and docs", **examples("stages"))
     s.add_argument("slot", nargs="?", help="only this slot (e.g. updater) or kind (e.g. ppo)")
 
-    e = sub.add_parser("eval", help="evaluate a run's policy (newest checkpoint)")
+    e = sub.add_parser("eval", help="evaluate a run's policy (newest checkpoint)", **examples("eval"))
     e.add_argument("run_dir")
     e.add_argument("--episodes", type=int, default=None, help="episodes (default: the pipeline's [evaluator] episodes)")
     e.add_argument("--checkpoint", metavar="FILE", help="evaluate this checkpoint instead of the newest")
@@ -114,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plot", help="learning curves of runs (seeds as mean ± std bands) to a PNG",
                         description="Draw a metric of runs against env steps.  Runs of the same pipeline "
-                        "with different seeds are drawn as their mean with a ± std band.")
+                        "with different seeds are drawn as their mean with a ± std band.", **examples("plot"))
     pl.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                     help="run directories, or directories holding runs (a sweep directory, runs/)")
     pl.add_argument("--metric", help="a metrics.csv column (default: eval_return if evaluated, else train_return)")
@@ -125,7 +186,7 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("render", help="film a run's policy (deterministic) to a .gif or .mp4",
                        description="Run a checkpoint's policy deterministically in an env that renders "
-                       "rgb_array frames, write a video and print the episode returns.")
+                       "rgb_array frames, write a video and print the episode returns.", **examples("render"))
     r.add_argument("run_dir")
     r.add_argument("--episodes", type=int, default=1, help="episodes to film (default 1)")
     r.add_argument("--out", metavar="FILE", help="a .gif or .mp4 (default: RUN_DIR/render.mp4 when "
@@ -134,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--fps", type=int, default=None, help="frames per second (default: the env's, else 10)")
     x = sub.add_parser("export", help="a run's actors as ONNX or TorchScript files plus policy.json",
                        description="Export every agent's actor (deterministic action in the env's action "
-                       "space; see docs/export.md) with a policy.json manifest.")
+                       "space; see docs/export.md) with a policy.json manifest.", **examples("export"))
     x.add_argument("run_dir")
     x.add_argument("--format", required=True, choices=("onnx", "torchscript"))
     x.add_argument("--out", required=True, metavar="DIR", help="folder for agent<i>.onnx|.pt and policy.json")
@@ -144,13 +205,46 @@ def parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("convert", help="a HARL config.json as a harl pipeline file (docs/harl-compat.md)",
                        description="Convert a HARL config.json (a HARL results directory's, or one of HARL's "
-                       "tuned_configs/) into a harl pipeline; harl train CONFIG.json trains it directly.")
+                       "tuned_configs/) into a harl pipeline; harl train CONFIG.json trains it directly.",
+                       **examples("convert"))
     v.add_argument("config", metavar="CONFIG.json")
     v.add_argument("-o", "--out", metavar="FILE.toml", help="write the pipeline here (default: print it)")
 
     cp = sub.add_parser("compare", help=COMPARE_HELP, description="Compare algorithms over run and sweep "
-                        "directories after Gorsane et al. 2022 / rliable (docs/compare.md).")
+                        "directories after Gorsane et al. 2022 / rliable (docs/compare.md); needs pip install "
+                        '"harl[compare]".', **examples("compare"))
     add_compare_arguments(cp)
-    er = sub.add_parser("export-results", help="runs as marl-eval's JSON (env/task/algorithm/run/step)")
+    er = sub.add_parser("export-results", help="runs as marl-eval's JSON (env/task/algorithm/run/step)",
+                        **examples("export-results"))
     add_export_arguments(er)
+    add_tune_parser(sub, overrides, examples("tune"))
     return p
+
+
+def add_tune_parser(sub: Any, overrides: Callable[[argparse.ArgumentParser], None], extra: dict[str, Any]) -> None:
+    """``harl tune``'s options (docs/tune.md)."""
+    u = sub.add_parser("tune", help="search hyper-parameters on Optuna: TPE, pruning, resumable (harl[tune])",
+                       description="Search a space of pipeline keys (a TOML file) with Optuna: each trial trains "
+                       "the pipeline on --seeds, scored on its evaluation returns; the best values become a "
+                       "pipeline file, re-evaluated on fresh seeds against the starting one (docs/tune.md); "
+                       'needs pip install "harl[tune]".', **extra)
+    u.add_argument("pipeline", nargs="?", help="the starting pipeline TOML file")
+    u.add_argument("--space", metavar="SPACE.toml", help="the search space: [params] and optionally [objective], "
+                   "[pruner], [sampler]")
+    u.add_argument("--trials", type=int, metavar="N", help="trials in the study (with --resume: raise the count)")
+    u.add_argument("--timeout", type=float, metavar="SECONDS", help="start no new trial after this long")
+    u.add_argument("--seeds", metavar="LIST", help="the seeds each trial trains, e.g. 1-3 (default 1,2,3)")
+    u.add_argument("--final-seeds", metavar="LIST", help="fresh seeds to re-evaluate the best pipeline and the "
+                   "starting one on (default: as many as --seeds, from the largest + 100); none: skip it")
+    u.add_argument("--jobs", type=int, default=1, metavar="N", help="runs at once, each its own process "
+                   "(default 1; with --ray: default the cluster's CPUs)")
+    u.add_argument("--vectorize", action="store_true", help="train each trial's seeds as one population "
+                   "(docs/population.md; no pruning)")
+    u.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS", help="run the trials' runs as Ray "
+                   "tasks (docs/ray.md)")
+    u.add_argument("--storage", metavar="PATH", help="make the tune directory under PATH (with --ray: a shared "
+                   "filesystem)")
+    u.add_argument("--run-dir", metavar="DIR", help="the tune directory (default <logging.dir>/<name>-tune-<time>)")
+    u.add_argument("--resume", metavar="DIR", help="continue the study in this tune directory")
+    u.add_argument("--quiet", action="store_true", help="print only the trials' results")
+    overrides(u)
