@@ -60,7 +60,7 @@ def _shifted(x: torch.Tensor, k: int, fill: float | bool) -> torch.Tensor:
     """``x[:, t + k]`` at every t, ``fill`` past the end."""
     if k == 0:
         return x
-    pad = torch.full((x.shape[0], k, *x.shape[2:]), fill, dtype=x.dtype, device=x.device)
+    pad = torch.full((x.shape[0], min(k, x.shape[1]), *x.shape[2:]), fill, dtype=x.dtype, device=x.device)
     return torch.cat([x[:, k:], pad], 1)
 
 

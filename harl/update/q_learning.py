@@ -115,6 +115,16 @@ def previous_actions(actions: torch.Tensor) -> torch.Tensor:
     return torch.cat([first, actions], 1)
 
 
+def next_action_values(online: torch.Tensor, target: torch.Tensor, masks: torch.Tensor,
+                       double_q: bool) -> torch.Tensor:
+    """Each agent's value of its next step, ``(..., A)`` from ``(..., A, n)`` Qs: the target network's Q of
+    the online network's best available action (double Q), or the target's best available Q."""
+    masked = target.masked_fill(masks == 0, MASKED_Q)
+    if double_q:
+        return masked.gather(-1, greedy(online, masks).unsqueeze(-1)).squeeze(-1)
+    return masked.max(-1).values
+
+
 class JointTD:
     """The loss and its optimiser; the online and target agents and mixers (see the module docstring)."""
 
@@ -155,12 +165,7 @@ class JointTD:
         filled = batch.filled
         with torch.no_grad():
             target_q, _ = self.q_values(self.target_team, batch)
-            target_q = target_q[:, 1:].masked_fill(masks[:, 1:] == 0, MASKED_Q)
-            if c.double_q:
-                best = greedy(q.detach()[:, 1:], masks[:, 1:])
-                next_q = target_q.gather(-1, best.unsqueeze(-1)).squeeze(-1)
-            else:
-                next_q = target_q.max(-1).values
+            next_q = next_action_values(q.detach()[:, 1:], target_q[:, 1:], masks[:, 1:], c.double_q)
             next_total = self.target_mixer(next_q, state[:, 1:])                  # (B, T, K)
             rewards = batch.rewards
             if c.standardise_rewards:
