@@ -33,7 +33,7 @@ def test_off_policy_collector_with_on_policy_slots_names_each_fix() -> None:
         'x.toml: returns.kind: "gae" belongs to the on-policy family, but collector.kind = "off_policy"; '
         'set returns.kind = "n_step" (or collector.kind = "on_policy")',
         'x.toml: critic.kind: "v" belongs to the on-policy family, but collector.kind = "off_policy"; '
-        'set critic.kind = one of joint_q, q (or collector.kind = "on_policy")',
+        'set critic.kind = one of independent_q, joint_q, q (or collector.kind = "on_policy")',
         'x.toml: updater.objective.kind: "ppo" belongs to the on-policy family, but collector.kind = '
         '"off_policy"; set updater.objective.kind = one of d3qn, ddpg, sac, td3 (or collector.kind = "on_policy")',
     ])
@@ -58,7 +58,7 @@ def test_d3qn_and_joint_q_go_together() -> None:
         'set critic.kind = "joint_q"')
     assert message({**OFF, "critic": {"kind": "joint_q"}, "updater": {"objective": {"kind": "sac"}}}) == (
         'x.toml: critic.kind: "joint_q" does not provide q_values, which updater.objective.kind = "sac" needs; '
-        'set critic.kind = "q"')
+        'set critic.kind = one of independent_q, q')
 
 
 def test_shared_actors_are_refused_off_policy() -> None:

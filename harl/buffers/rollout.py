@@ -117,11 +117,14 @@ class RolloutBuffer:
                  state_dim: int, n_envs: int, length: int, fp_state: bool,
                  device: torch.device | str = "cpu", hidden_size: int = 0,
                  sequence_length: int = 0, critic_hidden_size: int = 0, fp_advantage_norm: str = "joint",
-                 state_space: spaces.Box | None = None) -> None:
+                 state_space: spaces.Box | None = None, critic_reads: Any = None) -> None:
         """``hidden_size`` > 0 stores the actors' GRU states, ``critic_hidden_size`` > 0 the
         critic's; ``sequence_length`` (a divisor of ``length``) cuts them.  Observations keep
-        their space's shape; uint8 images (and a uint8 image ``state_space``) stay uint8."""
+        their space's shape; uint8 images (and a uint8 image ``state_space``) stay uint8.
+        ``critic_reads(obs, state)``: what the critic reads instead of the state (an independent
+        critic's stacked observations, ``harl.update.independent_v``); ``critic_batch`` applies it."""
         self.fp_advantage_norm = fp_advantage_norm
+        self.critic_reads = critic_reads
         T, E, A = length, n_envs, len(action_spaces)
         if (hidden_size or critic_hidden_size) and (sequence_length <= 0 or T % sequence_length):
             raise ValueError(f"sequence_length must divide the rollout length {T}, got {sequence_length}")
@@ -302,6 +305,8 @@ class RolloutBuffer:
         """
         n = self.n_samples
         tail = (self.n_agents,) if self.fp_state else ()
+        seen = (self.state[:-1] if self.critic_reads is None else
+                self.critic_reads([o[:-1] for o in self.obs], self.state[:-1]))
         if self.critic_hidden is not None:
             T, E, L = self.length, self.n_envs, self.sequence_length
 
@@ -310,19 +315,20 @@ class RolloutBuffer:
                 return x.reshape(T // L, L, E, *rest).transpose(1, 2).reshape(T * E, *rest)
 
             hidden = self.critic_hidden[:-1:L].reshape(T // L * E, *self.critic_hidden.shape[2:])
-            return (seq(self.state[:-1]), seq(self.values[:-1]), seq(self.returns), hidden,
-                    seq(self.starts[:-1]))
-        return (self.state[:-1].reshape(n, -1), self.values[:-1].reshape(n, *tail),
+            return (seq(seen), seq(self.values[:-1]), seq(self.returns), hidden, seq(self.starts[:-1]))
+        rows = seen.reshape(n, -1) if self.critic_reads is None else seen.reshape(n, *seen.shape[2:])
+        return (rows, self.values[:-1].reshape(n, *tail),
                 self.returns.reshape(n, *tail), None, None)
 
 
 def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
     w = parts.wiring
-    check_rollout(rollout_bytes_per_step(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.fp_state,
+    per_agent = w.fp_state or getattr(parts.critic, "per_agent_values", False)  # FP state, independent critics
+    check_rollout(rollout_bytes_per_step(parts.obs_spaces, parts.act_spaces, parts.state_dim, per_agent,
                                          parts.team.hidden_size, parts.critic.hidden_size, parts.state_space),
                   w.rollout_length, w.n_envs, parts.source, parts.device)
     return RolloutBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.n_envs, w.rollout_length,
-                         fp_state=w.fp_state, device=parts.device,
+                         fp_state=per_agent, device=parts.device, critic_reads=getattr(parts.critic, "reads", None),
                          fp_advantage_norm=config.fp_advantage_norm, hidden_size=parts.team.hidden_size,
                          critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length,
                          state_space=parts.state_space)

@@ -39,6 +39,13 @@ class ValueFunction(Protocol):
     def step(self, *inputs: Any) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
+def critic_input(critic: Any, obs: Any, state: Any) -> Any:
+    """What the critic reads of a step: the global state, or what its ``reads(obs, state)`` makes of
+    the agents' observations (``harl.update.independent_v``: each agent's own, stacked)."""
+    reads = getattr(critic, "reads", None)
+    return state if reads is None else reads(obs, state)
+
+
 @attrs.frozen
 class OnPolicyCollectorConfig:
     """``[collector] kind = "on_policy"``."""
@@ -174,10 +181,11 @@ class OnPolicyCollector:
         hidden = inputs.hidden
         actions, log_probs = self.team.act(inputs.obs, inputs.avail, hidden=hidden, starts=inputs.starts)
         critic_hidden = None
+        seen = critic_input(self.critic, inputs.obs, inputs.state)
         if inputs.critic_hidden is None:
-            values = self.critic.value(inputs.state)
+            values = self.critic.value(seen)
         else:  # the state after step t, before any reset (applied where the next step starts an episode)
-            values, critic_hidden = self.critic.step(inputs.state, inputs.critic_hidden, inputs.starts)
+            values, critic_hidden = self.critic.step(seen, inputs.critic_hidden, inputs.starts)
         return Acting(actions, log_probs, values, hidden, critic_hidden)
 
     def env_actions(self, acting: Acting) -> list[Any]:
@@ -196,6 +204,11 @@ class OnPolicyCollector:
         final_values = None
         if step.episode_infos:  # one per ended episode (VectorStep): no read-back from the device
             final = torch.as_tensor(step.final_state, dtype=torch.float32, device=self.device)
+            if hasattr(self.critic, "reads"):  # an independent critic: the agents' pre-reset observations
+                if step.final_obs is None:
+                    raise ValueError("this vector env gives no final_obs, which an independent critic needs "
+                                     "to bootstrap ended episodes; use critic.kind = \"v\"")
+                final = critic_input(self.critic, step.final_obs, final)
             if acting.critic_hidden is None:
                 final_values = self.critic.value(final)
             else:  # the pre-reset state continues the ended episode: its GRU state, no reset
@@ -211,10 +224,11 @@ class OnPolicyCollector:
     def finish(self, buffer: RolloutBuffer) -> None:
         """V of the state after the rollout's last step, for the returns stage to bootstrap from."""
         inputs = buffer.inputs(buffer.length)
+        seen = critic_input(self.critic, inputs.obs, inputs.state)
         if inputs.critic_hidden is None:
-            buffer.finish(self.critic.value(inputs.state))
+            buffer.finish(self.critic.value(seen))
         else:
-            buffer.finish(self.critic.value(inputs.state, inputs.critic_hidden, inputs.starts))
+            buffer.finish(self.critic.value(seen, inputs.critic_hidden, inputs.starts))
 
     @torch.no_grad()
     def collect(self, buffer: RolloutBuffer) -> CollectStats:

@@ -158,7 +158,10 @@ class OffPolicyUpdater:
             batch = self.returns.sample(buffer, self.batch_size, self.generator)
             nexts = [learner.next_action(batch) for learner in self.learners]
             penalties = [p for _, p in nexts if p is not None]
-            penalty = torch.stack(penalties).sum(0) if penalties else None
+            penalty = None
+            if penalties:  # their sum (B,), or (B, A) each agent's own for an independent critic
+                own = getattr(self.critic_learner, "per_agent_penalty", False)
+                penalty = torch.stack(penalties, -1) if own else torch.stack(penalties).sum(0)
             taken = critic.encode(batch.actions)
             stats = self.critic_learner.update(batch, taken, [a for a, _ in nexts], penalty)
             critic_rows.append(torch.stack([stats[k] for k in CRITIC_STATS]))

@@ -272,6 +272,16 @@ def team_value(critic: QCritic | JointQCritic, state: torch.Tensor, actions: Seq
     return q.mean(-1) if critic.fp else q
 
 
+def agent_value(critic: Any, batch: ReplayBatch, actions: Sequence[torch.Tensor], agent: int,
+                reduce: str = "first") -> torch.Tensor:
+    """(B,) what agent ``agent``'s actor maximises: ``team_value`` of the batch's state, or, for a
+    critic with ``agent_value`` (``harl.update.independent_q``), the agent's own Q(o_agent, a_agent)."""
+    own = getattr(critic, "agent_value", None)
+    if own is not None:
+        return own(batch.obs[agent], actions[agent], agent, reduce)
+    return team_value(critic, batch.state, actions, reduce)
+
+
 class QCriticLearner:
     """One TD step per call: all of the critic's networks toward the same targets."""
 

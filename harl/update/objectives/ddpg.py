@@ -28,7 +28,7 @@ from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.common import masked_mean, optimizer_step, polyak_update
-from harl.update.q_critic import QCritic, team_value
+from harl.update.q_critic import QCritic, agent_value
 
 
 @attrs.frozen
@@ -114,7 +114,7 @@ class DeterministicLearner:
         obs = batch.obs[i]
         joint = list(actions)
         joint[i] = self.round_start.take(obs, lambda: self.actor(obs))
-        loss = -masked_mean(team_value(self.critic, batch.state, joint, "first"), batch.active[:, i])
+        loss = -masked_mean(agent_value(self.critic, batch, joint, i, "first"), batch.active[:, i])
         optimizer_step(self.optimizer, loss, self.actor.parameters(), self.config.max_grad_norm)
         return {"actor_loss": loss.detach()}
 

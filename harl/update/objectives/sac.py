@@ -46,7 +46,7 @@ from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.common import masked_mean, optimizer_step
 from harl.update.objectives.sac_temperature import CriticTemperature, critic_temperature
-from harl.update.q_critic import QCritic, team_value
+from harl.update.q_critic import QCritic, agent_value
 
 
 @attrs.frozen
@@ -162,7 +162,7 @@ class SACLearner:
         params = self.round_start.take(obs, lambda: self.actor.distribution(obs, batch.avail[i]))
         joint = list(actions)
         joint[i], log_prob = self.actor.sample(params)
-        q = team_value(self.critic, batch.state, joint, "min")
+        q = agent_value(self.critic, batch, joint, i, "min")
         loss = masked_mean(self.alpha * log_prob - q, alive)
         optimizer_step(self.optimizer, loss, self.actor.parameters(), self.config.max_grad_norm)
         if self.alpha_optimizer is not None:

@@ -1,0 +1,212 @@
+"""The independent state-value critic of the on-policy family: V_i(o_i), one value per agent.
+
+``[critic] kind = "independent_v"`` reads each agent's own observation instead of a global
+state, so IPPO is ``ppo`` + this critic + ``simultaneous`` and IA2C ``a2c`` likewise.  It rides
+on the FP-state machinery (``harl.update.v_critic``): the rollout buffer keeps a value per agent
+and each agent's own reward, GAE runs per agent, and agent i's advantage comes from
+V_i alone::
+
+    delta_i,t = r_i,t + gamma * V_i(o_i,t+1) - V_i(o_i,t)        A_i = GAE(delta_i)
+
+What the critic reads is the agents' observations stacked as ``(..., A, W)``, each zero-padded
+to the widest (``reads``; the collector and the buffer call it in place of the state):
+
+- ``share_parameters = true``: one network for all agents, with the agent's one-hot id
+  appended (``agent_id``);
+- ``share_parameters = false``: one network per agent, each reading only its own
+  ``obs_dim_i`` columns, so agents with different observation sizes need no padding.
+
+It is fitted by the V critic's learner (``VCriticLearner``: clipped Huber loss on GAE returns,
+value normalisation shared by the agents), and follows ``[policy] recurrent`` as the V critic
+does (a GRU per agent copy; one GRU per agent when parameters are not shared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from harl.errors import ConfigError
+from harl.nets.image import is_image
+from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer, init_linear
+from harl.registry import register
+from harl.returns.value_norm import ValueNorm
+from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
+from harl.update.v_critic import VCriticLearner
+
+LOCAL = "local"
+"""The only ``state_type`` of an independent critic: each agent's own observation."""
+
+
+@attrs.frozen
+class IndependentVConfig:
+    """``[critic] kind = "independent_v"``: V_i(o_i) per agent on its own observation (IPPO, IA2C)."""
+
+    kind: str = kind_field("independent_v")
+    state_type: str = setting(LOCAL, 'what the critic reads: "local" (each agent\'s own observation); the global '
+                              'EP / FP states are critic.kind = "v"\'s', one_of((LOCAL, "EP", "FP")))
+    share_parameters: bool = setting(True, "one network for all agents (with agent_id) instead of one per agent")
+    agent_id: bool = setting(True, "shared network: append the agent's one-hot id to its observation")
+    hidden_sizes: tuple[int, ...] = setting((128, 128), "widths of the hidden layers", each_positive())
+    activation: str = setting("relu", "hidden activation", one_of(ACTIVATIONS))
+    input_norm: bool = setting(True, "LayerNorm on the raw observation")
+    lr: float = setting(5e-4, "Adam learning rate", positive())
+    adam_eps: float = setting(1e-5, "Adam epsilon", positive())
+    epochs: int = setting(5, "passes over the rollout per iteration", positive())
+    minibatches: int = setting(1, "minibatches per pass", positive())
+    value_loss_coef: float = setting(1.0, "weight of the value loss", positive())
+    clip_value_loss: bool = setting(True, "PPO-style clipping of the value change")
+    value_clip: float = setting(0.2, "clip range of the value change (normalised units)", positive())
+    huber_delta: float = setting(10.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
+    max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
+    value_norm: bool = setting(True, "normalise targets with a running mean/std (shared by the agents)")
+
+
+def local_checks(config: Any, built: Mapping[str, Any]) -> Iterator[tuple[list[str], str]]:
+    """An independent critic reads observations, never a global state (``check`` of both independent kinds)."""
+    if config.state_type != LOCAL:
+        family = "v" if config.kind == "independent_v" else "q"
+        yield (["critic", "state_type"],
+               f'"{config.state_type}" asks critic.kind = "{config.kind}" for the global state, but an independent '
+               "critic reads each agent's own observation (that is what makes it independent); remove "
+               f'state_type (or set it to "{LOCAL}"), or keep the {config.state_type} state with '
+               f'critic.kind = "{family}" (the centralised critic)')
+
+
+def obs_shapes(obs_spaces: Sequence[spaces.Space], kind: str, source: str) -> list[tuple[int, ...]]:
+    """Each agent's observation shape; an image observation is refused (no CNN here)."""
+    for i, space in enumerate(obs_spaces):
+        if is_image(space):
+            raise ConfigError(
+                f'{source}: critic.kind: "{kind}" reads observations through an MLP, but agent {i} observes '
+                f"an image {space.shape}; use critic.kind = \"v\" (HARL's CNN on the state) for image envs")
+    return [tuple(int(d) for d in (s.shape or ())) for s in obs_spaces]
+
+
+def stack_observations(obs: Sequence[torch.Tensor], shapes: Sequence[tuple[int, ...]], width: int) -> torch.Tensor:
+    """Per-agent ``(..., *shape_i)`` -> ``(..., A, width)`` float32, each flattened and zero-padded to ``width``."""
+    rows = []
+    for o, shape in zip(obs, shapes):
+        o = torch.as_tensor(o)
+        flat = o.reshape(*o.shape[:o.dim() - len(shape)], -1).float()
+        rows.append(nn.functional.pad(flat, (0, width - flat.shape[-1])))
+    return torch.stack(rows, -2)
+
+
+class IndependentVCritic(nn.Module):
+    """V_i(o_i) for every agent i; values in env units, shape ``(..., A)``."""
+
+    # registered buffers (register_buffer in __init__)
+    agent_ids: torch.Tensor
+
+    per_agent_values = True
+    """The rollout buffer keeps a value (and a reward) per agent, as for FP state."""
+    fp = True
+
+    def __init__(self, obs_shapes: Sequence[tuple[int, ...]], config: IndependentVConfig,
+                 recurrent: bool = False) -> None:
+        super().__init__()
+        self.shapes = [tuple(s) for s in obs_shapes]
+        self.widths = [int(np.prod(s)) for s in self.shapes]
+        self.n_agents = len(self.widths)
+        self.width = max(self.widths)
+        self.shared = config.share_parameters
+        self.with_ids = self.shared and config.agent_id
+        ids = self.n_agents if self.with_ids else 0
+        count = 1 if self.shared else self.n_agents
+        widths = [self.width + ids] if self.shared else self.widths
+        bases = [MLP(w, config.hidden_sizes, config.activation, config.input_norm) for w in widths]
+        self.bases = nn.ModuleList(bases)
+        feature = bases[0].out_dim
+        self.rnns = nn.ModuleList(GRULayer(feature, feature) for _ in range(count)) if recurrent else None
+        self.outs = nn.ModuleList(init_linear(nn.Linear(feature, 1), 1.0) for _ in range(count))
+        self.feature = feature
+        self.normalizer = ValueNorm() if config.value_norm else None
+        self.register_buffer("agent_ids", torch.eye(self.n_agents))
+
+    def reads(self, obs: Sequence[torch.Tensor], state: torch.Tensor | None = None) -> torch.Tensor:
+        """What this critic reads of a step (or of a rollout): the agents' observations, stacked and padded."""
+        return stack_observations(obs, self.shapes, self.width).to(self.agent_ids.device)
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the GRU state (0: a feed-forward critic)."""
+        return 0 if self.rnns is None else self.feature
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., A, W)`` -> ``(..., A, F)`` features of each agent's own observation."""
+        if self.shared:
+            if self.with_ids:
+                x = torch.cat([x, self.agent_ids.expand(*x.shape[:-1], self.n_agents)], -1)
+            return self.bases[0](x)
+        return torch.stack([base(x[..., i, :w]) for i, (base, w) in enumerate(zip(self.bases, self.widths))], -2)
+
+    def head(self, features: torch.Tensor) -> torch.Tensor:
+        if self.shared:
+            return self.outs[0](features).squeeze(-1)
+        return torch.stack([out(features[..., i, :]).squeeze(-1) for i, out in enumerate(self.outs)], -1)
+
+    def forward_state(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+                      starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Raw outputs ``(N, A)`` and the GRU state after each sequence (None: feed-forward).
+
+        Recurrent: ``x`` (N, A, W) holds B sequences of N / B steps, sequence-major, ``hidden``
+        (B, A, H) the state before each, ``starts`` (N,) 1 at episode starts.
+        """
+        features = self.encode(x)
+        if self.rnns is None:
+            return self.head(features), None
+        if hidden is None or starts is None:
+            raise ValueError("a recurrent critic needs the GRU state and the episode starts of its rows")
+        n_seq, n, agents = hidden.shape[0], x.shape[0], self.n_agents
+        length = n // n_seq
+        seq = features.reshape(n_seq, length, agents, -1).transpose(0, 1)  # (L, B, A, F)
+        st = starts.reshape(n_seq, length).transpose(0, 1)  # (L, B)
+        if self.shared:
+            out, last = self.rnns[0](seq.reshape(length, n_seq * agents, -1), hidden.reshape(n_seq * agents, -1),
+                                     st.unsqueeze(-1).expand(length, n_seq, agents).reshape(length, n_seq * agents))
+            out, last = out.reshape(length, n_seq, agents, -1), last.reshape(n_seq, agents, -1)
+        else:
+            pieces = [rnn(seq[:, :, i], hidden[:, i], st) for i, rnn in enumerate(self.rnns)]
+            out = torch.stack([p[0] for p in pieces], 2)
+            last = torch.stack([p[1] for p in pieces], 1)
+        return self.head(out.transpose(0, 1).reshape(n, agents, -1)), last
+
+    def normalized(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+                   starts: torch.Tensor | None = None) -> torch.Tensor:
+        """Raw network output (normalised units when value normalisation is on)."""
+        return self.forward_state(x, hidden, starts)[0]
+
+    def denormalize(self, v: torch.Tensor) -> torch.Tensor:
+        return v if self.normalizer is None else self.normalizer.denormalize(v)
+
+    def normalize_targets(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.normalizer is None else self.normalizer.normalize(x)
+
+    @torch.no_grad()
+    def value(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+              starts: torch.Tensor | None = None) -> torch.Tensor:
+        return self.denormalize(self.normalized(x, hidden, starts))
+
+    @torch.no_grad()
+    def step(self, x: torch.Tensor, hidden: torch.Tensor | None, starts: torch.Tensor | None
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One step of every env: (values in env units ``(E, A)``, the GRU state after it or None)."""
+        v, last = self.forward_state(x, hidden, starts)
+        return self.denormalize(v), last
+
+
+def _independent_v(config: IndependentVConfig, parts: Any) -> IndependentVCritic:
+    shapes = obs_shapes(parts.obs_spaces, "independent_v", parts.source)
+    return IndependentVCritic(shapes, config, recurrent=parts.policy.recurrent != "none")
+
+
+register("critic", IndependentVConfig, _independent_v, family="on_policy", provides=("state_values",),
+         check=local_checks,
+         learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator))
