@@ -8,7 +8,8 @@
 
 Every hook is optional (a callback defines the ones it needs); a plain function is an
 ``on_iteration``.  A hook that returns ``True`` stops the run after this iteration with a
-checkpoint, exactly as one Ctrl-C does: ``harl.resume`` continues it.  An exception in a
+checkpoint, exactly as one Ctrl-C does: ``harl.resume`` continues it; anything but ``True``,
+``False`` or ``None`` is a ``TypeError`` (a ``return "stop"`` would otherwise be lost).  An exception in a
 hook stops the run too (the checkpoint of the finished iterations is still written) and
 reaches the caller.
 """
@@ -48,8 +49,14 @@ class Callbacks:
             method = getattr(callback, hook, None)
             if method is None and hook == "on_iteration" and not any(hasattr(callback, h) for h in HOOKS):
                 method = callback  # a plain function
-            if method is not None and method(value) is True:
-                stop = True
+            if method is None:
+                continue
+            answer = method(value)
+            if answer is not None and not isinstance(answer, bool):
+                raise TypeError(f"callback {_name(callback)}: its {hook} hook returned {answer!r} "
+                                f"({type(answer).__name__}); a hook returns True to stop the run, or "
+                                "False / None to let it go on")
+            stop = stop or answer is True
         return stop
 
     def on_iteration(self, row: Mapping[str, Any]) -> bool:
@@ -60,3 +67,10 @@ class Callbacks:
 
     def on_checkpoint(self, path: Path) -> None:
         self._call("on_checkpoint", path)
+
+
+def _name(callback: Any) -> str:
+    """A callback as a message names it: its qualified name (a function) or its class's."""
+    target = callback if callable(callback) and not hasattr(callback, "on_iteration") else type(callback)
+    name = getattr(target, "__qualname__", None) or repr(callback)
+    return f"{getattr(target, '__module__', '')}.{name}".lstrip(".")

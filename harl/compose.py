@@ -1,13 +1,14 @@
-"""The composition root: a PipelineSpec becomes Stages, on- and off-policy alike.
+"""The composition root: a PipelineSpec becomes Stages, whatever its family.
 
-This is the only place that builds stages.  Which class a kind builds is the registry's
-business (``harl.registry``; each family's updater too); what one stage needs from another
-table comes from ``harl.config.checks.wiring``.  Every stage gets its parts through its
-constructor.
+It opens the envs, seeds, fills the ``Parts`` every factory gets, and asks the pipeline's
+family (``harl.families``; the collector kind's) to build its stages in its own order; it
+adds the Evaluator.  Which class a kind builds is the registry's business; what one stage
+needs from another table is the family's ``wiring``.  Every stage gets its parts through its
+constructor (docs/architecture.md, "Families" and "Where a new X goes").
 
-Words: the *team* is the agents' actors (one ``nn.Module``); a *learner* is one agent's
-objective-driven updater of its actor; the *critic* is the value network and the *critic
-learner* what fits it.
+Words: the *team* is the agents' acting networks (one ``nn.Module``); a *learner* is one
+agent's objective-driven updater of its actor; the *critic* is the network the updater fits
+besides the team (a V or Q critic, a mixer) and the *critic learner* what fits it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import numpy as np
 import torch
 
 from harl import registry
-from harl.buffers.replay import ReplayBuffer
-from harl.config.checks import Wiring, wiring
+from harl.config.checks import wiring
 from harl.config.spec import PipelineSpec
 from harl.envs.protocol import VectorEnv
 from harl.envs.registry import make_env, vector_factory
@@ -29,9 +29,8 @@ from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError
 from harl.evaluator import Evaluator
 from harl.nets.cnn import CNNBase, PlainCNN
-from harl.policy.on_policy import stochastic_team
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater
-from harl.sizes import allocating, check_env_count, human, replay_bytes_per_transition, rollout_bytes_per_step
+from harl.sizes import allocating, check_env_count
 
 
 def resolve_device(name: str, source: str = "pipeline") -> torch.device:
@@ -73,7 +72,7 @@ class Stages:
     venv: VectorEnv
     eval_venv: VectorEnv
     team: torch.nn.Module
-    """The agents' actors (``OnPolicyTeam`` or ``OffPolicyTeam``)."""
+    """The agents' acting networks (``OnPolicyTeam``, ``OffPolicyTeam``, a family's own)."""
     critic: torch.nn.Module
     """The critic network (its learner is inside the updater)."""
     buffer: Buffer
@@ -86,6 +85,8 @@ class Stages:
     """``[checkpoint] replay_buffer``: also save the buffer's contents (it can hold gigabytes)."""
     spec: PipelineSpec | None = None
     """The pipeline these stages were built from (``describe`` reads its kinds and settings)."""
+    family: Any = None
+    """The family that built them (``harl.families.Family``; ``describe`` asks it for its rows)."""
     notes: list[str] = attrs.field(factory=list)
     """What building changed of the pipeline's asks (more torch threads than cores: capped), one line each."""
 
@@ -142,21 +143,22 @@ class Stages:
             raise ValueError("describe() needs the spec these stages were built from (build_stages sets it)")
         venv, kind = self.venv, registry.kind_name
         settings = {slot: ", ".join(f"{k}={v}" for k, v in attrs.asdict(config, recurse=False).items()
-                                    if k not in ("kind", "objective"))  # whole: the table wraps, never cuts
+                                    if k not in ("kind", "objective"))[:60]
                     for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
+        own = self.family.describe(self) if self.family is not None else {}
         first_env = next(iter(getattr(self.eval_venv, "envs", ())), None)
         state = getattr(first_env, "summary", f"state {tuple(venv.state_space.shape)}")  # an env's own words
-        memory = _replay_memory(spec, venv) if isinstance(self.buffer, ReplayBuffer) else _rollout_memory(self)
         n_actor = sum(p.numel() for p in self.team.parameters())
+        n_actors = len(getattr(self.team, "actors", ())) or venv.n_agents
         return [
             ("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, {state}"),
             ("collector", kind(spec.collector), f"{self.collector.steps_per_iteration:,} env steps per iteration"),
-            ("buffer", kind(spec.buffer), memory or settings["buffer"] or type(self.buffer).__name__),
-            ("returns", kind(spec.returns), settings["returns"]),
-            ("critic", kind(spec.critic), f"{_encoders(self.critic)} encoder, "
+            ("buffer", kind(spec.buffer), own.get("buffer") or settings["buffer"] or type(self.buffer).__name__),
+            ("returns", kind(spec.returns), own.get("returns") or settings["returns"]),
+            ("critic", kind(spec.critic), own.get("critic") or f"{_encoders(self.critic)} encoder, "
              f"{sum(p.numel() for p in self.critic.parameters()):,} parameters"),
-            ("updater", kind(spec.updater), f"objective {kind(spec.updater.objective)}"),
-            ("policy", _encoders(self.team), f"{len(self.team.actors)} actor(s), {n_actor:,} parameters, "  # type: ignore[arg-type]
+            ("updater", kind(spec.updater), own.get("updater") or f"objective {kind(spec.updater.objective)}"),
+            ("policy", _encoders(self.team), own.get("policy") or f"{n_actors} actor(s), {n_actor:,} parameters, "
              f"device {self.device}"),
             ("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations"),
         ]
@@ -165,34 +167,6 @@ class Stages:
 def _encoders(module: torch.nn.Module) -> str:
     """What reads the inputs of ``module``'s networks: cnn (an image encoder is among them) or mlp."""
     return "cnn" if any(isinstance(m, (CNNBase, PlainCNN)) for m in module.modules()) else "mlp"
-
-
-def _rollout_memory(stages: Stages) -> str:
-    """The rollout buffer's row: bytes per env step (uint8 images count 1 byte a value)."""
-    venv, buffer = stages.venv, stages.buffer
-    if not hasattr(buffer, "fp_state"):
-        return ""
-    per = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces, int(np.prod(venv.state_space.shape)),
-                                 buffer.fp_state, stages.team.hidden_size, stages.critic.hidden_size,  # type: ignore[arg-type]
-                                 venv.state_space)
-    return f"{per:,} bytes per env step, {buffer.length} x {buffer.n_envs} steps"  # type: ignore[attr-defined]
-
-
-def _replay_memory(spec: PipelineSpec, venv: VectorEnv) -> str:
-    """The replay buffer's row: capacity, batch and memory once full."""
-    per = replay_bytes_per_transition(venv.observation_spaces, venv.action_spaces,
-                                      int(np.prod(venv.state_space.shape)), venv.state_space)
-    capacity = spec.buffer.capacity
-    return (f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes per "
-            f"transition x {capacity:,} = {human(per * capacity)}")
-
-
-def _build(config: Any, parts: registry.Parts, *extra: Any) -> Any:
-    """The stage of ``config``'s kind, once it has what its slot's callers use (users' are checked)."""
-    entry = registry.entry_of(config)
-    stage = entry.factory(config, parts, *extra)  # type: ignore[misc]
-    registry.check_protocol(entry, stage, f"{parts.source}: {entry.slot}.kind")
-    return stage
 
 
 def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None, eval_venv: Any = None) -> Stages:
@@ -231,23 +205,14 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
         raise
 
 
-def _compose(spec: PipelineSpec, source: str, venv: Any, eval_venv: Any, device: torch.device,
-             w: Wiring) -> Stages:
+def _compose(spec: PipelineSpec, source: str, venv: Any, eval_venv: Any, device: torch.device, w: Any) -> Stages:
     run = spec.run
-    objective = spec.updater.objective
+    family = registry.family_of(spec.collector)
     parts = registry.Parts(list(venv.observation_spaces), list(venv.action_spaces),
                            int(np.prod(venv.state_space.shape)), venv.n_agents, venv, device,
                            torch.Generator().manual_seed(run.seed), run.seed * 1000, spec.policy, w, source,
                            venv.state_space)
-    parts.team = registry.entry_of(objective).parts.get("team", stochastic_team)(objective, parts).to(device)
-    parts.critic = _build(spec.critic, parts).to(device)
-    parts.returns = _build(spec.returns, parts)
-    learners = [_build(objective, parts, i) for i in range(len(parts.team.actors))]
-    critic_learner = registry.entry_of(spec.critic).parts["learner"](parts.critic, spec.critic, parts)
-    updater = registry.updater_builder(w.family)(spec.updater, learners, critic_learner, parts)
-    buffer = _build(spec.buffer, parts)
-    collector = _build(spec.collector, parts)
-    evaluator = Evaluator(spec.evaluator, eval_venv, parts.team, device, seed=run.seed * 1000 + 500)
-    return Stages(venv, eval_venv, parts.team, parts.critic, buffer, collector, parts.returns, updater,
-                  evaluator, device, save_buffer=w.family == "off_policy" and spec.checkpoint.replay_buffer,
-                  spec=spec)
+    built = family.build(spec, parts)
+    evaluator = Evaluator(spec.evaluator, eval_venv, built.team, device, seed=run.seed * 1000 + 500)
+    return Stages(venv, eval_venv, built.team, built.critic, built.buffer, built.collector, built.returns,
+                  built.updater, evaluator, device, save_buffer=family.save_buffer(spec), spec=spec, family=family)

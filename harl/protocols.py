@@ -1,4 +1,4 @@
-"""What each slot's built stage offers its callers (DESIGN section 2): the types of ``Stages``.
+"""What each slot's built stage offers its callers (docs/architecture.md, "Slots, protocols and shapes"): the types of ``Stages``.
 
 The Trainer's loop over them::
 

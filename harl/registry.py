@@ -16,8 +16,12 @@ sinks import their optional package only when their kind is built (a test holds 
 it).  A subprocess env worker never scans: unpickling its env config imports the config's
 module, which registers its kind.
 
-The updater of each family (``on_policy``, ``off_policy``) registers with
-``register_updater`` at the bottom of its module, the same way.
+A *family* (on-policy actor-critic, off-policy actor-critic, value decomposition, a user's
+own) is registered the same way, with ``register_family`` at the bottom of its module: it says
+what it builds and in which order (``harl.families.Family``).  A stage kind names the family it
+belongs to (``family="on_policy"``), and a pipeline's family is its collector kind's.  harl's
+own families are the modules of ``harl/families``; a user's registers when its module is
+imported, which naming one of its kinds (``"my_pkg.family:CollectorConfig"``) does.
 
 A user's kind is ``kind = "my_pkg.module:Name"`` (``Name`` an attrs config class that its
 module registered) or the name of an entry point in the ``harl.stages`` group of an
@@ -39,8 +43,9 @@ import attrs
 from harl.errors import ConfigError
 from harl.user_import import import_module
 
-FAMILIES = ("on_policy", "off_policy", "both")
-"""``on_policy``: rollouts, V critics, advantages; ``off_policy``: replay, Q critics."""
+ANY_FAMILY = "both"
+"""The family of a kind that any family may use (an env, a sink, a shared objective); a kind
+shared by some families only names them as a tuple: ``family=("on_policy", "off_policy")``."""
 
 SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective", "sink")
 """Slots whose table has a ``kind``; ``updater.objective`` is nested in ``[updater]``; ``sink``:
@@ -66,6 +71,7 @@ BUILTIN: dict[str, tuple[tuple[str, bool], ...]] = {
     **{slot: tuple((p, True) for p in STAGE_PACKAGES) for slot in SLOTS if slot not in ("env", "sink")},
     "env": (("harl.envs", False),),
     "sink": (("harl.logging", False),),
+    "family": (("harl.families", False),),
 }
 """slot -> (package, recursive): where harl's own kinds of the slot are defined.  Env adapters and
 sinks sit at the top level of their package (a package of its own, like ``harl.envs.smax``'s
@@ -74,8 +80,7 @@ siblings ``air_combat/``, registers in its ``__init__``)."""
 ENTRY_POINT_GROUP = "harl.stages"
 
 Check = Callable[[Any, Mapping[str, Any]], Iterable[tuple[list[str], str]]]
-UpdaterBuilder = Callable[[Any, list[Any], Any, "Parts"], Any]
-"""``build(updater_config, learners, critic_learner, parts)`` -> the family's updater."""
+FamilyNames = str | tuple[str, ...]
 
 
 @attrs.frozen
@@ -90,7 +95,8 @@ class Entry:
     """Builds the stage: ``factory(config, parts)`` (objectives: ``factory(config, parts, agent)``;
     env kinds: ``factory(config)`` -> one env, or with ``vectorised=True`` in ``parts``
     ``factory(config, n_envs, seed)`` -> a whole ``VectorEnv``; sinks: as their package says)."""
-    family: str = "both"
+    family: FamilyNames = ANY_FAMILY
+    """The family (or families) whose pipelines may use the kind; ``"both"``: any."""
     provides: tuple[str, ...] = ()
     """Capabilities other kinds may require (a critic: ``state_values``, ``q_values``, ...)."""
     requires: Mapping[str, str] = attrs.field(factory=dict)
@@ -106,6 +112,11 @@ class Entry:
     @property
     def doc(self) -> str:
         return (self.config.__doc__ or "").strip().splitlines()[0] if self.config.__doc__ else ""
+
+    def belongs_to(self, family: str) -> bool:
+        """Whether a pipeline of ``family`` may use this kind."""
+        return self.family == ANY_FAMILY or family == self.family or (
+            isinstance(self.family, tuple) and family in self.family)
 
 
 @attrs.define
@@ -143,7 +154,7 @@ class Parts:
 _ENTRIES: dict[str, dict[str, Entry]] = {slot: {} for slot in SLOTS}
 _BY_CLASS: dict[type, Entry] = {}
 _loaded: set[str] = set()
-_UPDATERS: dict[str, UpdaterBuilder] = {}
+_FAMILIES: dict[str, Any] = {}
 
 
 def _kind_default(config: type) -> str | None:
@@ -151,7 +162,7 @@ def _kind_default(config: type) -> str | None:
     return fields["kind"].default if "kind" in fields else None
 
 
-def register(slot: str, config: type, factory: Callable[..., Any] | None, *, family: str = "both",
+def register(slot: str, config: type, factory: Callable[..., Any] | None, *, family: FamilyNames = ANY_FAMILY,
              kind: str | None = None, provides: Iterable[str] = (), requires: Mapping[str, str] | None = None,
              check: Check | None = None, default: bool = False, **parts: Any) -> Entry:
     """Register ``config`` as a kind of ``slot``; its name is ``kind`` or its ``kind`` field's default.
@@ -160,8 +171,8 @@ def register(slot: str, config: type, factory: Callable[..., Any] | None, *, fam
     """
     if slot not in SLOTS:
         raise ValueError(f"no stage slot {slot!r}; slots: {', '.join(SLOTS)}")
-    if family not in FAMILIES:
-        raise ValueError(f"family {family!r}: expected one of {', '.join(FAMILIES)}")
+    if not family or not all(isinstance(f, str) and f for f in ((family,) if isinstance(family, str) else family)):
+        raise ValueError(f"family {family!r}: expected a family's name, or a tuple of names")
     if not attrs.has(config):
         raise TypeError(f"{config.__qualname__} is not an attrs class")
     name = kind or _kind_default(config) or f"{config.__module__}:{config.__qualname__}"
@@ -186,15 +197,27 @@ def _load(slot: str) -> None:
 
 
 def _load_all() -> None:
-    for slot in SLOTS:
+    for slot in BUILTIN:
         _load(slot)
 
 
+def _family_rank(entry: Entry) -> int:
+    """Where a kind's family comes in listings: harl's families in their order, users' after, any last."""
+    first = entry.family if isinstance(entry.family, str) else entry.family[0]
+    order = [*FAMILY_ORDER, *sorted(set(_FAMILIES) - set(FAMILY_ORDER))]
+    return order.index(first) if first in order else len(order) + (first == ANY_FAMILY)
+
+
+FAMILY_ORDER = ("on_policy", "off_policy", "value")
+"""harl's own families, in the order listings show them."""
+
+
 def kinds(slot: str) -> list[Entry]:
-    """The named kinds of ``slot``: the default first, then on-policy, off-policy, both; by name."""
+    """The named kinds of ``slot``: the default first, then by family (harl's in ``FAMILY_ORDER``,
+    users', any family last) and name."""
     _load(slot)
     entries = list(_ENTRIES[slot].values())
-    return sorted(entries, key=lambda e: (not e.default, FAMILIES.index(e.family), e.kind))
+    return sorted(entries, key=lambda e: (not e.default, _family_rank(e), e.kind))
 
 
 def entry_of(config: Any) -> Entry:
@@ -228,24 +251,58 @@ def kind_name(config: Any) -> str:
 
 def of_family(slot: str, family: str) -> list[str]:
     """Named kinds of ``slot`` usable with ``family``."""
-    return [e.kind for e in kinds(slot) if e.family in (family, "both")]
+    return [e.kind for e in kinds(slot) if e.belongs_to(family)]
 
 
 def providers(slot: str, capability: str, family: str) -> list[str]:
-    return [e.kind for e in kinds(slot) if capability in e.provides and e.family in (family, "both")]
+    return [e.kind for e in kinds(slot) if capability in e.provides and e.belongs_to(family)]
 
 
-def register_updater(family: str, build: UpdaterBuilder) -> None:
-    """Register how ``family``'s updater is built: ``build(updater_config, learners, critic_learner, parts)``."""
-    if family not in FAMILIES[:2]:
-        raise ValueError(f"family {family!r}: expected one of {', '.join(FAMILIES[:2])}")
-    _UPDATERS[family] = build
+# --------------------------------------------------------------------------- families
 
 
-def updater_builder(family: str) -> UpdaterBuilder:
-    """The registered builder of ``family``'s updater."""
-    _load("updater")
-    return _UPDATERS[family]
+def register_family(family: Any) -> Any:
+    """Register a family (``harl.families.Family``) under its ``name``; its stage kinds name it
+    with ``register(..., family=name)``.  Registering a name again replaces it (a reloaded module)."""
+    name = getattr(family, "name", None)
+    if not isinstance(name, str) or not name or name == ANY_FAMILY:
+        raise ValueError(f"a family needs a name other than {ANY_FAMILY!r}, got {name!r}")
+    _FAMILIES[name] = family
+    return family
+
+
+def families() -> list[Any]:
+    """Every registered family: harl's in ``FAMILY_ORDER``, then users' by name."""
+    _load("family")
+    return sorted(_FAMILIES.values(), key=lambda f: (f.name not in FAMILY_ORDER,
+                                                      FAMILY_ORDER.index(f.name) if f.name in FAMILY_ORDER else 0,
+                                                      f.name))
+
+
+def family(name: str) -> Any:
+    """The registered family called ``name`` (a ``KeyError`` naming the known ones otherwise)."""
+    _load("family")
+    if name not in _FAMILIES:
+        raise KeyError(f"no family {name!r} is registered; known: {', '.join(f.name for f in families())} "
+                       "(a family registers with harl.registry.register_family at the bottom of its module)")
+    return _FAMILIES[name]
+
+
+def family_of(collector_config: Any) -> Any:
+    """A pipeline's family: the one its collector kind belongs to."""
+    names = entry_of(collector_config).family
+    return family(names if isinstance(names, str) else names[0])
+
+
+def build(config: Any, parts: Parts, *extra: Any) -> Any:
+    """The stage of ``config``'s kind, once it has what its slot's callers use (users' are checked):
+    what a family's ``build`` calls for each stage it makes from a table."""
+    entry = entry_of(config)
+    if entry.factory is None:
+        raise TypeError(f"{entry.slot} kind {entry.kind!r} has no factory: its family builds it")
+    stage = entry.factory(config, parts, *extra)
+    check_protocol(entry, stage, f"{parts.source}: {entry.slot}.kind")
+    return stage
 
 
 # --------------------------------------------------------------------------- users' kinds

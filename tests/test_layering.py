@@ -1,5 +1,6 @@
-"""Imports go one way (DESIGN.md section 4, rule 2), and no stage writes another's attributes
-(section 4b): parsed from the source with ast, so it stays true.
+"""Imports go one way (docs/architecture.md, "Layers"), no stage writes another's attributes
+("Records between stages") and nothing outside the Trainer touches its private members ("The
+one loop"): parsed from the source with ast, so it stays true.
 
 Layers, lowest first; a module may import its own layer and lower ones, never a higher one:
 settings/errors -> nets -> envs, buffers, returns -> collect, update -> compose -> run, cli.
@@ -18,12 +19,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("harl.nets", "harl.policy", "harl.sizes"),
     ("harl.envs", "harl.buffers", "harl.returns"),
     ("harl.collect", "harl.update", "harl.evaluator", "harl.logging", "harl.finite",
-     "harl.callbacks"),
+     "harl.callbacks", "harl.families", "harl.population.stack", "harl.population.envs"),
     ("harl.config",),
     ("harl.compose", "harl.trainer"),
     ("harl.run", "harl.api", "harl.render", "harl.sweep", "harl.population", "harl.plot", "harl.export", "harl.inference", "harl.compat",
-     "harl.utils", "harl.compare"),
-    ("harl.cli", "harl.cli_help", "harl.cli_rules", "harl.compare.command", "harl.__main__", "harl.runners"),
+     "harl.utils", "harl.compare", "harl.tune"),
+    ("harl.cli", "harl.cli_help", "harl.cli_rules", "harl.compare.command", "harl.tune.command", "harl.__main__", "harl.runners"),
 ]
 
 
@@ -218,3 +219,22 @@ def test_folders_do_not_depend_on_each_other_both_ways() -> None:
         if state[name] == 0:
             visit(name, [name])
     assert cycles == []
+
+
+def test_nothing_outside_the_trainer_touches_its_private_members() -> None:
+    """``trainer._x`` / ``self.trainer._x`` / ``trainers[i]._x`` outside harl/trainer.py: a population, a
+    runner facade or a sweep reaches the Trainer through its public step functions only."""
+    found = []
+    for path in sorted(HARL.rglob("*.py")):
+        if path.name == "trainer.py" and path.parent == HARL:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+                continue
+            base = node.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+            if name in ("trainer", "trainers", "lead", "first"):
+                found.append(f"{path.relative_to(HARL.parent)}:{node.lineno} {ast.unparse(node)}")
+    assert found == []

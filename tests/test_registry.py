@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from harl import api, registry
@@ -42,20 +43,22 @@ def returns(kind: str, **keys: Any) -> dict[str, Any]:
 class TestHarlKinds:
     def test_each_slot_lists_its_kinds_default_first(self) -> None:
         """Slot tables are derived from the modules that register themselves."""
-        names = {slot: [e.kind for e in registry.kinds(slot)] for slot in registry.SLOTS if slot not in ("env", "sink")}
-        assert names == {
+        expected = {
             "collector": ["on_policy", "off_policy"], "buffer": ["rollout", "replay"],
             "returns": ["gae", "n_step"], "critic": ["v", "joint_q", "q"],
             "updater": ["sequential", "simultaneous"],
             "updater.objective": ["ppo", "a2c", "trpo", "d3qn", "ddpg", "sac", "td3"],
         }
+        names = {slot: [e.kind for e in registry.kinds(slot) if e.kind in expected[slot]] for slot in expected}
+        assert names == expected  # the default first, then on-policy kinds, then off-policy, by name
 
     def test_families_and_requirements(self) -> None:
         """The off-policy family and the critic each objective needs are entry data."""
         assert registry.of_family("updater.objective", "off_policy") == ["d3qn", "ddpg", "sac", "td3"]
         requires = {e.kind: dict(e.requires) for e in registry.kinds("updater.objective")}
         assert requires["d3qn"] == {"critic": "joint_q_values"} and requires["sac"] == {"critic": "q_values"}
-        assert registry.providers("critic", "state_values", "on_policy") == ["v"]
+        assert registry.providers("critic", "state_values", "on_policy")[0] == "v"
+        assert "v" not in registry.providers("critic", "state_values", "off_policy")
 
     def test_a_registration_outside_the_slots_is_refused(self) -> None:
         with pytest.raises(ValueError, match="no stage slot 'policy'"):
@@ -79,15 +82,19 @@ class TestHarlKinds:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
         assert out.stdout.strip() == "[]"
 
-    def test_each_family_registers_its_updater(self) -> None:
-        """compose holds no table of updaters: update/on_policy.py and update/off_policy.py register theirs."""
-        from harl.update.off_policy import build_off_policy_updater
-        from harl.update.on_policy import build_on_policy_updater
+    def test_families_are_registered_like_kinds(self) -> None:
+        """compose holds no table of families: each module of harl/families registers its own, and a
+        pipeline's family is its collector kind's."""
+        from harl.families import on_policy
 
-        assert registry.updater_builder("on_policy") is build_on_policy_updater
-        assert registry.updater_builder("off_policy") is build_off_policy_updater
-        with pytest.raises(ValueError, match="family 'both'"):
-            registry.register_updater("both", build_on_policy_updater)
+        names = [f.name for f in registry.families()]
+        assert names[:2] == ["on_policy", "off_policy"]
+        assert registry.family("on_policy") is on_policy.FAMILY
+        assert registry.family_of(spec_of({}).collector) is on_policy.FAMILY
+        with pytest.raises(KeyError, match="no family 'nope' is registered; known: on_policy, off_policy"):
+            registry.family("nope")
+        with pytest.raises(ValueError, match="a family needs a name other than 'both'"):
+            registry.register_family(attrs.evolve(on_policy.FAMILY, name="both"))
 
     def test_a_sink_registers_like_any_kind(self) -> None:
         """The sink slot takes harl's sinks and a user's: found by name and by "module:Name", checked for write/close."""

@@ -1,7 +1,7 @@
 """The records a collector hands its buffer: the buffers' whole write interface for collectors.
 
 A collector never writes a buffer's arrays; it builds one record per vector step and the
-buffer stores it (DESIGN section 4b)::
+buffer stores it (docs/architecture.md, "Records between stages")::
 
     buffer.start(StartRecord(obs, state, avail))        # rollout: the envs' first observations
     for t in range(T):

@@ -67,7 +67,7 @@ class RunnerCore:
         self.args, self.algo_args, self.env_args = args, algo_args, env_args
         data, notes, self.source = pipeline_tables(args, algo_args, env_args, updater_kind, pipeline)
         self.spec = structure_pipeline(data, self.source)
-        found = registry.entry_of(self.spec.collector).family
+        found = registry.family_of(self.spec.collector).name
         if found != family:
             raise ConfigError(f"{self.source}: collector.kind: \"{self.spec.collector.kind}\" is an {found} "
                               f"collector, but this runner runs {family} pipelines; use "
@@ -109,16 +109,9 @@ class RunnerCore:
     def counters(self) -> Counters:
         return self.trainer.counters
 
-    @property
-    def progress(self) -> float:
-        """The share of the budget spent (learning-rate schedules read it)."""
-        return min(1.0, self.counters.env_steps / max(1, self.spec.run.total_env_steps))
-
     def end_iteration(self, env_steps: int) -> None:
-        c = self.counters
-        c.iteration += 1
-        c.env_steps += env_steps
-        c.episodes += len(self.episodes)
+        """An on-policy iteration driven by hand ends: the Trainer counts it."""
+        self.trainer.count(env_steps, len(self.episodes))
         self.episodes = []
 
     def restore_state(self, state: dict[str, Any]) -> None:

@@ -88,7 +88,7 @@ class OffPolicyBaseRunner:
 
     def train(self) -> Any:
         """Train the model: one gradient step of the critic (and, every policy_freq, the actors)."""
-        return steps.gradient_step(self.stages, self._core.progress)
+        return self._core.trainer.update(steps=1)  # the Trainer's own step: its progress
 
     def eval(self, step: int) -> Any:
         """Evaluate the model (the pipeline's evaluator); returns its stats."""

@@ -89,7 +89,7 @@ class OnPolicyBaseRunner:
     def compute(self) -> None:
         """Value of the last state, then returns and advantages (the pipeline's return computer)."""
         steps.bootstrap(self.stages)
-        steps.compute(self.stages)
+        self._core.trainer.compute_returns()
 
     def prep_rollout(self) -> None:
         """Nothing to switch: harl's networks act the same in training and rollout."""
@@ -99,7 +99,9 @@ class OnPolicyBaseRunner:
 
     def train(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """One update of every actor and the critic; (per-agent stats, critic stats)."""
-        stats = steps.update(self.stages, self._core.progress)
+        trainer = self._core.trainer
+        stats = trainer.update()  # the Trainer's own step: its progress, its stage error messages
+        trainer.check(stats)
         self._core.end_iteration(steps.rollout_length(self.stages) * self.envs.num_envs)
         return [attrs.asdict(a) for a in stats.agents], attrs.asdict(stats.critic)
 

@@ -9,18 +9,19 @@ on-policy (``harl/collect/on_policy.py``, one loop iteration of ``collect``)::
     start(stages, obs, state, avail)          # the collector's start, from the runner's own reset
     acting = act(stages, t)                   # policy + critic for step t
     episodes = observe(stages, acting, step, actions, log_probs, values)   # step t into the buffer
-    bootstrap(stages); compute(stages)        # V of the last state; the ReturnComputer
-    stats = update(stages, progress); roll_over(stages)
+    bootstrap(stages)                         # V of the last state
+    trainer.compute_returns(); stats = trainer.update(); roll_over(stages)   # the Trainer's own steps
 
 off-policy (``harl/collect/off_policy.py``)::
 
     random(stages, masks) / explore(stages, obs, masks) / greedy(stages, obs, masks)
     active = add(stages, before, actions, step, active)   # one transition per env
-    stats = gradient_step(stages, progress)                # one critic (+ actor) step
+    stats = trainer.update(steps=1)                        # one critic (+ actor) step, the Trainer's
 
 Every call goes through the stages' public per-step methods (the collectors' ``start`` /
-``act`` / ``observe`` / ``finish`` / ``advance``, the buffers' ``insert``, the updater's
-``update(..., steps=1)``): no stage's arrays are written here.
+``act`` / ``observe`` / ``finish`` / ``advance``, the buffers' ``insert``); returns, updates,
+checks and counting are the Trainer's own step functions (``harl.trainer.Trainer``), the ones
+its loop calls: no stage's arrays are written here and no step is written twice.
 """
 
 from __future__ import annotations
@@ -77,14 +78,6 @@ def bootstrap(stages: Any) -> None:
     stages.collector.finish(stages.buffer)
 
 
-def compute(stages: Any) -> None:
-    stages.returns.compute(stages.buffer)
-
-
-def update(stages: Any, progress: float) -> Any:
-    return stages.updater.update(stages.buffer, progress=progress)
-
-
 def roll_over(stages: Any) -> None:
     stages.buffer.roll_over()
 
@@ -137,8 +130,3 @@ def add(stages: Any, before: tuple[Sequence[Any], Any, Sequence[Any] | None], ac
     stages.buffer.insert(transition)
     stages.collector.advance(n)
     return to_numpy(alive).astype(np.float32)
-
-
-def gradient_step(stages: Any, progress: float) -> Any:
-    """One gradient step (HARL's ``train``); harl's updater takes ``updates_per_round`` of them per call."""
-    return stages.updater.update(stages.buffer, progress=progress, steps=1)

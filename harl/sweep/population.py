@@ -39,9 +39,9 @@ def _train(states: list[TrialState], say: Callable[[str], Any], quiet: bool) -> 
     with Population(trainers, venv, [s.label for s in states], say) as population:
         results = population.train(quiet)
     out = {}
-    for s, (state, result) in enumerate(zip(states, results)):
-        if s in population.failed:
-            out[state.run_dir] = ("failed", population.failed[s])
+    for state, result in zip(states, results):
+        if result.failure:
+            out[state.run_dir] = ("failed", result.failure)
             continue
         out[state.run_dir] = ("stopped" if result.interrupted else "finished", "")
         if not result.interrupted:

@@ -29,7 +29,6 @@ import attrs
 import torch
 
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
-from harl.registry import register_updater
 from harl.returns.n_step import NStepReturns
 from harl.update.common import agent_order, lr_scale, set_lr
 from harl.update.q_critic import QCriticLearner
@@ -201,5 +200,3 @@ def build_off_policy_updater(config: SequentialConfig | SimultaneousConfig, lear
     return OffPolicyUpdater(config, learners, critic_learner, parts.returns, w.batch_size, w.updates_per_round,
                             w.warmup_steps, w.policy_freq, parts.generator, w.precision)
 
-
-register_updater("off_policy", build_off_policy_updater)

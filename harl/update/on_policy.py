@@ -10,7 +10,6 @@ import torch
 
 from harl.buffers.rollout import RolloutBuffer
 from harl.errors import ConfigError
-from harl.registry import register_updater
 from harl.update.batched import BatchedSimultaneous
 from harl.update.common import AgentStats, agent_order, lr_scale, set_lr
 from harl.update.sequential import PolicyLearner, SequentialConfig, sequential_update
@@ -120,5 +119,3 @@ def build_on_policy_updater(config: UpdaterConfig, learners: list[Any], critic_l
     return OnPolicyUpdater(config, learners, critic_learner, parts.n_agents, parts.generator,
                            batch_agents=getattr(parts.policy, "batch_agents", False))
 
-
-register_updater("on_policy", build_on_policy_updater)

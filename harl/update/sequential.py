@@ -52,4 +52,4 @@ def sequential_update(learners: Sequence[PolicyLearner], batches: Sequence[Agent
     return stats
 
 
-register("updater", SequentialConfig, None, default=True)
+register("updater", SequentialConfig, None, family=("on_policy", "off_policy"), default=True)

@@ -50,4 +50,4 @@ def merge_batches(batches: Sequence[AgentBatch]) -> AgentBatch:
     )
 
 
-register("updater", SimultaneousConfig, None)
+register("updater", SimultaneousConfig, None, family=("on_policy", "off_policy"))

@@ -116,7 +116,7 @@ def test_off_policy_cannot_take_the_batched_update() -> None:
     assert check.problems(spec) == ['run.population_update = "batched" (off-policy members update one after '
                                     'another: "auto" or "per_member")']
     spec, _ = load_pipeline(MATD3, [])
-    assert check.problems(spec) == [] and check.family(spec) == "off_policy"
+    assert check.problems(spec) == [] and check.family(spec).name == "off_policy"
 
 
 def test_replay_buffers_that_cannot_fit_are_refused_with_the_numbers(tmp_path: Path,
@@ -132,5 +132,5 @@ def test_replay_buffers_that_cannot_fit_are_refused_with_the_numbers(tmp_path: P
                                                             int(venv.state_space.shape[0]), venv.state_space)
     venv.close()
     monkeypatch.setattr(harl.sizes, "available_bytes", lambda device: int(1.5 * per_transition * 1000))
-    with pytest.raises(ResourceError, match=r"2 members x buffer.capacity = 1,000 transitions.*lower buffer.capacity"):
+    with pytest.raises(ResourceError, match=r"2 members x buffer.capacity = 1,000: the replay buffer .*lower buffer.capacity"):
         open_population(dirs, specs, "p.toml")

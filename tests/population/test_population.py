@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+import harl.trainer as trainer_module
 from harl.api import read_metrics
 from harl.cli import main
 from harl.errors import ConfigError, ResourceError
 from harl.finite import NonFiniteUpdateError
-from harl.population import driver
 from harl.population.driver import Population, open_population
 from harl.rundir.checkpoint import list_checkpoints
 from harl.sweep.plan import Request, Sweep
@@ -98,14 +98,14 @@ def test_resume_continues_the_population_exactly(tmp_path: Path, update: str) ->
 def test_a_non_finite_member_stops_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Seed 2's update at iteration 2 is non-finite: it stops there, named, unsaved; 1 and 3 go on."""
-    real = driver.check_update
+    real = trainer_module.check_update
 
     def check(row: dict, iteration: int, stages: object, run_dir: Path) -> None:
         if run_dir.name.endswith("-s2") and iteration == 2:
             raise NonFiniteUpdateError(f"iteration {iteration}: the update gave nan")
         real(row, iteration, stages, run_dir)
 
-    monkeypatch.setattr(driver, "check_update", check)
+    monkeypatch.setattr(trainer_module, "check_update", check)
     sweep = tmp_path / "pop"
     code = main(["train", str(TORCH_MPE), "--seeds", "1-3", "--vectorize", "--run-dir", str(sweep), *sets()])
     assert code != 0

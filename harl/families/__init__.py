@@ -1,0 +1,112 @@
+"""Families: what one kind of algorithm builds, in which order, and what its runs need.
+
+A family is one module that ends with ``registry.register_family(Family(...))``, the way an
+objective or an env kind registers (docs/architecture.md, "Families").  harl's own are the
+modules of this package; a user's is a module of their own package, registered when it is
+imported (naming one of its stage kinds, ``"my_pkg.family:CollectorConfig"``, does that)::
+
+    spec (validated) --family.checks--> problems, one paragraph each
+    family.memory(spec, spaces)       -> what its buffers will take, refused before allocation
+    family.build(spec, parts)         -> Built(team, critic, returns, buffer, collector, updater)
+    Trainer: collector.collect -> returns.compute -> updater.update -> evaluator (the one loop)
+
+A pipeline's family is its collector kind's (``register("collector", ..., family="value")``);
+the stage kinds of every other table must belong to it (or to any family).  Kept free of
+imports of harl's stages: a family module imports what it builds, this package nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+Problem = tuple[list[str], str]
+"""A cross-table problem: (key path, message)."""
+
+
+@attrs.frozen
+class Built:
+    """The stages a family builds; the composition root adds the envs and the Evaluator."""
+
+    team: Any
+    """The agents' acting networks (``torch.nn.Module``): what evaluation, rendering and export act with
+    (``initial_hidden(n_envs, device)``, ``act(obs, avail, deterministic, hidden=, starts=)``)."""
+    critic: Any
+    """The network the updater fits besides the team (a V or Q critic, a mixer); a checkpoint holds it."""
+    returns: Any
+    buffer: Any
+    collector: Any
+    updater: Any
+
+
+@attrs.frozen
+class Need:
+    """One allocation a pipeline will make, said before it is made."""
+
+    what: str
+    """What it holds, with the sizes that make it ("the rollout buffer: 8 envs x 201 steps x 1,234 bytes")."""
+    bytes: int
+    keys: str
+    """The keys that size it, for the message that refuses it ("collector.n_envs or collector.rollout_length")."""
+
+
+@attrs.frozen
+class Population:
+    """What a population (``--vectorize``) of a family batches: its checks and its batched collection.
+
+    ``collect(population, fresh)`` steps the shared env once per vector step for every live member
+    and hands each member's buffer its records (``harl.population.driver`` calls it); the
+    Trainer's loop does the rest of each member's iteration.
+    """
+
+    problems: Callable[[Any], list[str]]
+    """``problems(spec)``: each stage a population cannot batch, as ``table.key = value (why)``."""
+    memory: Callable[[Any, Any, int], list[Need]]
+    """``memory(spec, spaces, members)``: the population's buffers."""
+    collect: Callable[[Any, bool], dict[int, Any]]
+
+
+def _no_problems(built: Mapping[str, Any]) -> Iterable[Problem]:
+    return ()
+
+
+def _no_needs(spec: Any, spaces: Any) -> list[Need]:
+    return []
+
+
+def _no_buffer(spec: Any) -> bool:
+    return False
+
+
+def _no_rows(stages: Any) -> dict[str, str]:
+    return {}
+
+
+@attrs.frozen
+class Family:
+    """One family of algorithms: registered with ``harl.registry.register_family``."""
+
+    name: str
+    """What its stage kinds name in ``register(..., family=name)``."""
+    doc: str
+    """One line for ``harl stages`` (what the family is, which algorithms it makes)."""
+    build: Callable[[Any, Any], Built]
+    """``build(spec, parts)``: its stages, in its own order (``parts``: ``harl.registry.Parts``, whose
+    ``wiring`` is this family's ``wiring(spec)``; ``harl.registry.build(config, parts)`` builds the
+    stage of one table)."""
+    wiring: Callable[[Any], Any]
+    """``wiring(spec)``: the values its stages read from other tables, read once (``parts.wiring``);
+    it has ``n_envs`` (the training envs' count)."""
+    checks: Callable[[Mapping[str, Any]], Iterable[Problem]] = _no_problems
+    """``checks(built_tables)``: settings valid alone but not together in this family."""
+    memory: Callable[[Any, Any], list[Need]] = _no_needs
+    """``memory(spec, spaces)``: its buffers' bytes (``spaces``: ``observation_spaces``,
+    ``action_spaces``, ``state_space``, ``n_agents``, as a ``VectorEnv`` has them)."""
+    save_buffer: Callable[[Any], bool] = _no_buffer
+    """Whether a checkpoint also holds the buffer's contents (``[checkpoint] replay_buffer``)."""
+    describe: Callable[[Any], dict[str, str]] = _no_rows
+    """``describe(stages)``: ``harl check`` rows of its own (slot -> what was built), over the generic ones."""
+    population: Population | None = None
+    """How ``--vectorize`` batches it; None: refused, naming the family."""

@@ -1,0 +1,67 @@
+"""What the two actor-critic families (on-policy, off-policy) build alike: a team of actors,
+a critic, one learner per actor and a critic learner, handed to the family's updater.
+
+Build order (each step sees the parts before it): the team (the objective's ``team`` builder),
+the critic, the returns stage, one learner per actor (the objective), the critic learner (the
+critic kind's ``learner``), the family's updater, the buffer, the collector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from harl import registry
+from harl.families import Built, Problem
+from harl.policy.on_policy import stochastic_team
+
+UpdaterBuilder = Callable[[Any, list[Any], Any, registry.Parts], Any]
+"""``build(updater_config, learners, critic_learner, parts)`` -> the family's updater."""
+
+
+@attrs.frozen
+class Wiring:
+    """What an actor-critic stage needs from another slot's table, read once and passed explicitly."""
+
+    family: str
+    n_envs: int
+    rollout_length: int = 0
+    """On-policy: vector steps per rollout (the rollout buffer's length)."""
+    sequence_length: int = 0
+    """Recurrent training: steps per sequence (0: feed-forward actors)."""
+    fp_state: bool = False
+    """The critic takes one state per agent (the buffer stores them)."""
+    batch_size: int = 0
+    warmup_steps: int = 0
+    updates_per_round: int = 0
+    policy_freq: int = 1
+    """Off-policy: critic steps per actor step (the objective's ``policy_freq``, else 1)."""
+    precision: str = "fp32"
+    """``[run] precision``: "bf16" runs each off-policy gradient step under bfloat16 autocast."""
+
+
+def build_actor_critic(spec: Any, parts: registry.Parts, make_updater: UpdaterBuilder) -> Built:
+    """The stages of an actor-critic pipeline, in the order above."""
+    objective = spec.updater.objective
+    team_builder = registry.entry_of(objective).parts.get("team", stochastic_team)
+    parts.team = team_builder(objective, parts).to(parts.device)
+    parts.critic = registry.build(spec.critic, parts).to(parts.device)
+    parts.returns = registry.build(spec.returns, parts)
+    learners = [registry.build(objective, parts, i) for i in range(len(parts.team.actors))]
+    critic_learner = registry.entry_of(spec.critic).parts["learner"](parts.critic, spec.critic, parts)
+    updater = make_updater(spec.updater, learners, critic_learner, parts)
+    buffer = registry.build(spec.buffer, parts)
+    collector = registry.build(spec.collector, parts)
+    return Built(parts.team, parts.critic, parts.returns, buffer, collector, updater)
+
+
+def sequential_needs_own_actors(built: Mapping[str, Any]) -> Iterable[Problem]:
+    """HA's sequential update needs one actor per agent."""
+    updater, policy = built.get("updater"), built.get("policy")
+    if updater is not None and policy is not None and policy.share_parameters and updater.kind == "sequential":
+        yield (["updater", "kind"],
+               '"sequential" updates agents one after another, which needs one actor per agent, '
+               "but policy.share_parameters = true makes one actor for all; set "
+               'policy.share_parameters = false, or updater.kind = "simultaneous"')

@@ -1,0 +1,133 @@
+"""The off-policy actor-critic family: replay, Q critics, n-step targets (HASAC, HATD3, HADDPG,
+HAD3QN, MATD3, MADDPG).
+
+Its kinds: the ``off_policy`` collector, the ``replay`` buffer, ``n_step`` returns, Q critics and
+the ``sac`` / ``td3`` / ``ddpg`` / ``d3qn`` objectives; the updater is ``harl.update.off_policy``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from harl import registry
+from harl.collect.on_policy import CollectStats
+from harl.families import Family, Need, Population, Problem
+from harl.families.actor_critic import Wiring, build_actor_critic, sequential_needs_own_actors
+from harl.population.envs import split_step
+from harl.population.stack import Stack
+from harl.sizes import human, replay_bytes_per_transition
+from harl.update.off_policy import build_off_policy_updater
+
+NAME = "off_policy"
+
+POPULATION_STAGES = {"collector": "off_policy", "buffer": "replay"}
+"""The kinds a population steps itself (its collection below); members update one after another."""
+
+
+def wiring(spec: Any) -> Wiring:
+    collector, objective = spec.collector, spec.updater.objective
+    return Wiring(NAME, collector.n_envs, batch_size=spec.buffer.batch_size,
+                  warmup_steps=collector.warmup_steps, updates_per_round=collector.updates_per_round,
+                  policy_freq=getattr(objective, "policy_freq", 1), precision=spec.run.precision)
+
+
+def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
+    yield from sequential_needs_own_actors(built)
+    policy, collector = built.get("policy"), built["collector"]
+    if policy is not None and policy.recurrent != "none":
+        yield (["policy", "recurrent"],
+               f'"{policy.recurrent}" needs on-policy rollouts, but collector.kind = "{collector.kind}" '
+               'has no recurrent actors; set policy.recurrent = "none"')
+    if policy is not None and policy.share_parameters:
+        yield (["policy", "share_parameters"], "off-policy objectives keep one actor per agent; set "
+               "policy.share_parameters = false")
+
+
+def _per_transition(spaces: Any) -> int:
+    return replay_bytes_per_transition(spaces.observation_spaces, spaces.action_spaces,
+                                       int(np.prod(spaces.state_space.shape)), spaces.state_space)
+
+
+def _replay_need(spec: Any, spaces: Any, members: int = 1) -> Need:
+    per, capacity = _per_transition(spaces), spec.buffer.capacity
+    who = f"{members} members x " if members > 1 else ""
+    return Need(f"{who}buffer.capacity = {capacity:,}: the replay buffer ({per:,} bytes per transition x "
+                f"{capacity:,} transitions, {human(per * capacity * members)})", per * capacity * members,
+                "buffer.capacity" + (" (or train fewer seeds at once)" if who else ""))
+
+
+def memory(spec: Any, spaces: Any) -> list[Need]:
+    return [_replay_need(spec, spaces)]
+
+
+def save_buffer(spec: Any) -> bool:
+    return bool(spec.checkpoint.replay_buffer)
+
+
+def describe(stages: Any) -> dict[str, str]:
+    spec = stages.spec
+    if registry.kind_name(spec.buffer) != "replay":
+        return {}
+    per, capacity = _per_transition(stages.venv), spec.buffer.capacity
+    return {"buffer": f"capacity {capacity:,}, batch {spec.buffer.batch_size}; memory when full: {per:,} bytes "
+                      f"per transition x {capacity:,} = {human(per * capacity)}"}
+
+
+# ------------------------------------------------------------------ populations (--vectorize)
+
+
+def population_problems(spec: Any) -> list[str]:
+    found = []
+    if spec.run.population_update == "batched":
+        found.append('run.population_update = "batched" (off-policy members update one after another: '
+                     '"auto" or "per_member")')
+    for table, expected in POPULATION_STAGES.items():
+        if (got := registry.kind_name(getattr(spec, table))) != expected:
+            found.append(f'{table}.kind = "{got}" (off-policy populations: "{expected}")')
+    return found
+
+
+def population_memory(spec: Any, spaces: Any, members: int) -> list[Need]:
+    return [_replay_need(spec, spaces, members)]
+
+
+@torch.no_grad()
+def collect_population(population: Any, fresh: bool) -> dict[int, CollectStats]:
+    """``train_interval`` vector steps; warm-up actions from each member's own generator, then
+    each agent's explore call batched over the members (``Stack``)."""
+    alive, E = population.alive, population.n_envs
+    members = [population.trainers[s].stages for s in alive]
+    lead = members[0].collector
+    for m in members:
+        m.collector.begin()
+    actors = [Stack([m.team.actors[i] for m in members]) for i in range(population.venv.n_agents)]
+    episodes: dict[int, list[dict[str, Any]]] = {s: [] for s in alive}
+    for _ in range(lead.config.train_interval):
+        inputs = [m.collector.inputs() for m in members]
+        if lead.warming_up:
+            drawn = [m.collector.random_actions(masks) for m, (_, masks) in zip(members, inputs)]
+            actions = [torch.stack(per_agent) for per_agent in zip(*drawn)]
+        else:
+            actions = [actor.call("explore", torch.stack([obs[i] for obs, _ in inputs]),
+                                  None if inputs[0][1][i] is None else torch.stack([mask[i] for _, mask in inputs]),
+                                  lead.env_steps, random=True)
+                       for i, actor in enumerate(actors)]
+        env_actions = [population.env_actions(a) for a in actions]
+        parts = split_step(population.venv.step(env_actions), population.size, E)
+        for m, s in zip(members, alive):
+            mine = [a[s * E:(s + 1) * E] for a in env_actions]
+            episodes[s].extend(m.collector.record(mine, parts[s], m.buffer))
+    for m in members:
+        m.collector.end()
+    return {s: CollectStats(population.steps, episodes[s]) for s in alive}
+
+
+FAMILY = registry.register_family(Family(
+    NAME, "replay, Q critics and n-step targets: HASAC, HATD3, HADDPG, HAD3QN, MATD3, MADDPG",
+    lambda spec, parts: build_actor_critic(spec, parts, build_off_policy_updater), wiring, checks, memory,
+    save_buffer=save_buffer, describe=describe,
+    population=Population(population_problems, population_memory, collect_population)))
