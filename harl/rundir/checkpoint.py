@@ -78,7 +78,7 @@ def latest_checkpoint(run_dir: Path) -> Path:
         raise CheckpointError(
             f"{run_dir}: no checkpoint in {checkpoint_dir(run_dir)}; a run writes one every "
             "[checkpoint] every_iterations iterations and at its end, so this run stopped "
-            "before its first one: start it again with harl train"
+            f"before its first one: harl train --resume {run_dir} starts it again from the beginning, in place"
         )
     return found[-1]
 

@@ -24,9 +24,12 @@ process with -2 (a SIGTERM with -15), and Python itself puts the defaults back w
 shuts down, which an ignored signal survives.  A wait on env workers that may never answer (a hung simulator) asks
 ``stop_waiting`` and gives up a few seconds after a stop request (``StopNow``).
 
-A second signal while the networks update is held back (``hold`` / ``release``): the update,
-the iteration's evaluation and its row finish, and the run stops right after (``release``
-raises ``KeyboardInterrupt`` then), so the exit checkpoint is always a whole iteration's.
+A second signal after the rollout is collected is held back (``hold`` / ``release``): the
+returns, the update, the iteration's evaluation and its row finish, and the run stops right
+after (``release`` raises ``KeyboardInterrupt`` then), so the exit checkpoint is always a whole
+iteration's (networks, optimisers, counters, the collector's episode starts and the RNG states
+of one iteration's end).  During collection it stops at once: the collector keeps the episode
+starts of the last whole collect for that.
 
 An env stepped in this process (the inline backend, evaluation envs) cannot be waited on from
 outside: ``EnvWatch`` marks each of its calls, and a watchdog thread sends this process
@@ -44,6 +47,7 @@ the GIL forever blocks every thread, and only SIGKILL (the scheduler's, after it
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -111,6 +115,7 @@ def reset() -> None:
     puts back the default handlers of the signals ignored since the first one."""
     global _first, _requested_at
     _first, _requested_at = 0, None
+    WATCH.signalled_at, WATCH.signalled = None, 0
     if threading.current_thread() is threading.main_thread():
         for signum in _latched:
             if signal.getsignal(signum) is signal.SIG_IGN:
@@ -137,6 +142,7 @@ class GracefulStop:
     def __init__(self, message: Callable[[str], Any]) -> None:
         global _requested_at
         _requested_at = None  # a new run's waits are not cut short by an earlier run's stop request
+        WATCH.signalled_at, WATCH.signalled = None, 0
         self.message = message
         self.requested = False
         self.signum = 0
@@ -167,6 +173,7 @@ class GracefulStop:
     def __enter__(self) -> GracefulStop:
         global _active
         _active = self
+        WATCH.start()  # before any signal: a hang in C code never lets the handlers below run
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
                 if signal.getsignal(signum) is not signal.SIG_IGN or signum in _latched:
@@ -185,13 +192,12 @@ class GracefulStop:
                 if not self._held:
                     self._held = True
                     self.message(f"{name}: stopping as soon as the networks' update and this iteration's row are "
-                                 "done (so the checkpoint holds a whole iteration)")
+                                 "done, so that the checkpoint holds a whole iteration")
                 return
             self._shutting_down = True  # one "stop now" only: a third signal cannot cut the exit short
             raise KeyboardInterrupt
         self.requested = True
         self.signum = signum
-        WATCH.start()
         again = "Ctrl-C" if signum == signal.SIGINT else name
         self.message(f"{name}: stopping after this iteration, with a checkpoint ({again} again to stop now)")
 
@@ -266,6 +272,10 @@ class EnvWatch:
         self.describe: Any = None
         self._calls = 0
         self._thread: threading.Thread | None = None
+        self._wakeup: int | None = None
+        self.signalled_at: float | None = None
+        """When the wakeup fd showed the first stop signal (None: not yet), and which (``signalled``)."""
+        self.signalled = 0
         self._kick: tuple[int, str] | None = None
         """(call, "stop" or "timeout") the watchdog interrupted, until the handler acts on it."""
         self._lock = threading.Lock()
@@ -283,22 +293,67 @@ class EnvWatch:
             self.call = 0
 
     def start(self) -> None:
-        """Install the kick's handler and start the watchdog (main thread only; once per process)."""
+        """Install the kick's handler and start the watchdog (main thread only; once per process).
+
+        The watchdog also reads the signals this process receives from Python's wakeup fd
+        (``signal.set_wakeup_fd``, when no one else uses it): Python's C-level handler writes each
+        signal's number there at once, so a stop signal is seen even while the main thread is
+        stuck in C code and the Python handler cannot run.
+        """
         with self._lock:
             if self._thread is not None or threading.current_thread() is not threading.main_thread():
                 return
             if signal.getsignal(WATCH_SIGNAL) not in (signal.SIG_DFL, None):
                 return  # the signal is someone else's: no watchdog
             signal.signal(WATCH_SIGNAL, self._handle)
+            self._wakeup = self._listen()
             self._thread = threading.Thread(target=self._watch, name="harl-env-watch", daemon=True)
             self._thread.start()
+
+    def _listen(self) -> int | None:
+        """The read end of a pipe Python's signal handler writes signal numbers to (None: taken)."""
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        try:
+            previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            previous = None
+        if previous != -1:  # someone else's wakeup fd (an event loop): put it back, do without
+            if previous is not None:
+                signal.set_wakeup_fd(previous)
+            os.close(read)
+            os.close(write)
+            return None
+        return read
+
+    def _seen(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for signals on the wakeup fd; note a stop signal's arrival."""
+        if self._wakeup is None:
+            time.sleep(timeout)
+            return
+        ready, _, _ = select.select([self._wakeup], [], [], timeout)
+        if not ready:
+            return
+        try:
+            data = os.read(self._wakeup, 512)
+        except OSError:
+            return
+        for signum in data:
+            if signum in STOP_SIGNALS and self.signalled_at is None:
+                self.signalled_at, self.signalled = time.monotonic(), signum
+
+    def _requested(self) -> float | None:
+        """When a stop was asked for: the Python handler's note, or the wakeup fd's (C code hangs)."""
+        times = [t for t in (_requested_at, self.signalled_at) if t is not None]
+        return min(times) if times else None
 
     def _due(self, now: float) -> str | None:
         """Why the call in flight should be interrupted now (None: it should not)."""
         waited = now - self.since
         if self.timeout_s > 0 and waited >= self.timeout_s:
             return "timeout"
-        if stop_waiting(waited) and not _holding():
+        requested = self._requested()
+        if requested is not None and min(waited, now - requested) >= STOP_WAIT_S and not _holding():
             return "stop"
         return None
 
@@ -306,7 +361,7 @@ class EnvWatch:
         main = threading.main_thread()
         kicked_at = 0.0
         while main.is_alive():
-            time.sleep(WATCH_POLL_S)
+            self._seen(WATCH_POLL_S)
             call, now = self.call, time.monotonic()
             if not call:
                 continue
@@ -316,8 +371,9 @@ class EnvWatch:
                 continue
             why = self._due(now)
             if why is None:
-                if self._kick is None and _requested_at is not None and now - _requested_at >= HARD_EXIT_S + STOP_WAIT_S \
-                        and now - self.since >= HARD_EXIT_S + STOP_WAIT_S:
+                requested = self._requested()
+                if self._kick is None and requested is not None and \
+                        min(now - requested, now - self.since) >= HARD_EXIT_S + STOP_WAIT_S:
                     self._hard_exit("stop", now - self.since)  # held (the evaluation's env hung): no safe save
                 continue
             self._kick, kicked_at = (call, why), now
@@ -327,7 +383,8 @@ class EnvWatch:
                 return
 
     def _hard_exit(self, why: str, waited: float) -> None:
-        status = exit_status(_first) if why == "stop" and _first else 2
+        first = _first or self.signalled
+        status = exit_status(first) if why == "stop" and first else 2
         what = f"an environment call in this process ({self._what()}) did not return within {waited:.0f} s" + (
             " of the stop request" if why == "stop" else f" (step_timeout_s = {self.timeout_s:g})")
         line = (f"harl: {what}, nor when interrupted (a hang inside C code, which Python cannot interrupt); "

@@ -209,7 +209,7 @@ class TestLatest:
         assert str(info.value) == (
             f"{tmp_path}: no checkpoint in {tmp_path / 'checkpoints'}; a run writes one every "
             "[checkpoint] every_iterations iterations and at its end, so this run stopped before its "
-            "first one: start it again with harl train"
+            f"first one: harl train --resume {tmp_path} starts it again from the beginning, in place"
         )
 
 
