@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from env_throughput import vector_rate  # noqa: E402
 
 from harl.compose import build_stages  # noqa: E402
-from harl.config.loading import load_pipeline  # noqa: E402
+from harl.config.loading import load_spec_and_notes  # noqa: E402
 from harl.envs.mpe import MPEConfig  # noqa: E402
 from harl.envs.mpe_torch import MPETorchConfig  # noqa: E402
 
@@ -67,7 +67,7 @@ def raw(sizes: list[int], device: str, mpe2: bool) -> None:
 def train(iterations: int, device: str) -> None:
     for label, path, overrides in TRAIN_CASES:
         extra = [f"env.device={device}", f"run.device={device}"] if "torch" in label else []
-        spec, _ = load_pipeline(ROOT / path, ["logging.progress=false", *overrides, *extra])
+        spec, _ = load_spec_and_notes(ROOT / path, ["logging.progress=false", *overrides, *extra])
         stages = build_stages(spec)
         try:
             timings = []

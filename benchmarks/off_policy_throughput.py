@@ -30,7 +30,7 @@ import time
 import torch
 
 from harl.compose import build_stages
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 
 PIPELINES = ["pipelines/hasac_mpe_spread.toml", "pipelines/hatd3_mpe_spread.toml",
              "pipelines/haddpg_mpe_spread.toml"]
@@ -47,7 +47,7 @@ def parse_variant(text: str) -> dict[str, str]:
 
 
 def measure(path: str, iterations: int, overrides: list[str], variants: list[dict[str, str]]) -> list[dict]:
-    spec, _ = load_pipeline(path, ["logging.progress=false", *overrides])
+    spec, _ = load_spec_and_notes(path, ["logging.progress=false", *overrides])
     stages = build_stages(spec)
     base = {"precision": getattr(spec.run, "precision", "fp32"), "threads": str(torch.get_num_threads())}
     runs = [base, *({**base, **v} for v in variants)]

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from harl.compose import build_stages
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -49,7 +49,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--set", dest="overrides", action="append", default=[])
     args = p.parse_args()
-    spec, _ = load_pipeline(args.pipeline, ["logging.progress=false", "collector.backend=subprocess",
+    spec, _ = load_spec_and_notes(args.pipeline, ["logging.progress=false", "collector.backend=subprocess",
                                             "collector.workers=2", "run.device=cpu", *args.overrides])
     stages = build_stages(spec)
     venv, policy, critic = stages.venv, stages.collector.policy, stages.collector.critic

@@ -130,9 +130,9 @@ def main() -> int:
     p.add_argument("--set", action="append", default=None, help="pipeline overrides (default: HARL's settings)")
     args = p.parse_args()
     sets = HARL_SETTINGS if args.set is None else args.set
-    from harl.config.loading import load_pipeline
+    from harl.config.loading import load_spec_and_notes
 
-    collector = load_pipeline(Path(args.pipeline), sets)[0].collector
+    collector = load_spec_and_notes(Path(args.pipeline), sets)[0].collector
     per_iteration = collector.n_envs * getattr(collector, "rollout_length", getattr(collector, "train_interval", 1))
     budget = per_iteration * args.iterations
     total = budget * args.seeds

@@ -93,10 +93,10 @@ def _recorder(draws: list[tuple[str, torch.Tensor]]) -> tuple[Any, Any]:
 
 def dump(args: argparse.Namespace) -> int:
     from harl.compose import build_stages
-    from harl.config.loading import load_pipeline
+    from harl.config.loading import load_spec_and_notes
     from harl.update import off_policy as updater_module
 
-    spec, _ = load_pipeline(Path(args.pipeline), ["collector.warmup_steps=1000", "collector.n_envs=10",
+    spec, _ = load_spec_and_notes(Path(args.pipeline), ["collector.warmup_steps=1000", "collector.n_envs=10",
                                                   "run.torch_threads=1", *args.set])
     torch.manual_seed(0)
     s = build_stages(spec)

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from harl.compose import build_stages
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.envs.protocol import is_tensor_native
 from harl.envs.vector import InlineVectorEnv
 
@@ -178,7 +178,7 @@ def main() -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[])
     args = p.parse_args()
     for path in args.pipelines:
-        spec, _ = load_pipeline(path, ["logging.progress=false", *args.overrides])
+        spec, _ = load_spec_and_notes(path, ["logging.progress=false", *args.overrides])
         head = {"pipeline": path, "overrides": args.overrides, "n_envs": spec.collector.n_envs,
                 "backend": spec.collector.backend}
         stages = build_stages(spec)

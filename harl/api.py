@@ -31,7 +31,7 @@ def load_pipeline(pipeline: Pipeline, overrides: Iterable[str] = ()) -> Pipeline
     ``pipeline_notes(spec)``.
     """
     from harl.config.loading import Loader, apply_overrides, structure_pipeline
-    from harl.config.loading import load_pipeline as load_file
+    from harl.config.loading import load_spec_and_notes as load_file
 
     overrides = list(overrides)
     if isinstance(pipeline, (str, Path)) and Path(pipeline).suffix != ".json":

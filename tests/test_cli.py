@@ -10,7 +10,7 @@ import torch
 
 from harl.cli import main
 from harl.collect.on_policy import OnPolicyCollector
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.config.spec import NESTED_SLOTS, TOP_SLOTS
 from harl.logging.csv_log import read_metrics
 from harl.rundir.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
@@ -150,8 +150,8 @@ class TestTrain:
         assert "resume with" not in out  # only a stopped run with a checkpoint says it
         assert iterations(run_dir) == [1, 2]
         assert [p.name for p in list_checkpoints(run_dir)] == ["iter_0000001.pt", "iter_0000002.pt"]
-        expected, _ = load_pipeline(HAPPO, tiny(tmp_path / "runs")[1::2])
-        assert load_pipeline(run_dir / "pipeline.toml")[0] == expected
+        expected, _ = load_spec_and_notes(HAPPO, tiny(tmp_path / "runs")[1::2])
+        assert load_spec_and_notes(run_dir / "pipeline.toml")[0] == expected
         assert load_checkpoint(latest_checkpoint(run_dir))["counters"]["env_steps"] == 100
 
     def test_resume_of_a_finished_run_does_nothing(self, tmp_path: Path,

@@ -271,7 +271,7 @@ def structure_pipeline(data: dict[str, Any], source: str, loader: Loader | None 
     return PipelineSpec(**built)
 
 
-def load_pipeline(path: str | Path, overrides: Iterable[str] = ()) -> tuple[PipelineSpec, list[str]]:
+def load_spec_and_notes(path: str | Path, overrides: Iterable[str] = ()) -> tuple[PipelineSpec, list[str]]:
     """Read, override, validate.  Returns the spec and notes to show the user."""
     path = Path(path)
     loader = Loader()

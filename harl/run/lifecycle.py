@@ -21,7 +21,7 @@ from typing import Any
 
 from harl.compose import build_stages
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.config.run import sink_configs
 from harl.config.spec import PipelineSpec
 from harl.errors import HarlError
@@ -121,7 +121,7 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
             raise TypeError("overrides go with a pipeline file; apply them with harl.load_pipeline(spec, overrides)")
         spec = pipeline
     else:
-        spec, notes = load_pipeline(pipeline, overrides)
+        spec, notes = load_spec_and_notes(pipeline, overrides)
         source = str(pipeline)
     configs = sink_configs(spec.logging)
     require_sinks(configs)  # a missing extra before any directory is made
@@ -199,7 +199,7 @@ def resume_run(run_dir: Path, checkpoint: Path | None = None, callbacks: Callbac
         edited = None
         path = run_dir / "pipeline.toml"
         if overrides:
-            spec, _ = load_pipeline(path, overrides)
+            spec, _ = load_spec_and_notes(path, overrides)
             edited = (spec, dump_pipeline(spec), " ".join(f"--set {o}" for o in overrides))
         run = open_run(run_dir, checkpoint, full=True, venv=venv, edited=edited)
         try:

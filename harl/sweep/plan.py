@@ -25,7 +25,7 @@ import attrs
 from rich.console import Console
 
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.errors import ConfigError, HarlError
 from harl.run.lifecycle import spec_of_run
 from harl.sweep import local, population, ray_backend
@@ -55,12 +55,12 @@ class Request:
 
 def _validate(request: Request) -> tuple[list[tuple[Trial, Any, str]], list[str]]:
     """Every trial's spec and resolved pipeline text; the notes of the first."""
-    first, notes = load_pipeline(request.pipeline, request.overrides)
+    first, notes = load_spec_and_notes(request.pipeline, request.overrides)
     seeds = request.seeds or [first.run.seed]
     planned = []
     for trial in trials(seeds, request.grid):
         try:
-            spec, _ = load_pipeline(request.pipeline, [*request.overrides, *trial.overrides])
+            spec, _ = load_spec_and_notes(request.pipeline, [*request.overrides, *trial.overrides])
         except ConfigError as exc:
             raise ConfigError(f"--grid point {point_label(trial.point)}: {exc}") from None
         planned.append((trial, spec, dump_pipeline(spec)))

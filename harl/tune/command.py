@@ -112,9 +112,9 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
                 raise HarlError("harl tune needs --trials N or --timeout SECONDS (or both): when to stop searching")
             request = asked
             the_space = read_space(space, request.pipeline, request.overrides)
-            from harl.config.loading import load_pipeline
+            from harl.config.loading import load_spec_and_notes
 
-            check_pruning(the_space, load_pipeline(request.pipeline, request.overrides)[0], request.pipeline)
+            check_pruning(the_space, load_spec_and_notes(request.pipeline, request.overrides)[0], request.pipeline)
             if vectorize:
                 _check_population(the_space, request)
             tune_dir = new_dir(request.pipeline, request.overrides, Path(run_dir) if run_dir else None,
@@ -151,10 +151,10 @@ def _check_population(space: Any, request: Request) -> None:
                         "its seeds in one loop that calls no callbacks, so pruning could not stop it; write "
                         "kind = \"none\" under [pruner], or drop --vectorize (then --jobs N runs the seeds as "
                         "processes, which pruning stops)")
-    from harl.config.loading import load_pipeline
+    from harl.config.loading import load_spec_and_notes
     from harl.population.check import check_population
 
-    check_population([load_pipeline(request.pipeline, [*request.overrides, f"run.seed={s}"])[0]
+    check_population([load_spec_and_notes(request.pipeline, [*request.overrides, f"run.seed={s}"])[0]
                       for s in request.seeds], request.pipeline)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.errors import ConfigError, HarlError
 from harl.rundir.signals import exit_status
 from harl.sweep.grid import Trial as SweepTrial
@@ -97,7 +97,7 @@ class Tuner:
         self.active: list[Active] = []
         self.stops = 0
         self.signum = 0
-        self.name = load_pipeline(pipeline, overrides)[0].run.name
+        self.name = load_spec_and_notes(pipeline, overrides)[0].run.name
 
     # trials ---------------------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ class Tuner:
         values = self.space.suggest(trial)
         run_dirs = self._run_dirs(trial.number)
         try:
-            texts = [dump_pipeline(load_pipeline(self.pipeline, [*self.overrides, *overrides_of(values),
+            texts = [dump_pipeline(load_spec_and_notes(self.pipeline, [*self.overrides, *overrides_of(values),
                                                                  f"run.seed={seed}"])[0]) for seed in self.seeds]
         except ConfigError as exc:
             message = " ".join(str(exc).split())
@@ -162,7 +162,7 @@ class Tuner:
             poll_s: float = 0.5) -> bool:
         """Run until the study has ``trials`` trials (or ``timeout`` seconds passed); False when stopped."""
         start = time.monotonic()
-        specs = [load_pipeline(self.pipeline, self.overrides)[0]]
+        specs = [load_spec_and_notes(self.pipeline, self.overrides)[0]]
         runner: Local | OnRay = OnRay(address, self.tune_dir, specs) if address else Local(self.vectorize)
         if address and jobs < 1:
             jobs = runner.slots  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.config.messages import toml_literal
 from harl.tune.driver import trial_dir
 from harl.tune.space import Space, overrides_of
@@ -60,8 +60,8 @@ def best_pipeline(study: Any, space: Space, pipeline: str, overrides: Sequence[s
     """``best.toml``: the starting pipeline with the best trial's values (and its run.name marked tuned)."""
     best = study.best_trial
     values = space.values_of(best.params)
-    base = load_pipeline(pipeline, overrides)[0]
-    spec, _ = load_pipeline(pipeline, [*overrides, *overrides_of(values), f"run.name={base.run.name}-tuned"])
+    base = load_spec_and_notes(pipeline, overrides)[0]
+    spec, _ = load_spec_and_notes(pipeline, [*overrides, *overrides_of(values), f"run.name={base.run.name}-tuned"])
     header = [f"# harl tune {tune_dir}: trial {best.number} of {len(study.trials)}, value {best.value:.4f}",
               f"# ({space.statistic} of the last {space.last} evaluations over its seeds); the values it found:",
               *(f"#   {key} = {toml_literal(value)}" for key, value in values.items()), ""]

@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from harl.config.loading import load_pipeline, read_toml
+from harl.config.loading import load_spec_and_notes, read_toml
 from harl.config.messages import toml_literal
 from harl.errors import ConfigError
 
@@ -345,7 +345,7 @@ def _check_against_pipeline(params: Sequence[Param], pipeline: str | Path, overr
                 value = int(value)
             text = f"{param.key}={toml_literal(value)}"
             try:
-                load_pipeline(pipeline, [*overrides, *context, text])
+                load_spec_and_notes(pipeline, [*overrides, *context, text])
             except ConfigError as exc:
                 found = str(exc).split("\n")
                 mine = [line for line in found if f"(from --set {text})" in line] or found

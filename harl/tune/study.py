@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.errors import HarlError, import_extra
 from harl.tune.space import Space, read_space
 
@@ -54,13 +54,13 @@ class Request:
 
 
 def base_text(pipeline: str, overrides: Sequence[str]) -> str:
-    spec, _ = load_pipeline(pipeline, overrides)
+    spec, _ = load_spec_and_notes(pipeline, overrides)
     return dump_pipeline(spec)
 
 
 def new_dir(pipeline: str, overrides: Sequence[str], run_dir: Path | None, storage: Path | None) -> Path:
     """The tune directory of a new study (``--run-dir``, else ``<logging.dir>/<name>-tune-<time>``)."""
-    spec, _ = load_pipeline(pipeline, overrides)
+    spec, _ = load_spec_and_notes(pipeline, overrides)
     if run_dir is not None:
         if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
             held = " (it holds a study: continue it with harl tune --resume " + str(run_dir) + ")" \

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from harl.compose import build_stages
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 
 ROOT = Path(__file__).resolve().parents[2]
 READ_BACKS = ("item", "tolist", "__bool__", "nonzero", "cpu", "numpy", "__int__", "__float__", "__index__")
@@ -29,7 +29,7 @@ def test_steps_that_end_no_episode_read_nothing_back(pipeline: str, length: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Counted on the CPU by patching every read-back method; on a GPU CUDA's own sync check
     raises on any synchronising call."""
-    spec, _ = load_pipeline(ROOT / "pipelines" / pipeline, [
+    spec, _ = load_spec_and_notes(ROOT / "pipelines" / pipeline, [
         'env.kind="mpe_torch"', "env.max_cycles=50", "collector.n_envs=4", length, "run.torch_threads=1",
         f'env.device="{device}"', f'run.device="{device}"',
         *(["collector.warmup_steps=0"] if "train_interval" in length else [])])

@@ -13,7 +13,7 @@ import pytest
 
 from harl.compat import convert, pipeline_from_harl
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline, parse_toml, structure_pipeline
+from harl.config.loading import load_spec_and_notes, parse_toml, structure_pipeline
 from harl.errors import ConfigError
 from harl.utils.configs_tools import get_defaults_yaml_args
 
@@ -55,19 +55,19 @@ class TestEquivalence:
         """HARL's default happo + pettingzoo_mpe = happo_mpe_spread.toml plus HAPPO_SPREAD."""
         algo_args, env_args = get_defaults_yaml_args("happo", "pettingzoo_mpe")
         converted = pipeline_from_harl("happo", "pettingzoo_mpe", None, algo_args, env_args)
-        shipped, _ = load_pipeline(PIPELINES / "happo_mpe_spread.toml", HAPPO_SPREAD)
+        shipped, _ = load_spec_and_notes(PIPELINES / "happo_mpe_spread.toml", HAPPO_SPREAD)
         assert dump_pipeline(converted.spec()) == dump_pipeline(shipped)
 
     def test_tuned_happo_mpe_equals_default(self) -> None:
         """HARL's tuned simple_spread happo config is its defaults (learning-parity.md says so)."""
         tuned = convert(DATA / "pettingzoo_mpe_simple_spread_v2-continuous_happo.json").spec()
-        shipped, _ = load_pipeline(PIPELINES / "happo_mpe_spread.toml", [*HAPPO_SPREAD, "run.name=report"])
+        shipped, _ = load_spec_and_notes(PIPELINES / "happo_mpe_spread.toml", [*HAPPO_SPREAD, "run.name=report"])
         assert dump_pipeline(tuned) == dump_pipeline(shipped)
 
     def test_tuned_hasac_mpe(self) -> None:
         """HARL's tuned simple_spread hasac = hasac_mpe_spread.toml plus HASAC_SPREAD."""
         converted = convert(DATA / "pettingzoo_mpe_simple_spread_v2-continuous_hasac.json")
-        shipped, _ = load_pipeline(PIPELINES / "hasac_mpe_spread.toml", HASAC_SPREAD)
+        shipped, _ = load_spec_and_notes(PIPELINES / "hasac_mpe_spread.toml", HASAC_SPREAD)
         assert dump_pipeline(converted.spec()) == dump_pipeline(shipped)
         objective = converted.pipeline["updater"]["objective"]
         assert (objective["alpha"], objective["auto_alpha"], converted.pipeline["critic"]["huber_delta"],
@@ -76,7 +76,7 @@ class TestEquivalence:
     def test_tuned_happo_halfcheetah(self) -> None:
         """HARL's tuned HalfCheetah-2x3 happo = happo_mamujoco_halfcheetah_2x3.toml plus HAPPO_CHEETAH."""
         converted = convert(DATA / "mamujoco_HalfCheetah-v2-2x3_happo.json")
-        shipped, _ = load_pipeline(PIPELINES / "happo_mamujoco_halfcheetah_2x3.toml", HAPPO_CHEETAH)
+        shipped, _ = load_spec_and_notes(PIPELINES / "happo_mamujoco_halfcheetah_2x3.toml", HAPPO_CHEETAH)
         assert dump_pipeline(converted.spec()) == dump_pipeline(shipped)
 
     def test_toml_round_trip(self) -> None:

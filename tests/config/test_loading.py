@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.config.messages import parse_value
 from harl.errors import ConfigError, MissingExtraError
 from harl.update.simultaneous import SimultaneousConfig
@@ -30,14 +30,14 @@ def edited(tmp_path: Path, old: str, new: str, source: Path = HAPPO) -> Path:
 
 def error_of(path: Path, overrides: tuple[str, ...] = ()) -> str:
     with pytest.raises(ConfigError) as info:
-        load_pipeline(path, overrides)
+        load_spec_and_notes(path, overrides)
     return str(info.value)
 
 
 def load_shipped(path: Path) -> tuple[Any, list[str]]:
     """A shipped pipeline, or a skip with harl's message where its env family's extra is absent."""
     try:
-        return load_pipeline(path)
+        return load_spec_and_notes(path)
     except MissingExtraError as exc:
         pytest.skip(str(exc))
 
@@ -56,11 +56,11 @@ class TestShippedPipelines:
         spec, _ = load_shipped(path)
         dumped = tmp_path / "resolved.toml"
         dumped.write_text(dump_pipeline(spec), encoding="utf-8")
-        assert load_pipeline(dumped)[0] == spec
+        assert load_spec_and_notes(dumped)[0] == spec
 
     def test_dump_writes_lists_inline_and_nested_tables(self) -> None:
         """The dump keeps lists on one line and writes the objective as its own table."""
-        text = dump_pipeline(load_pipeline(HAPPO)[0])
+        text = dump_pipeline(load_spec_and_notes(HAPPO)[0])
         assert "hidden_sizes = [128, 128]\n" in text
         assert "total_env_steps = 10_000_000\n" in text
         assert '[updater]\nkind = "sequential"\norder = "random"\nlr_decay = "none"\n\n[updater.objective]\n' in text
@@ -69,11 +69,11 @@ class TestShippedPipelines:
         """An optional key that is not set is left out of the dump (TOML has no null) and stays unset."""
         path = tmp_path / "counting.toml"
         path.write_text('[env]\nkind = "counting"\ncrash_at = 4\n[updater]\nkind = "simultaneous"\n')
-        spec, _ = load_pipeline(path)
+        spec, _ = load_spec_and_notes(path)
         text = dump_pipeline(spec)
         assert '[env]\nkind = "counting"\nepisode_length = 3\ncrash_at = 4\n\n' in text
         path.write_text(text)
-        assert load_pipeline(path)[0] == spec and spec.env.terminate_at is None
+        assert load_spec_and_notes(path)[0] == spec and spec.env.terminate_at is None
 
     def test_there_are_shipped_pipelines(self) -> None:
         """The parametrised tests above are not vacuous."""
@@ -180,7 +180,7 @@ class TestTypes:
 
     def test_integer_for_float_is_accepted(self, tmp_path: Path) -> None:
         """gamma = 1 is a valid number and becomes the float 1.0."""
-        spec, _ = load_pipeline(edited(tmp_path, "gamma = 0.99", "gamma = 1"))
+        spec, _ = load_spec_and_notes(edited(tmp_path, "gamma = 0.99", "gamma = 1"))
         assert spec.returns.gamma == 1.0 and isinstance(spec.returns.gamma, float)
 
 
@@ -337,7 +337,7 @@ class TestOverrides:
 
     def test_switch_to_simultaneous_drops_order(self) -> None:
         """Switching HAPPO to the simultaneous updater drops its `order` with a note."""
-        spec, notes = load_pipeline(HAPPO, ["updater.kind=simultaneous"])
+        spec, notes = load_spec_and_notes(HAPPO, ["updater.kind=simultaneous"])
         assert isinstance(spec.updater, SimultaneousConfig)
         assert spec.updater.objective.clip == 0.2
         assert notes == [
@@ -346,7 +346,7 @@ class TestOverrides:
 
     def test_values_reach_the_spec(self) -> None:
         """Overrides of every value type land in the spec; the rest of the file is kept."""
-        spec, notes = load_pipeline(HAPPO, [
+        spec, notes = load_spec_and_notes(HAPPO, [
             "run.total_env_steps=2_000_000", "policy.hidden_sizes=[64,64]", "run.name=my-run",
             "updater.objective.lr=1e-3", "logging.progress=false", 'env.scenario="simple_reference"',
         ])
@@ -357,19 +357,19 @@ class TestOverrides:
         assert spec.updater.objective.lr == 1e-3
         assert spec.logging.progress is False
         assert spec.env.scenario == "simple_reference"
-        base, _ = load_pipeline(HAPPO)
+        base, _ = load_spec_and_notes(HAPPO)
         assert spec.critic == base.critic and spec.collector == base.collector
 
     def test_later_override_wins(self) -> None:
         """The last --set of a key is the one that counts."""
-        spec, _ = load_pipeline(HAPPO, ["run.seed=3", "run.seed=4"])
+        spec, _ = load_spec_and_notes(HAPPO, ["run.seed=3", "run.seed=4"])
         assert spec.run.seed == 4
 
     def test_override_does_not_touch_the_file(self, tmp_path: Path) -> None:
         """Overrides change the loaded spec, never the pipeline file."""
         path = edited(tmp_path, "seed = 1", "seed = 1")
         before = path.read_text()
-        load_pipeline(path, ["run.seed=9"])
+        load_spec_and_notes(path, ["run.seed=9"])
         assert path.read_text() == before
 
     @pytest.mark.parametrize(("raw", "value"), [
@@ -394,6 +394,6 @@ class TestOverrides:
 
 def test_specs_are_frozen() -> None:
     """A loaded spec cannot be changed in place; overrides go through attrs.evolve."""
-    spec, _ = load_pipeline(HAPPO)
+    spec, _ = load_spec_and_notes(HAPPO)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         spec.run.seed = 5  # type: ignore[misc]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harl.compose import build_stages
-from harl.config.loading import load_pipeline, read_toml
+from harl.config.loading import load_spec_and_notes, read_toml
 from harl.envs.mpe import MPEConfig, make_mpe_env
 from harl.envs.mpe_torch.vector import MPETorchVectorEnv
 from tests.train_briefly import train_briefly
@@ -27,7 +27,7 @@ def test_there_are_mpe_pipelines() -> None:
 @pytest.mark.parametrize("path", MPE_PIPELINES, ids=[p.stem for p in MPE_PIPELINES])
 def test_switches_with_one_line(path: Path) -> None:
     """With env.kind = "mpe_torch" the pipeline builds on MPETorchVectorEnv with mpe2's spaces."""
-    spec, _ = load_pipeline(path, ["env.kind=mpe_torch", "collector.n_envs=2", "evaluator.n_envs=2"])
+    spec, _ = load_spec_and_notes(path, ["env.kind=mpe_torch", "collector.n_envs=2", "evaluator.n_envs=2"])
     stages = build_stages(spec, str(path))
     try:
         assert isinstance(stages.venv, MPETorchVectorEnv)

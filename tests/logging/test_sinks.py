@@ -11,7 +11,7 @@ import pytest
 
 import harl
 from harl.config.dump import dump_pipeline
-from harl.config.loading import load_pipeline, structure_pipeline
+from harl.config.loading import load_spec_and_notes, structure_pipeline
 from harl.config.run import LoggingConfig, sink_configs
 from harl.logging.mlflow_log import MLflowConfig
 from harl.logging.sink import Guarded
@@ -42,17 +42,17 @@ class TestTables:
 
     def test_dumped_tables_load_back_equal(self, tmp_path: Path) -> None:
         """pipeline.toml writes each switched-on sink as its own table, and reads back the same spec."""
-        spec, _ = load_pipeline(pipeline(tmp_path), ["logging.mlflow.experiment=e", "logging.tensorboard=true"])
+        spec, _ = load_spec_and_notes(pipeline(tmp_path), ["logging.mlflow.experiment=e", "logging.tensorboard=true"])
         text = dump_pipeline(spec)
         assert '[logging.mlflow]\ntracking_uri = ""\nexperiment = "e"\ncheckpoint = false\n' in text
         assert "[logging.tensorboard]\n" in text and "wandb" not in text
         (tmp_path / "dumped.toml").write_text(text)
-        assert load_pipeline(tmp_path / "dumped.toml")[0] == spec
+        assert load_spec_and_notes(tmp_path / "dumped.toml")[0] == spec
 
     def test_a_bad_key_in_a_sink_table_names_its_path(self, tmp_path: Path) -> None:
         """A typo in [logging.mlflow] is one located line with the valid keys."""
         with pytest.raises(harl.ConfigError) as error:
-            load_pipeline(pipeline(tmp_path), ["logging.mlflow.experimnt=e"])
+            load_spec_and_notes(pipeline(tmp_path), ["logging.mlflow.experimnt=e"])
         assert str(error.value) == (
             f"{tmp_path / 'p.toml'}: logging.mlflow.experimnt: unknown key "
             '(did you mean "experiment"?); valid keys: checkpoint, experiment, tracking_uri')
@@ -79,7 +79,7 @@ class TestOldKeys:
         path.write_text(PIPELINE.replace('[logging]\n', '[logging]\nmlflow_experiment = "old"\n')
                         + '\n[logging.mlflow]\nexperiment = "new"\n')
         with pytest.raises(harl.ConfigError) as error:
-            load_pipeline(path)
+            load_spec_and_notes(path)
         assert str(error.value) == (
             f'{path}: logging.mlflow_experiment: the old spelling of [logging.mlflow] experiment, which says "new": '
             'write only [logging.mlflow] experiment = "new" and remove mlflow_experiment')

@@ -10,7 +10,7 @@ import torch
 
 from harl.cli import main
 from harl.compose import build_stages
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.errors import ResourceError
 from harl.population import check
 from harl.population.driver import Population, open_population
@@ -85,7 +85,7 @@ def test_batched_acting_is_each_members_acting(pipeline: str, extra: list[str]) 
     (to rounding); exploring draws differ between members with equal weights."""
     teams = []
     for seed in (1, 2, 3):
-        spec, _ = load_pipeline(ROOT / "pipelines" / pipeline, [f"run.seed={seed}", "collector.n_envs=4", *extra])
+        spec, _ = load_spec_and_notes(ROOT / "pipelines" / pipeline, [f"run.seed={seed}", "collector.n_envs=4", *extra])
         stages = build_stages(spec)
         teams.append(stages)
     try:
@@ -112,10 +112,10 @@ def test_batched_acting_is_each_members_acting(pipeline: str, extra: list[str]) 
 
 
 def test_off_policy_cannot_take_the_batched_update() -> None:
-    spec, _ = load_pipeline(MATD3, ['run.population_update="batched"'])
+    spec, _ = load_spec_and_notes(MATD3, ['run.population_update="batched"'])
     assert check.problems(spec) == ['run.population_update = "batched" (off-policy members update one after '
                                     'another: "auto" or "per_member")']
-    spec, _ = load_pipeline(MATD3, [])
+    spec, _ = load_spec_and_notes(MATD3, [])
     assert check.problems(spec) == [] and check.family(spec).name == "off_policy"
 
 

@@ -161,10 +161,10 @@ def test_flags_that_do_not_go_with_vectorize(tmp_path: Path, flags: list[str], m
 def test_check_population_rejects_members_that_differ() -> None:
     import attrs
 
-    from harl.config.loading import load_pipeline
+    from harl.config.loading import load_spec_and_notes
     from harl.population.check import check_population
 
-    spec, _ = load_pipeline(TORCH_MPE, [])
+    spec, _ = load_spec_and_notes(TORCH_MPE, [])
     other = attrs.evolve(spec, run=attrs.evolve(spec.run, seed=2, total_env_steps=5))
     with pytest.raises(ConfigError, match="differs from seed 1's in more than run.seed"):
         check_population([spec, other], "p.toml")

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from harl.compose import build_stages
-from harl.config.loading import load_pipeline
+from harl.config.loading import load_spec_and_notes
 from harl.population.update import population_update
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def members(pipeline: str, seeds: list[int], overrides: list[str]) -> list:
     out = []
     for seed in seeds:
-        spec, _ = load_pipeline(ROOT / "pipelines" / pipeline, [f"run.seed={seed}", *overrides])
+        spec, _ = load_spec_and_notes(ROOT / "pipelines" / pipeline, [f"run.seed={seed}", *overrides])
         stages = build_stages(spec)
         torch.manual_seed(100 + seed)  # the same rollout for both copies of a member
         stages.collector.collect(stages.buffer)
