@@ -58,7 +58,7 @@ def test_rollout_length_is_refused(run_dir: Path, capsys: pytest.CaptureFixture[
 
 def test_learning_rate_may_change(run_dir: Path) -> None:
     """An optimisation setting (the actors' learning rate) may be edited: the run resumes."""
-    edit(run_dir, "[updater.objective]\n", "[updater.objective]\nlr = 0.0001\n")
+    edit(run_dir, "entropy_coef = 0.01\nlr = 0.0005\n", "entropy_coef = 0.01\nlr = 0.0001\n")
     assert main(["train", "--resume", str(run_dir)]) == 0
 
 
