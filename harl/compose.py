@@ -62,6 +62,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+BACKEND_KEYS = {"backend": "inline", "workers": 0, "restart_workers": False, "step_timeout_s": None}
+"""The collector keys that say how the training envs run (``make_vector_env``'s options), with what a
+collector without them (a user family's) gets."""
+
+
+def env_backend(collector: Any) -> dict[str, Any]:
+    """How the training envs run, from the collector's table (``[collector] backend``, ``workers``, ...)."""
+    return {key: getattr(collector, key, default) for key, default in BACKEND_KEYS.items()}
+
+
 @attrs.define
 class Stages:
     """Every built stage of one pipeline; the Trainer runs them, a checkpoint saves them.
@@ -190,8 +200,7 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
                             vector_factory(spec.env) is not None, source)
         with allocating("the environments and buffers", source):
             if venv is None:
-                venv = make_vector_env(spec.env, col.n_envs, col.backend, col.workers, seed=run.seed * 1000,
-                                       restart_workers=col.restart_workers, step_timeout_s=col.step_timeout_s)
+                venv = make_vector_env(spec.env, w.n_envs, seed=run.seed * 1000, **env_backend(col))
             opened.append(venv)
             if eval_venv is None:
                 eval_venv = make_vector_env(spec.env, spec.evaluator.n_envs, "inline", seed=run.seed * 1000 + 500)

@@ -110,3 +110,5 @@ class Family:
     """``describe(stages)``: ``harl check`` rows of its own (slot -> what was built), over the generic ones."""
     population: Population | None = None
     """How ``--vectorize`` batches it; None: refused, naming the family."""
+    defaults: Mapping[str, str] = attrs.field(factory=dict)
+    """slot -> the kind a table of its pipelines gets without ``kind`` (else the slot's default)."""

@@ -130,4 +130,5 @@ FAMILY = registry.register_family(Family(
     NAME, "replay, Q critics and n-step targets: HASAC, HATD3, HADDPG, HAD3QN, MATD3, MADDPG",
     lambda spec, parts: build_actor_critic(spec, parts, build_off_policy_updater), wiring, checks, memory,
     save_buffer=save_buffer, describe=describe,
-    population=Population(population_problems, population_memory, collect_population)))
+    population=Population(population_problems, population_memory, collect_population),
+    defaults={"buffer": "replay", "returns": "n_step", "critic": "q", "updater.objective": "sac"}))

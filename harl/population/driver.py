@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from harl.buffers.records import StartRecord
-from harl.compose import resolve_device, seed_everything
+from harl.compose import env_backend, resolve_device, seed_everything
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.envs.vector import make_vector_env
 from harl.errors import HarlError
@@ -57,8 +57,7 @@ def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str)
     if specs[0].run.torch_threads > 0:
         torch.set_num_threads(specs[0].run.torch_threads)
     with allocating("the population's environments", source):
-        venv = make_vector_env(spec.env, members * n_envs, col.backend, col.workers, seed=spec.run.seed * 1000,
-                               restart_workers=col.restart_workers, step_timeout_s=col.step_timeout_s)
+        venv = make_vector_env(spec.env, members * n_envs, seed=spec.run.seed * 1000, **env_backend(col))
     trainers: list[Trainer] = []
     try:
         check_population_memory(spec, venv, members, source, resolve_device(spec.run.device, source))
