@@ -261,6 +261,13 @@ def stage_kinds(slot: str | None = None) -> list[tuple[str, str | None, type, li
     return rows
 
 
+def families() -> list[tuple[str, str]]:
+    """Every registered family (harl's and those of users' modules imported so far): (name, what it is)."""
+    from harl import registry
+
+    return [(f.name, f.doc) for f in registry.families()]
+
+
 def close(trainer: Any, say: Callable[[str], Any] = print) -> None:
     """Close a trainer (envs, sinks, lock); a Ctrl-C meanwhile only prints through ``say`` that it is closing."""
     from harl.run.lifecycle import on_close

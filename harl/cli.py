@@ -79,6 +79,15 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_stages(args: argparse.Namespace, console: Console) -> int:
+    if args.slot in (None, "families"):  # what the collector's kind chooses: its family's stages
+        table = Table(title="families (a pipeline's is its collector kind's)", title_justify="left")
+        for column in ("family", "what it is"):
+            table.add_column(column)
+        for name, doc in api.families():
+            table.add_row(escape(name), escape(doc))
+        console.print(table)
+        if args.slot == "families":
+            return 0
     for slot, kind, cls, keys in api.stage_kinds(args.slot):
         title = f"[{slot}]" + (f' kind = "{kind}"' if kind else "")
         doc = _summary(cls.__doc__ or "", title)

@@ -13,7 +13,7 @@ import difflib
 import math
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,20 @@ class Loader:
         c.register_structure_hook_func(lambda t: t == dict[str, Any], _table)
         c.register_unstructure_hook(tuple, list)
         self._plain: dict[type, Callable[[Any, type], Any]] = {}
+        self.defaults: Mapping[str, str] = {}
+        """slot -> the kind a table without ``kind`` gets: the pipeline's family's (``use_family_of``)."""
+
+    def use_family_of(self, data: Mapping[str, Any]) -> None:
+        """Tables without ``kind`` get the defaults of the family of ``data``'s collector (a value-
+        decomposition pipeline need not name its episode buffer); the slot's default otherwise."""
+        self.defaults = {}
+        collector = data.get("collector", {})
+        try:
+            entry = self.entry("collector", collector if isinstance(collector, dict) else {})
+            names = entry.family if isinstance(entry.family, tuple) else (entry.family,)
+            self.defaults = dict(getattr(registry.family(names[0]), "defaults", {}))
+        except (InvalidSetting, KeyError, ValueError):  # reported where the collector table is structured
+            pass
 
     def _structure_fn(self, slot: str, cls: type) -> Callable[[Any, type], Any]:
         """cattrs' function for ``cls``; a nested slot's field (``objective``) dispatches on its kind."""
@@ -123,7 +137,7 @@ class Loader:
         """The registry entry a table's ``kind`` names (the slot's default without one)."""
         entries = registry.kinds(slot)
         names = [e.kind for e in entries]
-        kind = data.get("kind", names[0])
+        kind = data.get("kind", self.defaults.get(slot, names[0]))
         if not isinstance(kind, str):
             raise InvalidSetting("kind", f"expected a string, got {show(kind)}; one of: {', '.join(names)}")
         try:
@@ -240,6 +254,7 @@ def structure_pipeline(data: dict[str, Any], source: str, loader: Loader | None 
     and names the ``--set`` that wrote the key when there was one (see ``origins``).
     """
     loader = loader or Loader()
+    loader.use_family_of(data)
     origins = origins or {}
     found: list[tuple[list[str], str, BaseException | None]] = []
     for key in sorted(set(data) - set(TOP_SLOTS)):
@@ -276,6 +291,7 @@ def load_spec_and_notes(path: str | Path, overrides: Iterable[str] = ()) -> tupl
     path = Path(path)
     loader = Loader()
     data = read_toml(path)
+    loader.use_family_of(data)
     origins: dict[tuple[str, ...], str] = {}
     data, notes = apply_overrides(data, overrides, loader, origins)
     return structure_pipeline(data, str(path), loader, origins), notes

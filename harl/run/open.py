@@ -58,7 +58,8 @@ def small(spec: PipelineSpec) -> PipelineSpec:
     """``spec`` with one inline env per vector env, on the CPU: enough to play or export the networks."""
     return attrs.evolve(
         spec, run=attrs.evolve(spec.run, device="cpu"),
-        collector=attrs.evolve(spec.collector, n_envs=1, backend="inline"),
+        collector=attrs.evolve(spec.collector, **{k: v for k, v in (("n_envs", 1), ("backend", "inline"))
+                                                  if k in attrs.fields_dict(type(spec.collector))}),
         evaluator=attrs.evolve(spec.evaluator, n_envs=1),
     )
 
