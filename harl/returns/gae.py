@@ -77,17 +77,6 @@ class RolloutTargets(Protocol):
     def set_targets(self, advantages: torch.Tensor, returns: torch.Tensor) -> None: ...
 
 
-class ReturnComputer(Protocol):
-    """Hands the buffer its advantages and value targets after each rollout (``buffer.set_targets``)::
-
-        collector.collect(buffer)
-        returns.compute(buffer)
-        updater.update(buffer, progress)
-    """
-
-    def compute(self, buffer: RolloutTargets) -> ReturnStats: ...
-
-
 class GAE:
     def __init__(self, config: GAEConfig) -> None:
         self.config = config

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import torch
@@ -34,22 +34,6 @@ class UpdateStats:
         for i, agent in enumerate(self.agents):
             out.update({f"agent{i}_{k}": v for k, v in attrs.asdict(agent).items()})
         return out
-
-
-class Updater(Protocol):
-    """Turns a filled buffer into a better policy::
-
-        for iteration in range(n):
-            collector.collect(buffer); returns.compute(buffer)
-            stats = updater.update(buffer, progress=iteration / n)
-            metrics_row.update(stats.row())
-    """
-
-    def update(self, buffer: Any, progress: float) -> Any: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 class OnPolicyUpdater:
