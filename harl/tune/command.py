@@ -101,6 +101,8 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
             check_resume(tune_dir, request, asked, Path(space) if space is not None else None, the_space)
             if trials is not None:
                 request = attrs.evolve(request, trials=trials)
+            if final_seeds is not None:
+                request = attrs.evolve(request, final_seeds=_seeds(final_seeds, []))
             vectorize = vectorize or request.vectorize
             study = open_study(tune_dir, the_space, create=False)
         else:
@@ -114,9 +116,9 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
             the_space = read_space(space, request.pipeline, request.overrides)
             from harl.config.loading import load_spec_and_notes
 
-            check_pruning(the_space, load_spec_and_notes(request.pipeline, request.overrides)[0], request.pipeline)
             if vectorize:
                 _check_population(the_space, request)
+            check_pruning(the_space, load_spec_and_notes(request.pipeline, request.overrides)[0], request.pipeline)
             tune_dir = new_dir(request.pipeline, request.overrides, Path(run_dir) if run_dir else None,
                                Path(storage) if storage else None)
             tune_dir.mkdir(parents=True, exist_ok=True)

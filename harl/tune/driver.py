@@ -44,6 +44,8 @@ class Active:
     reported: int = 0
     pruned: bool = False
     message: str = ""
+    evaluations: int = 0
+    """Evaluations each run makes; pruning at the last would stop nothing."""
 
     @property
     def number(self) -> int:
@@ -58,32 +60,33 @@ def trial_dir(tune_dir: Path, number: int) -> Path:
     return tune_dir / f"trial-{number:04d}"
 
 
-def evaluations_per_run(spec: Any) -> int:
-    """Evaluations a run makes before its last iteration (the last one always evaluates)."""
+def iterations_of(spec: Any) -> int:
     collector = spec.collector
     per = (getattr(collector, "rollout_length", None) or getattr(collector, "train_interval", 1)) * collector.n_envs
-    iterations = math.ceil(spec.run.total_env_steps / per)
-    every = spec.evaluator.every_iterations
-    return (iterations - 1) // every if every > 0 else 0
+    return math.ceil(spec.run.total_env_steps / per)
+
+
+def evaluations_per_run(spec: Any) -> int:
+    """Evaluations a run makes in all (the Trainer's: its first iteration, every k-th, its last)."""
+    last, every = iterations_of(spec), spec.evaluator.every_iterations
+    return len({1, last} | (set(range(every, last + 1, every)) if every > 0 else set()))
 
 
 def check_pruning(space: Space, spec: Any, source: str) -> None:
     """A pruner needs evaluations before a run's end: more than its warm-up."""
     if space.pruner == "none":
         return
-    before = evaluations_per_run(spec)
+    before = evaluations_per_run(spec) - 1  # the last one comes when the run is over
     if before > space.warmup:
         return
-    every = spec.evaluator.every_iterations
-    collector = spec.collector
-    per = (getattr(collector, "rollout_length", None) or getattr(collector, "train_interval", 1)) * collector.n_envs
-    iterations = math.ceil(spec.run.total_env_steps / per)
+    every, iterations = spec.evaluator.every_iterations, iterations_of(spec)
     fit = max(1, (iterations - 1) // (space.warmup + 4))
-    raise ConfigError(f"{space.path}: pruner.kind = \"{space.pruner}\": {source} evaluates "
-                      f"{'only at the end' if before == 0 else f'{before} time(s) before its end'} "
-                      f"(evaluator.every_iterations = {every}, {iterations} iterations), so no trial could be pruned "
-                      f"after the warm-up of {space.warmup} evaluation(s); evaluate more often (--set "
-                      f"evaluator.every_iterations={fit}), or write kind = \"none\" under [pruner]")
+    raise ConfigError(f"{space.path}: pruner.kind = \"{space.pruner}\": {source} evaluates {before} time(s) before "
+                      f"its last iteration (evaluator.every_iterations = {every}, {iterations} iterations), so no "
+                      f"trial could be pruned after the warm-up of {space.warmup} evaluation(s); "
+                      + (f"evaluate more often (--set evaluator.every_iterations={fit}), " if fit < every or every == 0
+                         else "train longer (run.total_env_steps), ")
+                      + "lower warmup under [pruner], or write kind = \"none\" there")
 
 
 class Tuner:
@@ -113,8 +116,9 @@ class Tuner:
         values = self.space.suggest(trial)
         run_dirs = self._run_dirs(trial.number)
         try:
-            texts = [dump_pipeline(load_spec_and_notes(self.pipeline, [*self.overrides, *overrides_of(values),
-                                                                 f"run.seed={seed}"])[0]) for seed in self.seeds]
+            specs = [load_spec_and_notes(self.pipeline, [*self.overrides, *overrides_of(values), f"run.seed={seed}"])[0]
+                     for seed in self.seeds]
+            texts = [dump_pipeline(spec) for spec in specs]
         except ConfigError as exc:
             message = " ".join(str(exc).split())
             trial.set_user_attr("message", message)
@@ -126,7 +130,7 @@ class Tuner:
             (run_dir / "pipeline.toml").write_text(text, encoding="utf-8")
         shown = ", ".join(f"{k.rpartition('.')[2]}={_short(v)}" for k, v in values.items())
         self.say(f"trial {trial.number}: {shown}")
-        return Active(trial, values, run_dirs, self._units(run_dirs))
+        return Active(trial, values, run_dirs, self._units(run_dirs), evaluations=evaluations_per_run(specs[0]))
 
     def reopen(self) -> list[str]:
         """The study's open trials (stopped or left by a driver that died): resumed or re-run; what was done."""
@@ -137,6 +141,8 @@ class Tuner:
             run_dirs = self._run_dirs(frozen.number)
             active = Active(trial, self.space.values_of(frozen.params), run_dirs, [],
                             reported=len(frozen.intermediate_values))
+            with contextlib.suppress(HarlError, OSError):
+                active.evaluations = evaluations_per_run(load_spec_and_notes(run_dirs[0] / "pipeline.toml")[0])
             if (trial_dir(self.tune_dir, frozen.number) / PRUNED).exists():
                 active.pruned = True
                 self._tell(active)
@@ -216,7 +222,7 @@ class Tuner:
             for k, value in objective.intermediate(active.run_dirs, active.reported, ended):
                 active.trial.report(value, k)
                 active.reported = k
-                if self.space.pruner != "none" and active.trial.should_prune():
+                if self.space.pruner != "none" and k < active.evaluations and active.trial.should_prune():
                     active.pruned = True
                     (trial_dir(self.tune_dir, active.number) / PRUNED).write_text(
                         f"pruned at evaluation {k}: mean return {value:.4g}\n", encoding="utf-8")

@@ -175,7 +175,8 @@ class _Problems:
         self.lines: list[str] = []
 
     def add(self, table: str, key: str, message: str) -> None:
-        line = _line(self.text, key, table) if key else 0
+        line = _line(self.text, key, table) if key else next(
+            (n for n, text in enumerate(self.text.splitlines(), 1) if re.match(rf"^\s*\[{re.escape(table)}\]", text)), 0)
         where = f"[{table}] {key!r}".replace("'", '"') if table == "params" else f"{table}.{key}" if key else f"[{table}]"
         self.lines.append(f"{self.path}{f':{line}' if line else ''}: {where}: {message}")
 

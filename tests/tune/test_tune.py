@@ -1,0 +1,139 @@
+"""harl tune end to end on Optuna: a tiny study, its directory, resume, the seeded sampler and the
+bad inputs (one paragraph, exit 2, nothing lost).  Skips without the tune extra."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+optuna = pytest.importorskip("optuna", reason='harl tune needs pip install "harl[tune]" (optuna)')
+pytestmark = pytest.mark.extra("tune")
+
+import harl  # noqa: E402
+from harl.cli import main  # noqa: E402
+from harl.config.messages import tomllib  # noqa: E402
+from harl.errors import ConfigError, HarlError  # noqa: E402
+from harl.rundir.lock import RunLockedError, take  # noqa: E402
+from harl.tune.space import read_space  # noqa: E402
+from harl.tune.study import open_study  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+HAPPO = ROOT / "pipelines" / "happo_mpe_spread.toml"
+TINY = ["run.total_env_steps=150", "collector.n_envs=2", "collector.rollout_length=25", "collector.workers=1",
+        "evaluator.episodes=2", "evaluator.n_envs=2", "evaluator.every_iterations=1", "run.device=cpu",
+        "logging.progress=false", "checkpoint.every_iterations=1"]
+SPACE = '''
+[params]
+"updater.objective.lr" = { log_uniform = [1e-4, 1e-3] }
+"updater.objective.clip" = { uniform = [0.1, 0.3] }
+
+[pruner]
+kind = "none"
+
+[sampler]
+seed = 3
+startup_trials = 1
+'''
+
+
+def _space(tmp_path: Path, text: str = SPACE) -> Path:
+    path = tmp_path / "space.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_same_sampler_seed_proposes_the_same_trials(tmp_path: Path) -> None:
+    space = read_space(_space(tmp_path), HAPPO, TINY)
+    proposals = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        study = open_study(tmp_path / name, space, create=True)
+        values = []
+        for _ in range(4):  # TPE after one random trial
+            trial = study.ask()
+            values.append(space.suggest(trial))
+            study.tell(trial, -sum(values[-1].values()))
+        proposals.append(values)
+    assert proposals[0] == proposals[1]
+
+
+def test_a_study_runs_resumes_and_reports(tmp_path: Path) -> None:
+    """Two trials of one seed; a resume adds a third after a driver 'died' with one asked but not run;
+    every trial is an ordinary run directory; best.toml loads; fresh seeds compare best and start."""
+    lines: list[str] = []
+    tune_dir = tmp_path / "tune"
+    first = harl.tune(HAPPO, _space(tmp_path), 2, seeds=[1], overrides=TINY, run_dir=tune_dir,
+                      final_seeds=[], jobs=2, say=lines.append)
+    assert [r["state"] for r in first.trials] == ["complete", "complete"]
+    assert {"tune.json", "space.toml", "study.db", "trials.csv", "best.toml", "history.png"} <= \
+        {p.name for p in tune_dir.iterdir()}
+    run = tune_dir / "trial-0000" / "happo-mpe-spread-s1"
+    assert [r["iteration"] for r in harl.read_metrics(run)] == [1, 2, 3]
+    best = tomllib.loads((tune_dir / "best.toml").read_text())
+    assert best["updater"]["objective"]["lr"] == pytest.approx(first.best_params["updater.objective.lr"])
+    harl.load_pipeline(tune_dir / "best.toml")
+
+    # a driver that died after asking trial 2: the study holds it open, its run directory has no checkpoint
+    space = read_space(tune_dir / "space.toml", HAPPO, TINY)
+    study = open_study(tune_dir, space, create=False)
+    values = space.suggest(study.ask())
+    (tune_dir / "trial-0002" / "happo-mpe-spread-s1").mkdir(parents=True)
+    pipeline = harl.load_pipeline(HAPPO, [*TINY, "run.seed=1", *(f"{k}={v}" for k, v in values.items())])
+    from harl.config.dump import dump_pipeline
+
+    (tune_dir / "trial-0002" / "happo-mpe-spread-s1" / "pipeline.toml").write_text(dump_pipeline(pipeline))
+    lines.clear()
+    second = harl.tune(resume=tune_dir, trials=3, final_seeds=[9], say=lines.append)
+    assert "trial 2: seed 1 re-runs from the start (no checkpoint)" in lines
+    assert [r["state"] for r in second.trials] == ["complete"] * 3
+    assert [r["value"] for r in second.trials][:2] == [r["value"] for r in first.trials]   # kept
+    with (tune_dir / "trials.csv").open() as f:
+        assert [row["trial"] for row in csv.DictReader(f)] == ["0", "1", "2"]
+    assert json.loads((tune_dir / "tune.json").read_text())["seeds"] == [1]
+    # the record keeps the request; final seeds from this call
+    assert set(second.final) == {"best", "start"}
+    assert (tune_dir / "final" / "best" / "happo-mpe-spread-tuned-s9" / "metrics.csv").is_file()
+
+
+def test_bad_input_is_one_paragraph_with_exit_2_and_nothing_lost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    space = _space(tmp_path, SPACE.replace('kind = "none"', 'kind = "median"'))
+    args = ["tune", str(HAPPO), "--space", str(space), "--trials", "2", "--seeds", "1"]
+    tiny = [a for s in TINY for a in ("--set", s)]
+    # a pruner on a pipeline that evaluates only at its end
+    assert main([*args, *tiny, "--set", "evaluator.every_iterations=0", "--run-dir", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert 'pruner.kind = "median"' in err and "evaluates 1 time(s) before its last iteration" in err and \
+        "--set evaluator.every_iterations=" in err
+    assert not (tmp_path / "t").exists()
+    # a pruner with a population
+    with pytest.raises(HarlError, match="a population trains its seeds in one loop that calls no callbacks"):
+        harl.tune(HAPPO, space, 2, seeds=[1, 2], overrides=TINY, vectorize=True, run_dir=tmp_path / "p")
+    # a study of another pipeline, and a second driver of one study
+    tune_dir = tmp_path / "study"
+    tune_dir.mkdir()
+    (tune_dir / "tune.json").write_text(json.dumps({"pipeline": str(HAPPO), "overrides": TINY, "seeds": [1],
+                                                    "trials": 2, "final_seeds": [], "vectorize": False}))
+    (tune_dir / "space.toml").write_text(SPACE)
+    other = ROOT / "pipelines" / "haa2c_mpe_spread.toml"
+    with pytest.raises(HarlError, match=r"this study tunes .*happo_mpe_spread.toml .*give --resume .* alone"):
+        harl.tune(other, None, None, seeds=[1], overrides=TINY, resume=tune_dir)
+    with take(tune_dir, "study"), pytest.raises(RunLockedError, match="this study is being written by"):
+        harl.tune(resume=tune_dir)
+    assert sorted(p.name for p in tune_dir.iterdir()) == [".lock", "space.toml", "tune.json"]
+    # a bad space: the file and the line
+    with pytest.raises(ConfigError, match=r"space.toml:3: \[params\] \"updater.objective.lr\": the range"):
+        harl.tune(HAPPO, _space(tmp_path, '[params]\n\n"updater.objective.lr" = { uniform = [1, 0] }\n'), 2,
+                  overrides=TINY, run_dir=tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_without_optuna_the_command_names_the_extra(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    assert main(["tune", str(HAPPO), "--space", "x.toml", "--trials", "1"]) == 2
+    assert 'harl tune needs: pip install "harl[tune]"' in capsys.readouterr().err
