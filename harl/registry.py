@@ -201,20 +201,18 @@ def _load_all() -> None:
         _load(slot)
 
 
-def _family_rank(entry: Entry) -> int:
-    """Where a kind's family comes in listings: harl's families in their order, users' after, any last."""
+def _family_rank(entry: Entry) -> tuple[int, str]:
+    """Where a kind's family comes in listings: by the family's ``rank``, then name; any family last."""
     first = entry.family if isinstance(entry.family, str) else entry.family[0]
-    order = [*FAMILY_ORDER, *sorted(set(_FAMILIES) - set(FAMILY_ORDER))]
-    return order.index(first) if first in order else len(order) + (first == ANY_FAMILY)
-
-
-FAMILY_ORDER = ("on_policy", "off_policy", "value")
-"""harl's own families, in the order listings show them."""
+    if first == ANY_FAMILY:
+        return (1 << 30, "")
+    return (getattr(_FAMILIES.get(first), "rank", 1 << 29), first)
 
 
 def kinds(slot: str) -> list[Entry]:
-    """The named kinds of ``slot``: the default first, then by family (harl's in ``FAMILY_ORDER``,
-    users', any family last) and name."""
+    """The named kinds of ``slot``: the default first, then by family (its ``rank``; kinds of any
+    family last) and name."""
+    _load("family")
     _load(slot)
     entries = list(_ENTRIES[slot].values())
     return sorted(entries, key=lambda e: (not e.default, _family_rank(e), e.kind))
@@ -272,11 +270,9 @@ def register_family(family: Any) -> Any:
 
 
 def families() -> list[Any]:
-    """Every registered family: harl's in ``FAMILY_ORDER``, then users' by name."""
+    """Every registered family, by its ``rank`` (harl's first) and name."""
     _load("family")
-    return sorted(_FAMILIES.values(), key=lambda f: (f.name not in FAMILY_ORDER,
-                                                      FAMILY_ORDER.index(f.name) if f.name in FAMILY_ORDER else 0,
-                                                      f.name))
+    return sorted(_FAMILIES.values(), key=lambda f: (getattr(f, "rank", 1 << 29), f.name))
 
 
 def family(name: str) -> Any:

@@ -112,3 +112,5 @@ class Family:
     """How ``--vectorize`` batches it; None: refused, naming the family."""
     defaults: Mapping[str, str] = attrs.field(factory=dict)
     """slot -> the kind a table of its pipelines gets without ``kind`` (else the slot's default)."""
+    rank: int = 100
+    """Where listings (``harl stages``, kind tables) show it and its kinds: lower first."""

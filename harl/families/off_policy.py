@@ -131,4 +131,4 @@ FAMILY = registry.register_family(Family(
     lambda spec, parts: build_actor_critic(spec, parts, build_off_policy_updater), wiring, checks, memory,
     save_buffer=save_buffer, describe=describe,
     population=Population(population_problems, population_memory, collect_population),
-    defaults={"buffer": "replay", "returns": "n_step", "critic": "q", "updater.objective": "sac"}))
+    defaults={"buffer": "replay", "returns": "n_step", "critic": "q", "updater.objective": "sac"}, rank=1))
