@@ -198,3 +198,18 @@ def test_harl_stages_lists_every_key_with_its_doc() -> None:
         if field.name != "kind":
             assert field.name in out
     assert "own observation and action" in out
+
+
+def test_isac_resumes_exactly_with_the_replay_buffer(tmp_path: Path) -> None:
+    """ISAC with ``[checkpoint] replay_buffer = true``: resuming from iteration 3 repeats rows 4 and 5."""
+    pytest.importorskip("mpe2", reason="this run uses MPE (pip install harl[mpe])")
+    from harl.cli import main
+    from tests.test_determinism import off_policy_settings, resume_from_3, rows, same_final_state
+
+    whole = tmp_path / "whole"
+    settings = off_policy_settings(**{"checkpoint.replay_buffer": "true"})
+    assert main(["train", str(ROOT / "pipelines" / "isac_mpe_spread.toml"), *settings, "--run-dir", str(whole)]) == 0
+    resume_from_3(whole, tmp_path / "resumed")
+    assert rows(tmp_path / "resumed") == rows(whole)
+    assert rows(whole)[-1]["critic_loss"] not in ("", None)
+    assert same_final_state(tmp_path / "resumed", whole)

@@ -178,3 +178,14 @@ def test_harl_stages_lists_every_key_with_its_doc() -> None:
         if field.name != "kind":
             assert field.name in out
     assert "one network for all agents" in out and "each agent's own observation" in out
+
+
+def test_ippo_resumes_exactly(tmp_path: Path) -> None:
+    """IPPO (independent critic, one shared actor): resuming from iteration 3 repeats rows 4 and 5."""
+    pytest.importorskip("mpe2", reason="this run uses MPE (pip install harl[mpe])")
+    from tests.test_determinism import resume_from_3, rows, same_final_state, train
+
+    whole = train(ROOT / "pipelines" / "ippo_mpe_spread.toml", tmp_path / "whole", "--set", "collector.backend=inline")
+    resume_from_3(whole, tmp_path / "resumed")
+    assert rows(tmp_path / "resumed") == rows(whole)
+    assert same_final_state(tmp_path / "resumed", whole)
