@@ -153,7 +153,7 @@ class Stages:
             raise ValueError("describe() needs the spec these stages were built from (build_stages sets it)")
         venv, kind = self.venv, registry.kind_name
         settings = {slot: ", ".join(f"{k}={v}" for k, v in attrs.asdict(config, recurse=False).items()
-                                    if k not in ("kind", "objective"))[:60]
+                                    if k not in ("kind", "objective"))  # whole: the table wraps, never cuts
                     for slot, config in (("buffer", spec.buffer), ("returns", spec.returns))}
         own = self.family.describe(self) if self.family is not None else {}
         first_env = next(iter(getattr(self.eval_venv, "envs", ())), None)
