@@ -1,4 +1,4 @@
-"""harl.cli_help: a bare ``harl`` lists the commands, ``--version``, examples under ``train --help``."""
+"""harl.cli_help: a bare ``harl`` lists the commands, ``--version``, examples under every command's ``--help``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_bare_harl_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> Non
     assert helps["train"] == "train a pipeline, or resume a run"
     assert helps["check"] == "validate a pipeline and build every stage, run nothing"
     assert list(helps) == ["train", "check", "stages", "eval", "plot", "render", "export", "convert", "compare",
-                           "export-results"]
+                           "export-results", "tune"]
     assert out[-1] == "harl COMMAND --help shows a command's options and examples."
 
 
@@ -43,3 +43,23 @@ def test_train_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
         ["harl", "train", "--resume"],
     ]
     assert "--set updater.kind=simultaneous" in examples[1]
+
+
+@pytest.mark.parametrize("command", ["train", "check", "stages", "eval", "plot", "render", "export", "convert",
+                                     "compare", "export-results", "tune"])
+def test_every_commands_help_shows_examples_of_itself(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README promises examples under ``harl COMMAND --help``: each command has some, of itself."""
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    examples = out[out.index("\nexamples"):]
+    assert f"  harl {command} " in examples
+
+
+@pytest.mark.parametrize(("command", "extra"), [("compare", "compare"), ("tune", "tune"), ("plot", "plot")])
+def test_a_command_that_needs_an_extra_names_it_in_its_help(command: str, extra: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert f'pip install "harl[{extra}]"' in " ".join(capsys.readouterr().out.split())

@@ -1,0 +1,50 @@
+"""What a newcomer tripped over (issue 39, part 2): a misspelt table in --set names its --set, more
+torch threads than cores are capped with a note, a swapped algorithm names its run directory,
+and harl check wraps the returns settings whole."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import harl
+from harl.cli import main
+from harl.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+HAPPO = ROOT / "pipelines" / "happo_mpe_spread.toml"
+TINY = ["run.total_env_steps=100", "collector.n_envs=2", "collector.rollout_length=25", "collector.workers=1",
+        "evaluator.episodes=1", "evaluator.n_envs=1", "run.device=cpu", "logging.progress=false"]
+
+
+def test_a_misspelt_table_in_set_names_its_set() -> None:
+    with pytest.raises(ConfigError) as info:
+        harl.load_pipeline(HAPPO, ["updatr.kind=simultaneous"])
+    assert 'updatr (from --set updatr.kind=simultaneous): unknown table (did you mean "updater"?)' in str(info.value)
+
+
+def test_more_torch_threads_than_cores_are_capped_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    assert main(["check", str(HAPPO), "--set", f"run.torch_threads={cores + 2}", *(
+        a for s in TINY for a in ("--set", s))]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {HAPPO}: run.torch_threads = {cores + 2} is more threads than this machine's {cores} core" in out
+    import torch
+
+    assert torch.get_num_threads() <= cores
+
+
+def test_harl_check_wraps_the_returns_settings_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(HAPPO), *(a for s in TINY for a in ("--set", s))]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "zero_truncated_advantage=False" in out
+
+
+def test_a_swapped_algorithm_names_its_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", str(HAPPO), "--set", "updater.kind=simultaneous", "--set", f'logging.dir="{tmp_path}"',
+                 "--quiet", *(a for s in TINY for a in ("--set", s))]) == 0
+    out = capsys.readouterr().out
+    assert [p.name.rsplit("-s1-", 1)[0] for p in tmp_path.iterdir()] == ["mappo-mpe-spread"]
+    assert 'note: run.name "happo-mpe-spread" names happo, but the stages compose mappo' in out
