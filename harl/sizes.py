@@ -2,12 +2,13 @@
 
 ``collector.n_envs = 10**9`` would otherwise build environments one by one until the
 machine runs out of memory (taking other processes with it), and ``rollout_length =
-10**9`` or ``buffer.capacity = 10**12`` would end in an allocator traceback.  The builder
-asks here first: environments cost a measured amount each (one env built under
-``tracemalloc``, only when many are asked for, so small pipelines pay nothing), buffers
-their exact tensor sizes; what exceeds the memory available now is a ``ResourceError``
-naming the keys, the estimate and the limit.  ``allocating`` turns an allocator failure
-that slips past the estimate into the same kind of message.
+10**9`` or ``buffer.capacity = 10**12`` would end in an allocator traceback.  The sizes
+are computed here (buffers: their exact tensor sizes); ``harl.envs.footprint.check_sizes``,
+the builder's first step, adds them all up with the environments' measured cost (resident
+memory, native allocations included) and the subprocess backend's shared memory, and
+refuses what does not fit together with one ``ResourceError`` naming the keys, the
+estimates and the limit.  ``allocating`` turns an allocator failure that slips past the
+estimate into the same kind of message.
 """
 
 from __future__ import annotations
@@ -69,24 +70,39 @@ def refuse_if_too_big(need: int, what: str, fix: str, source: str, device: torch
                             f"available ({torch.device(device).type}); {fix}")
 
 
-def measure_env_bytes(make: Any) -> int:
-    """Bytes one environment holds after ``make()`` builds it (Python-visible allocations).
+def resident_bytes() -> int:
+    """This process's resident set now (Linux ``/proc/self/statm``; else its peak, ``getrusage``)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
 
-    A first env is built untraced, so that the modules it imports are not counted.
-    """
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def measure_env_bytes(make: Any, count: int = 3) -> int:
+    """Bytes one environment holds: ``count`` built after a first one (which pays the imports),
+    the larger of the resident set's growth (native memory: an mpe2 env's render surfaces, about
+    2 MB, of which ``tracemalloc`` sees 18 kB) and ``tracemalloc``'s count, divided by ``count``."""
     make().close()
+    built: list[Any] = []
     started = not tracemalloc.is_tracing()
+    rss = resident_bytes()
     if started:
         tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        env = make()
-        after = tracemalloc.get_traced_memory()[0]
+        for _ in range(count):
+            built.append(make())
+        traced = tracemalloc.get_traced_memory()[0] - before
     finally:
         if started:
             tracemalloc.stop()
-    env.close()
-    return max(MIN_ENV_BYTES, after - before)
+        grown = resident_bytes() - rss
+        for env in built:
+            env.close()
+    return max(MIN_ENV_BYTES, grown // count, traced // count)
 
 
 def check_env_count(make: Any, n_train: int, n_eval: int, native: bool, source: str) -> None:
@@ -102,7 +118,7 @@ def check_env_count(make: Any, n_train: int, n_eval: int, native: bool, source: 
     per_env = measure_env_bytes(make)
     refuse_if_too_big(
         total * per_env, f"collector.n_envs = {n_train:,} and evaluator.n_envs = {n_eval:,}: {total:,} "
-        f"environments of about {human(per_env)} each (one was built and measured)",
+        f"environments of about {human(per_env)} each (3 built and measured, native memory included)",
         "lower collector.n_envs (and evaluator.n_envs)", source)
 
 
