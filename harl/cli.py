@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -21,7 +22,7 @@ from rich.table import Table
 from harl import api, cli_rules
 from harl.cli_help import command_list, parser
 from harl.compare.command import cmd_compare, cmd_export_results
-from harl.errors import HarlError
+from harl.errors import HarlDeprecationWarning, HarlError
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
@@ -186,6 +187,9 @@ COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Python hides a DeprecationWarning raised inside a library; the old names a pipeline still
+    # uses ([logging] mlflow_experiment, ...) are the user's to change, so the command shows them.
+    warnings.simplefilter("default", HarlDeprecationWarning)
     p = parser()
     args = p.parse_args(argv)
     console = Console(soft_wrap=True)  # never break a path that the user will copy

@@ -26,7 +26,7 @@ from harl.config.spec import PipelineSpec
 from harl.envs.protocol import VectorEnv
 from harl.envs.registry import make_env, vector_factory
 from harl.envs.vector import make_vector_env
-from harl.errors import ConfigError
+from harl.errors import ConfigError, deprecated
 from harl.evaluator import Evaluator
 from harl.nets.cnn import CNNBase, PlainCNN
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater
@@ -110,7 +110,8 @@ class Stages:
 
     @property
     def policy(self) -> torch.nn.Module:
-        """The team (its older name)."""
+        """The team's older name (``stages.team``), with a ``HarlDeprecationWarning``."""
+        deprecated("Stages.policy", "Stages.team")
         return self.team
 
     def __enter__(self) -> Stages:

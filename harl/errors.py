@@ -7,6 +7,7 @@ anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import warnings
 from types import ModuleType
 
 
@@ -59,3 +60,19 @@ class ResourceError(HarlError):
 class StageError(HarlError):
     """A stage (harl's or a user's) raised during training: the slot, the kind, its module and
     the frames of the traceback outside harl (the user's code), in one paragraph."""
+
+
+REMOVED_IN = "harl 0.2"
+"""The release that drops the names deprecated in this one: the next minor version after
+pyproject.toml's (a test keeps the two in step, so bumping the version finds them)."""
+
+
+class HarlDeprecationWarning(DeprecationWarning):
+    """An old name of harl's that still works until ``REMOVED_IN``; the ``harl`` command shows these."""
+
+
+def deprecated(old: str, new: str, stacklevel: int = 3) -> None:
+    """Warn that ``old`` is ``new`` now.  ``stacklevel`` 3: the line of the caller of the function
+    that calls this (a property, a module's ``__getattr__``), i.e. the code that still uses ``old``."""
+    warnings.warn(f"{old} is deprecated: use {new} ({old} is removed in {REMOVED_IN})",
+                  HarlDeprecationWarning, stacklevel=stacklevel)

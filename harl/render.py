@@ -45,14 +45,17 @@ class RenderResult:
 
 def make_render_env(env_config: Any) -> Any:
     """One env of ``env_config``'s kind built to return ``rgb_array`` frames, or a HarlError."""
-    from harl.envs.registry import ENV_KINDS
+    from harl.envs.registry import env_entry
 
-    kind, factory = ENV_KINDS[type(env_config)]
-    try:
-        takes_mode = "render_mode" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # a builtin or C factory: no signature to read
-        takes_mode = False
-    if not takes_mode:
+    entry = env_entry(env_config)
+    kind, factory = entry.kind, entry.factory
+    takes_mode = False
+    if factory is not None and not entry.parts.get("vectorised"):  # a vectorised kind's builds a batch
+        try:
+            takes_mode = "render_mode" in inspect.signature(factory).parameters
+        except (TypeError, ValueError):  # a builtin or C factory: no signature to read
+            pass
+    if factory is None or not takes_mode:
         raise HarlError(f'env kind "{kind}" cannot render frames: its factory takes no render_mode '
                         '(an env renders when its factory accepts render_mode="rgb_array" and the env '
                         "has render())")

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from harl.errors import deprecated
 from harl.logging.sink import entry_of
 from harl.settings import InvalidSetting, in_range, one_of, positive, setting
 from harl.settings import _show as show
@@ -73,6 +74,9 @@ MOVED = {
     "tracker_checkpoint": ("mlflow", "checkpoint"),
 }
 """The old prefixed ``[logging]`` keys -> (their table, key); ``tracker_checkpoint`` goes to wandb's too."""
+
+_WARNED: set[str] = set()
+"""The old ``[logging]`` keys this process has warned about: each warns once, not at every load."""
 
 
 def _sink_table(name: str, cls_path: str, value: Any) -> Any:
@@ -140,7 +144,8 @@ def _user_sinks(value: Any) -> dict[str, Any] | None:
 
 def _moved(key: str) -> Any:
     table, name = MOVED[key]
-    return attrs.field(default=None, metadata={"doc": f"old spelling of [logging.{table}] {name} (still read)"})
+    return attrs.field(default=None, metadata={"doc": f"old spelling of [logging.{table}] {name} (still read, "
+                                                      "with a deprecation warning)"})
 
 
 @attrs.frozen
@@ -179,6 +184,9 @@ class LoggingConfig:
             if value is None:
                 continue
             tables = ("mlflow", "wandb") if key == "tracker_checkpoint" else (table,)
+            if key not in _WARNED:
+                _WARNED.add(key)
+                deprecated(f"[logging] {key}", " and ".join(f"[logging.{sink}] {name}" for sink in tables))
             for sink in tables:
                 config = getattr(self, sink)
                 if config is None:

@@ -20,12 +20,13 @@ registers with ``vectorised=True``: ``make_vector_env`` then builds one instance
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from harl import registry
 from harl.envs.protocol import MultiAgentEnv, VectorEnv
+from harl.errors import deprecated
 
 EnvFactory = Callable[..., MultiAgentEnv]
 
@@ -55,13 +56,6 @@ def vector_factory(config: Any) -> Callable[[Any, int, int], VectorEnv] | None:
     return entry.factory if entry.parts.get("vectorised") else None
 
 
-def env_factory(config: Any) -> tuple[str, Callable[..., Any]]:
-    """(kind name, factory) of ``config``'s kind: what ``harl render`` asks of an env kind."""
-    entry = env_entry(config)
-    assert entry.factory is not None
-    return entry.kind, entry.factory
-
-
 def register_env_kind(config_cls: type, factory: EnvFactory | VectorFactory) -> None:
     """Add (or replace) a kind: ``harl.registry.register("env", ...)`` under its older name."""
     if isinstance(factory, VectorFactory):
@@ -80,10 +74,13 @@ def make_env(config: Any) -> MultiAgentEnv:
     return env
 
 
-def __getattr__(name: str) -> Any:
-    """``ENV_KINDS`` as before (config class -> (kind, factory)), derived from the registry for
-    code that still reads it (``harl.render``); nothing registers by editing it."""
-    if name == "ENV_KINDS":
-        return {e.config: (e.kind, VectorFactory(e.factory) if e.parts.get("vectorised") else e.factory)  # type: ignore[arg-type]
-                for e in registry.kinds("env")}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
+    def __getattr__(name: str) -> Any:
+        """``ENV_KINDS`` as before (config class -> (kind, factory)), derived from the registry, with a
+        ``HarlDeprecationWarning``; nothing registers by editing it."""
+        if name == "ENV_KINDS":
+            deprecated("harl.envs.registry.ENV_KINDS",
+                       'harl.registry.kinds("env") (or harl.envs.registry.env_entry(config) for one config)')
+            return {e.config: (e.kind, VectorFactory(e.factory) if e.parts.get("vectorised") else e.factory)
+                    for e in registry.kinds("env")}
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """VMAS (torch-vectorised multi-agent scenarios) as a natively vectorised ``VectorEnv``.
 
 VMAS simulates all ``n_envs`` environments as one batch of tensors, so this adapter is a
-whole ``VectorEnv`` (registered with ``VectorFactory``): ``make_vector_env`` builds one VMAS
+whole ``VectorEnv`` (registered with ``vectorised=True``): ``make_vector_env`` builds one VMAS
 env with ``num_envs = n_envs`` and steps it once per vector step, instead of ``n_envs``
 copies of a one-env adapter.  The collector's ``backend`` and ``workers`` do not apply.
 

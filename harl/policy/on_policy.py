@@ -9,7 +9,7 @@ episode begins (the state is zeroed there).  Acting is the case ``L = 1``, ``B =
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -17,7 +17,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from harl.errors import ConfigError
+from harl.errors import ConfigError, deprecated
 from harl.nets.cnn import OnPolicyBase, on_policy_base
 from harl.nets.heads import make_head
 from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layout, is_image
@@ -257,5 +257,10 @@ def stochastic_team(config: object, parts: Any) -> OnPolicyTeam:
     return OnPolicyTeam(parts.obs_spaces, parts.act_spaces, parts.policy, parts.source)
 
 
-TeamPolicy = OnPolicyTeam
-"""The team's older name (kept for code that imports it)."""
+if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
+    def __getattr__(name: str) -> Any:
+        """``TeamPolicy``: ``OnPolicyTeam``'s older name, with a ``HarlDeprecationWarning``."""
+        if name == "TeamPolicy":
+            deprecated("harl.policy.on_policy.TeamPolicy", "harl.policy.on_policy.OnPolicyTeam")
+            return OnPolicyTeam
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

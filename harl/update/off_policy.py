@@ -23,12 +23,13 @@ do no gradient step; their stats row has empty cells.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import torch
 
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
+from harl.errors import deprecated
 from harl.returns.n_step import NStepReturns
 from harl.update.common import agent_order, lr_scale, set_lr
 from harl.update.q_critic import QCriticLearner
@@ -66,8 +67,13 @@ class OffPolicyLearner(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-OffPolicyAgent = OffPolicyLearner
-"""The learner protocol's older name."""
+if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
+    def __getattr__(name: str) -> Any:
+        """``OffPolicyAgent``: ``OffPolicyLearner``'s older name, with a ``HarlDeprecationWarning``."""
+        if name == "OffPolicyAgent":
+            deprecated("harl.update.off_policy.OffPolicyAgent", "harl.update.off_policy.OffPolicyLearner")
+            return OffPolicyLearner
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def actor_round(learners: Sequence[OffPolicyLearner], batch: ReplayBatch, order: Sequence[int],

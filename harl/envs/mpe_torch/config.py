@@ -1,7 +1,7 @@
 """``[env] kind = "mpe_torch"``: the keys of ``kind = "mpe"`` plus the torch device.
 
 A kind of its own (not a ``backend`` key on ``kind = "mpe"``) because the env registry
-dispatches on the config class: a second class registers a ``VectorFactory`` without
+dispatches on the config class: a second class registers (``vectorised=True``) without
 touching the mpe2 adapter, and a shipped MPE pipeline switches by changing one word.
 The keys are declared here rather than derived from ``MPEConfig`` so this backend accepts
 exactly the options it implements.

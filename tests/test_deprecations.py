@@ -1,0 +1,124 @@
+"""Old public names still work until ``harl.errors.REMOVED_IN``, each with a DeprecationWarning
+that names the new name and the release that removes it; harl's own code uses only the new ones."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+from harl.errors import REMOVED_IN, HarlDeprecationWarning
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_removed_in_is_the_next_minor_version() -> None:
+    """Bumping pyproject.toml's version past REMOVED_IN fails here: time to delete the old names."""
+    version = re.search(r'^version = "(\d+)\.(\d+)', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert version is not None
+    assert REMOVED_IN == f"harl {version[1]}.{int(version[2]) + 1}"
+
+
+def test_the_warning_is_a_deprecation_warning() -> None:
+    assert issubclass(HarlDeprecationWarning, DeprecationWarning)
+
+
+def test_team_policy() -> None:
+    from harl.policy import on_policy
+
+    with pytest.warns(DeprecationWarning, match=rf"TeamPolicy is deprecated: use harl.policy.on_policy.OnPolicyTeam "
+                                                rf"\(.*removed in {REMOVED_IN}\)") as got:
+        from harl.policy.on_policy import TeamPolicy
+    assert TeamPolicy is on_policy.OnPolicyTeam
+    assert got[0].filename == __file__  # the warning points at the line that imports the old name
+
+
+def test_off_policy_agent() -> None:
+    from harl.update import off_policy
+
+    with pytest.warns(DeprecationWarning, match=rf"use harl.update.off_policy.OffPolicyLearner .*{REMOVED_IN}") as got:
+        agent = off_policy.OffPolicyAgent
+    assert agent is off_policy.OffPolicyLearner and got[0].filename == __file__
+
+
+def test_env_kinds() -> None:
+    from harl.envs import registry as env_registry
+    from harl.envs.mpe import MPEConfig, make_mpe_env
+    from harl.envs.vmas_env import VMASConfig, make_vmas_vector_env
+
+    with pytest.warns(DeprecationWarning, match=rf'ENV_KINDS is deprecated: use harl.registry.kinds\("env"\).*{REMOVED_IN}'):
+        kinds = env_registry.ENV_KINDS
+    assert kinds[MPEConfig] == ("mpe", make_mpe_env)
+    assert kinds[VMASConfig] == ("vmas", env_registry.VectorFactory(make_vmas_vector_env))
+
+
+def test_unknown_module_attributes_still_raise() -> None:
+    from harl.envs import registry as env_registry
+    from harl.policy import on_policy
+    from harl.update import off_policy
+
+    for module in (env_registry, on_policy, off_policy):
+        with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+            module.Nope  # noqa: B018
+
+
+def test_stages_policy() -> None:
+    import torch
+
+    from harl.compose import Stages
+
+    team = torch.nn.Linear(1, 1)
+    stages = Stages(*[None] * 2, team, *[None] * 7)  # type: ignore[arg-type]
+    with pytest.warns(DeprecationWarning, match=rf"Stages.policy is deprecated: use Stages.team .*{REMOVED_IN}") as got:
+        assert stages.policy is team
+    assert got[0].filename == __file__  # the warning points at the line that reads the old name
+
+
+@pytest.mark.parametrize(("key", "table", "name"), [
+    ("mlflow_tracking_uri", "mlflow", "tracking_uri"), ("mlflow_experiment", "mlflow", "experiment"),
+    ("wandb_project", "wandb", "project"), ("wandb_entity", "wandb", "entity"), ("wandb_mode", "wandb", "mode"),
+    ("tracker_checkpoint", "mlflow", "checkpoint"),
+])
+def test_old_logging_keys_warn_once_and_still_work(monkeypatch: pytest.MonkeyPatch, key: str, table: str,
+                                                   name: str) -> None:
+    from harl.config import run
+
+    monkeypatch.setattr(run, "_WARNED", set())
+    value = True if key == "tracker_checkpoint" else "offline" if key == "wandb_mode" else "x"
+    with pytest.warns(DeprecationWarning, match=rf"\[logging\] {key} is deprecated: use \[logging.{table}\] {name}"
+                                                rf".*{REMOVED_IN}"):
+        config = run.LoggingConfig(mlflow=True, wandb=True, **{key: value})
+    assert getattr(getattr(config, table), name) == value and getattr(config, key) is None
+    if key == "tracker_checkpoint":
+        assert config.wandb.checkpoint is True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run.LoggingConfig(mlflow=True, wandb=True, **{key: value})  # once per process
+
+
+def test_the_command_shows_them() -> None:
+    """``harl`` shows a HarlDeprecationWarning raised inside harl (Python's default hides it)."""
+    from harl.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["stages", "families"]) == 0
+        assert any(f[0] == "default" and f[2] is HarlDeprecationWarning for f in warnings.filters)
+
+
+OLD = {r"\bTeamPolicy\b": "harl/policy/on_policy.py", r"\bOffPolicyAgent\b": "harl/update/off_policy.py",
+       r"\bENV_KINDS\b": "harl/envs/registry.py", r"\bstages\.policy\b": "harl/compose.py"}
+
+
+def test_harl_uses_only_the_new_names() -> None:
+    """Only the module that keeps an old name for users mentions it (docs/your-own-stage.md teaches the new)."""
+    found = []
+    for path in sorted((ROOT / "harl").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.relative_to(ROOT)}: {old}" for old, home in OLD.items()
+                  if str(path.relative_to(ROOT)) != home and re.search(old, text)]
+    guide = (ROOT / "docs" / "your-own-stage.md").read_text(encoding="utf-8")
+    found += [f"docs/your-own-stage.md: {old}" for old in OLD if re.search(old, guide)]
+    assert found == []
