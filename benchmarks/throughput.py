@@ -4,6 +4,8 @@
     python benchmarks/throughput.py --iterations 5 --set collector.backend=inline
     python benchmarks/throughput.py pipelines/happo_vmas_transport.toml --iterations 2 \
         --set collector.n_envs=1024 --set run.device=cpu      # VMAS on tensors end to end
+    python benchmarks/throughput.py pipelines/happo_mpe_torch_spread.toml --rounds 5 \
+        --variant policy.batch_agents=true --variant policy.compile=true   # interleaved rounds, medians
 
 For each pipeline, one JSON line per figure, each with the 1-minute load average at the
 time it was taken (``load``: on a shared machine wall-clock rates move with it; the CPU
@@ -170,13 +172,56 @@ def iteration_rates(stages: Any, iterations: int, inline_cpu_per_step: float) ->
     }
 
 
+def compare_variants(path: str, overrides: list[str], variants: list[str], rounds: int, iterations: int) -> None:
+    """Each variant built afresh in every round, the variants interleaved (so the machine's load
+    falls on all of them alike); one JSON line per variant and round, then the medians."""
+    results: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    for r in range(rounds):
+        for variant in variants:
+            extra = [x for x in variant.split(",") if x]
+            spec, _ = load_spec_and_notes(path, ["logging.progress=false", *overrides, *extra])
+            start = time.perf_counter()
+            stages = build_stages(spec)
+            try:
+                build_s = time.perf_counter() - start
+                rates = iteration_rates(stages, iterations, 0.0)
+            finally:
+                stages.close()
+            rates["build_and_first_iteration_s"] = round(time.perf_counter() - start - rates["collect_s_per_iteration"]
+                                                         * iterations - rates["update_s_per_iteration"] * iterations, 2)
+            rates["build_s"] = round(build_s, 2)
+            results[variant].append(rates)
+            print(json.dumps({"pipeline": path, "variant": variant or "baseline", "round": r, "figure": "iteration",
+                              **rates}), flush=True)
+    print(f"\n{path}, medians of {rounds} interleaved rounds ({iterations} iterations each, after one warm-up):")
+    print(f"{'variant':<56} {'train/s':>8} {'collect/s':>9} " + " ".join(f"{k:>9}" for k in
+                                                                       ("inference", "env", "collector", "update"))
+          + "   (CPU us per env step)  load")
+    for variant, rows in results.items():
+        def med(get: Callable[[dict[str, Any]], float], rows: list[dict[str, Any]] = rows) -> float:
+            return float(np.median([get(row) for row in rows]))
+        split = " ".join(f"{med(lambda row, k=k: row['cpu_us_per_env_step'][k]):>9.1f}"
+                         for k in ("inference", "env", "collector", "update"))
+        loads = [row["load"] for row in rows]
+        print(f"{(variant or 'baseline')[:56]:<56} {med(lambda row: row['train_env_steps_per_s']):>8.0f} "
+              f"{med(lambda row: row['collect_env_steps_per_s']):>9.0f} {split}   {min(loads)}-{max(loads)}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("pipelines", nargs="*", default=PIPELINES)
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--raw-steps", type=int, default=400, help="vector steps of each raw-rate figure")
     p.add_argument("--set", dest="overrides", action="append", default=[])
+    p.add_argument("--variant", action="append", default=[],
+                   help="comma-separated overrides of one variant (repeatable): the variants and the pipeline as "
+                        "given run interleaved for --rounds rounds, then one line of medians per variant")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of the interleaved variants")
     args = p.parse_args()
+    if args.variant:
+        for path in args.pipelines:
+            compare_variants(path, args.overrides, ["", *args.variant], args.rounds, args.iterations)
+        return
     for path in args.pipelines:
         spec, _ = load_spec_and_notes(path, ["logging.progress=false", *args.overrides])
         head = {"pipeline": path, "overrides": args.overrides, "n_envs": spec.collector.n_envs,

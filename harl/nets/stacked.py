@@ -67,8 +67,8 @@ def signature(actor: nn.Module) -> tuple[Any, ...] | None:
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``x (A, N, i) @ weight (A, o, i)^T + bias (A, o)``."""
-    return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+    """``x (A, N, i) @ weight (A, i, o) + bias (A, 1, o)`` (``params``' layout)."""
+    return torch.baddbmm(bias, x, weight)
 
 
 class StackedActors:
@@ -90,19 +90,25 @@ class StackedActors:
         return tuple((p.data_ptr(), p._version) for a in self.actors for p in a.parameters())
 
     def params(self, grad: bool = False) -> Params:
-        """Every parameter stacked, ``(A, *shape)``.  ``grad``: in the autograd graph (an update;
-        gradients reach each actor's own parameters); else a copy kept until some actor's
-        parameters change (acting reuses it step after step)."""
+        """Every parameter stacked and laid out for the batched calls: a weight ``(A, in, out)``
+        (transposed), a bias or norm vector ``(A, 1, n)``.  ``grad``: in the autograd graph (an
+        update; gradients reach each actor's own parameters); else a copy kept until some
+        actor's parameters change (acting reuses it step after step)."""
         if grad:
-            per = [dict(a.named_parameters()) for a in self.actors]
-            return {n: torch.stack([p[n] for p in per]) for n in self.names}
+            return self._stacked()
         key = self._versions()
         if self._cache is None or self._cache[0] != key:
             with torch.no_grad():
-                per = [dict(a.named_parameters()) for a in self.actors]
-                stacked = {n: torch.stack([p[n] for p in per]) for n in self.names}
-            self._cache = (key, stacked)
+                self._cache = (key, self._stacked())
         return self._cache[1]
+
+    def _stacked(self) -> Params:
+        per = [dict(a.named_parameters()) for a in self.actors]
+        out = {}
+        for n in self.names:
+            x = torch.stack([p[n] for p in per])
+            out[n] = x.transpose(1, 2) if x.dim() == 3 else x.unsqueeze(1)
+        return out
 
     def features(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
         """The MLP's output ``(A, N, width)`` of ``obs (A, N, d)``."""
@@ -113,7 +119,7 @@ class StackedActors:
                 x = _linear(x, params[prefix + "weight"], params[prefix + "bias"])
             elif isinstance(layer, nn.LayerNorm):
                 x = F.layer_norm(x, layer.normalized_shape, None, None, layer.eps)
-                x = torch.addcmul(params[prefix + "bias"].unsqueeze(1), x, params[prefix + "weight"].unsqueeze(1))
+                x = torch.addcmul(params[prefix + "bias"], x, params[prefix + "weight"])
             else:
                 x = layer(x)
         return x
@@ -121,8 +127,7 @@ class StackedActors:
     def _gaussian(self, params: Params, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         head = self.template.head
         mean = _linear(x, params["head.mean.weight"], params["head.mean.bias"])
-        std = torch.sigmoid(params["head.log_std"] / head.std_x_coef) * head.std_y_coef
-        return mean, std.unsqueeze(1)
+        return mean, torch.sigmoid(params["head.log_std"] / head.std_x_coef) * head.std_y_coef
 
     def _log_probs(self, params: Params, x: torch.Tensor, avail: torch.Tensor | None) -> list[torch.Tensor]:
         head = self.template.head

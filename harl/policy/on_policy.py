@@ -46,6 +46,10 @@ class PolicyConfig:
         "learn in one batched call, each with its own parameters and optimiser; a shared actor acts once for all "
         "agents. Equal to the per-agent loop to float rounding, its noise drawn in another order "
         "(docs/performance.md)")
+    compile: bool = setting(
+        False, "torch.compile (inductor) each minibatch loss of the on-policy update (feed-forward actors' PPO/A2C "
+        "loss and the V critic's): fewer, fused operations per step after a compile at the first update "
+        "(docs/performance.md)")
 
 
 def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline") -> OnPolicyBase:
@@ -58,6 +62,9 @@ def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline"
 
 class Actor(nn.Module):
     """Observation (and GRU state) -> action distribution for one agent."""
+
+    compile_update: bool = False
+    """``[policy] compile``: the learner compiles this actor's minibatch loss."""
 
     def __init__(self, obs_dim: int, action_space: spaces.Space, config: PolicyConfig,
                  base: OnPolicyBase | None = None) -> None:
@@ -164,6 +171,8 @@ class OnPolicyTeam(nn.Module):
                                         for d, s, o in zip(dims, action_spaces, observation_spaces))
             self.index = list(range(self.n_agents))
         self.shared = config.share_parameters
+        for actor in self.actors:
+            actor.compile_update = config.compile  # type: ignore[assignment]  # read by harl.update.objectives.surrogate
         self.groups: list[list[int]] | None = None
         """``[policy] batch_agents``: the agents that act as one call (see ``batched_groups``)."""
         self.stacks: dict[int, StackedActors] = {}

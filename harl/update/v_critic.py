@@ -167,12 +167,24 @@ class CriticStats:
 class VCriticLearner:
     """Fits the critic to the returns of one rollout (epochs x minibatches)."""
 
-    def __init__(self, critic: VCritic, config: VCriticConfig, generator: torch.Generator) -> None:
+    def __init__(self, critic: VCritic, config: VCriticConfig, generator: torch.Generator,
+                 compile: bool = False) -> None:
+        """``compile``: ``[policy] compile``, the minibatch loss as one ``torch.compile``d graph
+        (a feed-forward critic)."""
         self.critic = critic
         self.config = config
         self.generator = generator
         self.optimizer = torch.optim.Adam(critic.parameters(), lr=config.lr, eps=config.adam_eps)
         self.base_lr = config.lr
+        self.compiled = (torch.compile(self._loss, dynamic=False)
+                         if compile and not getattr(critic, "hidden_size", 0) else None)
+
+    def _loss(self, states: torch.Tensor, old_norm: torch.Tensor, target: torch.Tensor,
+              idx: torch.Tensor) -> torch.Tensor:
+        """The eager loop's value loss of the rows ``idx``."""
+        clip = self.config.value_clip if self.config.clip_value_loss else None
+        return value_loss(self.critic.normalized(states[idx]), old_norm[idx], target, clip,
+                          self.config.huber_delta).mean()
 
     def update(self, states: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
                hidden: torch.Tensor | None = None, starts: torch.Tensor | None = None) -> CriticStats:
@@ -198,6 +210,14 @@ class VCriticLearner:
                 if critic.normalizer is not None:
                     critic.normalizer.update(target)
                 target = critic.normalize_targets(target)
+                if self.compiled is not None and hidden is None:
+                    loss = self.compiled(states, old_norm, target, idx)
+                    norm = optimizer_step(self.optimizer, loss * cfg.value_loss_coef, critic.parameters(),
+                                          cfg.max_grad_norm, report_norm=True)
+                    assert norm is not None
+                    norms.append(norm)
+                    losses.append(loss.detach())
+                    continue
                 if hidden is None:
                     new = critic.normalized(states[idx])
                 else:
@@ -218,4 +238,5 @@ register("critic", VCriticConfig, family="on_policy", default=True, provides=("s
          factory=lambda config, parts: VCritic(parts.state_dim, parts.n_agents, config,
                                                recurrent=parts.policy.recurrent != "none",
                                                state_space=parts.state_space, source=parts.source),
-         learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator))
+         learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator,
+                                                              getattr(parts.policy, "compile", False)))

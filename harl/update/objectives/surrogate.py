@@ -29,12 +29,36 @@ class SurrogateLearner:
         self.base_lr = config.lr
         self.loss = loss
         self.aggregation = ratio_aggregation(actor, config.action_aggregation)
+        self.compiled: Callable[..., tuple[torch.Tensor, ...]] | None = None
+        """``[policy] compile``: the minibatch loss as one ``torch.compile``d graph (feed-forward actors)."""
+        if getattr(actor, "compile_update", False) and not getattr(actor, "hidden_size", 0):
+            self.compiled = torch.compile(self._terms, dynamic=False)
+
+    def _terms(self, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None, old: torch.Tensor,
+               advantages: torch.Tensor, factor: torch.Tensor, active: torch.Tensor, idx: torch.Tensor
+               ) -> tuple[torch.Tensor, ...]:
+        """(loss, policy loss, mean entropy, mean ratio) of the rows ``idx``: the eager loop's arithmetic."""
+        log_probs, entropy = self.actor.evaluate(obs[idx], actions[idx], None if avail is None else avail[idx])
+        ratio = aggregate_ratio(log_probs - old[idx], self.aggregation)
+        policy_loss = self.loss(ratio, advantages[idx], factor[idx], active[idx])
+        mean_entropy = masked_mean(entropy.unsqueeze(-1), active[idx])
+        return policy_loss - self.config.entropy_coef * mean_entropy, policy_loss, mean_entropy, ratio.mean()
 
     def update(self, batch: AgentBatch, factor: torch.Tensor) -> AgentStats:
         cfg = self.config
         rows: list[torch.Tensor] = []
         for _ in range(cfg.epochs):
             for idx in minibatch_rows(batch, cfg.minibatches, self.generator):
+                if self.compiled is not None:
+                    loss, policy_loss, mean_entropy, mean_ratio = self.compiled(
+                        batch.obs, batch.actions, batch.avail, batch.old_log_probs, batch.advantages, factor,
+                        batch.active, idx)
+                    grad_norm = optimizer_step(self.optimizer, loss, self.actor.parameters(), cfg.max_grad_norm,
+                                               report_norm=True)
+                    assert grad_norm is not None
+                    rows.append(torch.stack([policy_loss.detach(), mean_entropy.detach(), mean_ratio.detach(),
+                                             grad_norm.detach()]))
+                    continue
                 mb = batch.select(idx)
                 log_probs, entropy = self.actor.evaluate(mb.obs, mb.actions, mb.avail, mb.hidden, mb.starts)
                 ratio = aggregate_ratio(log_probs - mb.old_log_probs, self.aggregation)
