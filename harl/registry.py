@@ -121,12 +121,12 @@ class Entry:
 
 @attrs.define
 class Parts:
-    """What a factory gets besides its own config, filled in build order by ``harl.compose``.
+    """What a factory gets besides its own config, filled in build order by the family's ``build``.
 
     The spaces, device and seeds come first; ``team``, ``critic`` and ``returns`` are set
     once built (an objective's learners see the team and critic; a collector the team and
     critic; the updater the returns).  ``wiring`` holds the values read from other tables
-    (``harl.config.checks.Wiring``).
+    (its family's ``wiring(spec)``; ``harl.families.actor_critic.Wiring`` for harl's actor-critic families).
     """
 
     obs_spaces: list[Any]
