@@ -52,7 +52,7 @@ def main() -> None:
     spec, _ = load_spec_and_notes(args.pipeline, ["logging.progress=false", "collector.backend=subprocess",
                                             "collector.workers=2", "run.device=cpu", *args.overrides])
     stages = build_stages(spec)
-    venv, policy, critic = stages.venv, stages.collector.policy, stages.collector.critic
+    venv, policy, critic = stages.venv, stages.collector.team, stages.collector.critic
     n_agents, rows = venv.n_agents, [slice(w.start, w.stop) for w in venv._workers]
     obs, state, _ = venv.reset(seed=0)
     current = {"obs": [torch.as_tensor(o) for o in obs], "state": torch.as_tensor(state)}

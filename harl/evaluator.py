@@ -1,8 +1,8 @@
-"""The Evaluator: the current policy on separate envs, deterministic by default.
+"""The Evaluator: the current team on separate envs, deterministic by default.
 
 ::
 
-    evaluator = Evaluator(config, eval_venv, policy, device)
+    evaluator = Evaluator(config, eval_venv, team, device, seed)
     if iteration % config.every_iterations == 0:
         stats = evaluator.evaluate()        # mean/std return over `episodes` episodes
 """
@@ -65,8 +65,8 @@ def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
 class ActingPolicy(Protocol):
     """What evaluation and rendering ask of a team (on- and off-policy alike)::
 
-        hidden = policy.initial_hidden(n_envs, device)        # None: feed-forward actors
-        actions, hidden = policy.act(obs, avail, deterministic, hidden=hidden, starts=starts)
+        hidden = team.initial_hidden(n_envs, device)          # None: feed-forward actors
+        actions, hidden = team.act(obs, avail, deterministic, hidden=hidden, starts=starts)
     """
 
     def initial_hidden(self, n_envs: int, device: Any) -> Any: ...
@@ -77,11 +77,11 @@ class ActingPolicy(Protocol):
 
 
 class Evaluator:
-    def __init__(self, config: EvaluatorConfig, venv: VectorEnv, policy: ActingPolicy,
+    def __init__(self, config: EvaluatorConfig, venv: VectorEnv, team: ActingPolicy,
                  device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
-        self.policy = policy
+        self.team = team
         self.device = device
         self.seed: int | None = seed
         self.native = is_tensor_native(venv)
@@ -101,13 +101,13 @@ class Evaluator:
         obs, _, avail = self.venv.reset(seed=self.seed)
         self.seed = None  # later evaluations continue the envs' random streams
         done: list[dict[str, Any]] = []
-        hidden = self.policy.initial_hidden(self.venv.n_envs, self.device)  # None: feed-forward
+        hidden = self.team.initial_hidden(self.venv.n_envs, self.device)  # None: feed-forward
         starts = torch.ones(self.venv.n_envs, device=self.device)
         count = _PerEnvCount(self.venv.n_envs, wanted) if self.config.counting == "per_env" else None
         while len(done) < wanted:
             obs_t = [torch.as_tensor(o, device=self.device) for o in obs]
             avail_t = None if avail is None else [torch.as_tensor(a, device=self.device) for a in avail]
-            actions, _ = self.policy.act(obs_t, avail_t, deterministic=self.config.deterministic,
+            actions, _ = self.team.act(obs_t, avail_t, deterministic=self.config.deterministic,
                                          hidden=hidden, starts=starts)
             step = self.venv.step(actions if self.native else [a.cpu().numpy() for a in actions])
             obs, avail = step.obs, step.avail

@@ -149,7 +149,7 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
         stages.close()
         raise
     stages.team.eval()
-    policy = stages.evaluator.policy  # the team, typed by what acting asks of it (ActingPolicy)
+    team = stages.evaluator.team  # typed by what acting asks of it (ActingPolicy)
     returns: list[float] = []
     lengths: list[int] = []
     try:
@@ -158,14 +158,14 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
             for episode in range(episodes):
                 obs, _, avail = env.reset(seed=spec.run.seed * 1000 + 900 + episode)
                 video.add(_frame(env))
-                hidden = policy.initial_hidden(1, "cpu")  # None for feed-forward actors
+                hidden = team.initial_hidden(1, "cpu")  # None for feed-forward actors
                 starts = torch.ones(1)
                 total, steps, done = 0.0, 0, False
                 while not done:
                     obs_t = [torch.as_tensor(o, dtype=torch.float32).unsqueeze(0) for o in obs]
                     avail_t = None if avail is None else [torch.as_tensor(a, dtype=torch.float32).unsqueeze(0)
                                                           for a in avail]
-                    actions, _ = policy.act(obs_t, avail_t, deterministic=True, hidden=hidden, starts=starts)
+                    actions, _ = team.act(obs_t, avail_t, deterministic=True, hidden=hidden, starts=starts)
                     starts = torch.zeros(1)
                     step = env.step([a[0].numpy() for a in actions])
                     obs, avail = step.obs, step.avail

@@ -119,11 +119,6 @@ class OnPolicyCollector:
         self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
 
     @property
-    def policy(self) -> OnPolicyTeam:
-        """The team (its older name)."""
-        return self.team
-
-    @property
     def steps_per_iteration(self) -> int:
         """Env steps one ``collect`` call takes (T x n_envs)."""
         return self.config.rollout_length * self.config.n_envs
