@@ -16,7 +16,9 @@ Observations are stored as the env gives them (uint8 images as uint8, as the oth
 buffers).  A sampled batch holds ``batch_size`` distinct episodes, cut to the longest of
 them, with ``filled`` (B, T') True on real steps: the loss averages over those only, so
 whatever the padding holds never reaches it.  Recurrent agents unroll each episode from
-its first step.  The oldest episode is overwritten once ``capacity`` are stored.
+its first step.  The oldest episode is overwritten once ``capacity`` are stored.  Storage is
+allocated with ``torch.empty`` (memory is touched as the buffer fills); each slot is cleared
+when an episode is written to it.
 """
 
 from __future__ import annotations
@@ -122,17 +124,17 @@ class EpisodeBuffer:
         self.capacity, self.max_length, self.n_agents = C, T, A
         self.device = torch.device(device)
         dev = self.device
-        self.obs = [torch.zeros(C, T + 1, int(np.prod(s.shape)), dtype=storage_dtype(s), device=dev)
+        self.obs = [torch.empty(C, T + 1, int(np.prod(s.shape)), dtype=storage_dtype(s), device=dev)
                     for s in observation_spaces]
         state_dtype = torch.float32 if state_space is None else storage_dtype(state_space)
-        self.state = torch.zeros(C, T + 1, state_dim, dtype=state_dtype, device=dev)
+        self.state = torch.empty(C, T + 1, state_dim, dtype=state_dtype, device=dev)
         self.avail: list[torch.Tensor | None] = [
-            torch.ones(C, T + 1, avail_size(s), dtype=torch.bool, device=dev) if avail_size(s) else None
+            torch.empty(C, T + 1, avail_size(s), dtype=torch.bool, device=dev) if avail_size(s) else None
             for s in action_spaces]
         action_dtype = torch.int16 if _small_actions(action_spaces) else torch.long
-        self.actions = torch.zeros(C, T, A, dtype=action_dtype, device=dev)
-        self.rewards = torch.zeros(C, T, device=dev)
-        self.terminated = torch.zeros(C, T, dtype=torch.bool, device=dev)
+        self.actions = torch.empty(C, T, A, dtype=action_dtype, device=dev)
+        self.rewards = torch.empty(C, T, device=dev)
+        self.terminated = torch.empty(C, T, dtype=torch.bool, device=dev)
         self.lengths = torch.zeros(C, dtype=torch.long, device=dev)
         self.head = 0
         """The slot the next episode goes to."""
