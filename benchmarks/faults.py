@@ -29,6 +29,17 @@ a checkpoint every 2 iterations), waits for its first iteration, then after a ra
 - ``writers2``: two ``harl train`` on one run directory at once; needs ``harl.rundir.lock``
   (the run-directory lock) and is skipped, with the reason, where it is absent.
 
+The faults of issue 38:
+
+- ``hunginl``: ``hungterm`` with ``collector.backend = "inline"`` (the env hangs in the
+  trainer's own process): one SIGTERM, exit 143 within 30 s expected;
+- ``exact2``: ``int2`` on a run of 30 iterations, resumed to its end and compared with an
+  uninterrupted run of the same pipeline, row for row, wall-clock columns aside ("exact");
+- ``ckpt0``: SIGKILL while the first checkpoint is written (``torch.save`` patched to write
+  a few bytes and stall): ``--resume`` must start the run again in place (exit 0, rows 1..3);
+- ``rmcsv``: ``metrics.csv`` removed at a random instant of a 30-iteration run: exit 0, a
+  warning line, and all 30 rows in the file at the end.
+
 Then it reads the newest checkpoint, counts the iterations in metrics.csv that it does
 not hold (iterations lost; the iteration running when the fault hit is not counted,
 it was never finished), looks for processes left in the run's process group, greps
@@ -66,7 +77,20 @@ from tests.fakes.bad_env import write_pipeline  # noqa: E402
 from tests.fakes.hung_env import write_hung_pipeline  # noqa: E402
 from tests.procs import group, workers  # noqa: E402
 
-FAULTS = ("kill9", "sigterm", "ctrlc2", "worker9", "hung", "hungterm", "diskfull", "int2", "term2", "writers2")
+FAULTS = ("kill9", "sigterm", "ctrlc2", "worker9", "hung", "hungterm", "diskfull", "int2", "term2", "writers2",
+          "hunginl", "exact2", "ckpt0", "rmcsv")
+FINITE = 30
+"""Iterations of the ``exact2`` and ``rmcsv`` runs (20 env steps each)."""
+WALL_CLOCK = ("wall_time", "steps_per_s")
+_STALL = """
+import torch, time
+_save = torch.save
+def _stall(obj, f, *a, **k):
+    f.write(b"PK")
+    f.flush()
+    time.sleep(60)
+torch.save = _stall
+"""
 EVERY = 2
 """Checkpoint interval of the battery's pipeline (kill -9 may lose up to EVERY - 1 iterations)."""
 GAPS = (0.01, 0.05, 0.1, 0.3, 0.5)
@@ -130,14 +154,34 @@ def wait_rows(proc: subprocess.Popen[str], run_dir: Path, n: int = 1) -> None:
         time.sleep(0.02)
 
 
+def full_rows(run_dir: Path) -> list[dict[str, str]]:
+    path = run_dir / "metrics.csv"
+    return [{c: v for c, v in r.items() if c not in WALL_CLOCK} for r in read_metrics(path)] if path.is_file() else []
+
+
+def finite(out: Path) -> Path:
+    return write_pipeline(out / "finite.toml", total_env_steps=FINITE * 20, every=EVERY, env={"sleep": 0.01},
+                          backend="subprocess", workers=2)
+
+
+def reference(out: Path) -> list[dict[str, str]]:
+    """The rows of an uninterrupted run of ``finite``'s pipeline (computed once)."""
+    run_dir = out / "reference"
+    if not (run_dir / "metrics.csv").is_file():
+        proc = start(["train", str(finite(out)), "--run-dir", str(run_dir), "--quiet"])
+        proc.communicate(timeout=600)
+    return full_rows(run_dir)
+
+
 def trial(fault: str, out: Path, k: int, pipeline: Path, rng: random.Random) -> dict[str, Any]:
     """One run, one fault; what survived (see the module docstring)."""
     run_dir, prelude, disk, hang, extra = out / f"{fault}-{k:02d}", "", None, None, ""
-    if fault in ("hung", "hungterm"):
+    if fault in ("hung", "hungterm", "hunginl"):
         hang = out / f"{fault}-{k:02d}.hang"
         hang.touch()
         pipeline = write_hung_pipeline(out / f"{fault}-{k:02d}.toml", hang_at=rng.randint(15, 45), hang_file=hang,
-                                       total_env_steps=100_000, every=EVERY, sleep=0.01)
+                                       total_env_steps=100_000, every=EVERY, sleep=0.01,
+                                       **({"backend": "inline"} if fault == "hunginl" else {}))
         if fault == "hung":
             prelude = f"import harl.envs.vector.subprocess as b\nb.STEP_TIMEOUT_S = {HUNG_TIMEOUT_S}"
     if fault == "diskfull":
@@ -150,27 +194,38 @@ def trial(fault: str, out: Path, k: int, pipeline: Path, rng: random.Random) -> 
             extra = "patched"
     if fault == "writers2":
         return two_writers(pipeline, run_dir)
+    if fault in ("exact2", "rmcsv"):
+        pipeline = finite(out)
+    if fault == "ckpt0":
+        prelude = _STALL
     proc = start(["train", str(pipeline), "--run-dir", str(run_dir), "--quiet"], prelude)
     wait_rows(proc, run_dir)
     started = time.monotonic()
-    if fault == "hungterm":  # wait until the rows stop coming (the env hangs), then one SIGTERM
+    if fault in ("hungterm", "hunginl"):  # wait until the rows stop coming (the env hangs), then one SIGTERM
         last, since = rows(run_dir), time.monotonic()
         while proc.poll() is None and time.monotonic() - since < 2.0 and time.monotonic() - started < 60:
             time.sleep(0.1)
             if rows(run_dir) != last:
                 last, since = rows(run_dir), time.monotonic()
+    elif fault == "ckpt0":  # until the first checkpoint's temp file is there, then kill -9
+        while proc.poll() is None and not list((run_dir / "checkpoints").glob(".iter_*.tmp")) \
+                and time.monotonic() - started < 60:
+            time.sleep(0.02)
     elif fault not in ("hung",):
         time.sleep(rng.uniform(0, 1.5))
     if proc.poll() is None:
-        if fault == "kill9":
+        if fault in ("kill9", "ckpt0"):
             proc.send_signal(signal.SIGKILL)
-        elif fault in ("sigterm", "hungterm"):
+        elif fault in ("sigterm", "hungterm", "hunginl"):
             proc.send_signal(signal.SIGTERM)
+        elif fault == "rmcsv":
+            with contextlib.suppress(OSError):
+                (run_dir / "metrics.csv").unlink()
         elif fault == "ctrlc2":
             os.killpg(proc.pid, signal.SIGINT)
             time.sleep(rng.uniform(0, 0.3))
             os.killpg(proc.pid, signal.SIGINT)
-        elif fault in ("int2", "term2"):
+        elif fault in ("int2", "term2", "exact2"):
             os.killpg(proc.pid, signal.SIGINT if fault == "int2" else signal.SIGTERM)
             time.sleep(GAPS[k % len(GAPS)])
             os.killpg(proc.pid, signal.SIGINT)
@@ -205,6 +260,8 @@ def trial(fault: str, out: Path, k: int, pipeline: Path, rng: random.Random) -> 
     if disk is not None:
         with contextlib.suppress(OSError):
             (disk / "filler").unlink()
+    if fault in ("exact2", "rmcsv", "ckpt0"):
+        return finish_check(fault, out, run_dir, result, err)
     try:
         return resume_check(run_dir, result, done)
     finally:
@@ -229,6 +286,34 @@ def resume_check(run_dir: Path, result: dict[str, Any], done: list[int]) -> dict
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = main(["train", "--resume", str(run_dir), "--quiet"])
     result["resumed"] = code == 0 and rows(run_dir) == list(range(1, saved + 2))
+    return result
+
+
+def finish_check(fault: str, out: Path, run_dir: Path, result: dict[str, Any], err: str) -> dict[str, Any]:
+    """``exact2``: resume to the end, compare with the reference; ``rmcsv``: every row there;
+    ``ckpt0``: a resume starts the run again in place."""
+    if list_checkpoints(run_dir):
+        with contextlib.suppress(HarlError):
+            result["saved"] = load_checkpoint(latest_checkpoint(run_dir))["counters"]["iteration"]
+            result["lost"] = max(rows(run_dir), default=0) - result["saved"]
+    if fault == "rmcsv":
+        result["resumed"] = result["code"] == 0 and rows(run_dir) == list(range(1, FINITE + 1))
+        result["extra"] = "warned" if "written again whole" in err else ("not removed" if result["code"] == 0 else "")
+        return result
+    if fault == "ckpt0":
+        pipeline_file = run_dir / "pipeline.toml"
+        pipeline_file.write_text(re.sub(r"total_env_steps = [0-9_]+", "total_env_steps = 60",
+                                        pipeline_file.read_text()))
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["train", "--resume", str(run_dir), "--quiet"])
+        result["resumed"] = code == 0 and rows(run_dir) == [1, 2, 3]
+        result["extra"] = "restarted" if "starting the run again from the beginning" in said.getvalue() else ""
+        return result
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["train", "--resume", str(run_dir), "--quiet"])
+    result["resumed"] = code == 0 and rows(run_dir) == list(range(1, FINITE + 1))
+    result["extra"] = "exact" if full_rows(run_dir) == reference(out) else "DIFFERS"
     return result
 
 
@@ -269,6 +354,8 @@ def main_(argv: list[str] | None = None) -> None:
                               env={"sleep": 0.01}, backend="subprocess", workers=2)
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
     started = time.monotonic()
+    if "exact2" in args.faults:
+        reference(out)
     for fault in args.faults.split(","):
         if fault not in FAULTS:
             parser.error(f"--faults: unknown fault {fault!r} (expected some of: {', '.join(FAULTS)})")
@@ -290,7 +377,7 @@ def main_(argv: list[str] | None = None) -> None:
         if fault == "diskfull":
             notes += " failed writing: " + ",".join(
                 f"{e}x{n}" for e, n in _count(t.get("failed") or "nothing" for t in trials).items())
-        if fault in ("hungterm", "int2", "term2", "sigterm"):
+        if fault in ("hungterm", "int2", "term2", "sigterm", "hunginl", "exact2"):
             notes += f" stop in {max(t['stop_s'] for t in trials):.1f} s at most"
         print(f"{fault:8} {codes:22} {sum(bool(t['resumed']) for t in trials):>10} "
               f"{sum(t['saved'] is None and not t['corrupt'] for t in trials):>7} "
