@@ -17,7 +17,13 @@ from harl.returns.episode_td import (
     one_step_targets,
 )
 from harl.update.mixers import NoMixer, QMixer, VDNMixer
-from harl.update.q_learning import JointTD, JointTDConfig, RunningMeanStd, next_action_values, previous_actions
+from harl.update.q_learning import (
+    JointTD,
+    JointTDConfig,
+    RunningMeanStd,
+    next_action_values,
+    previous_actions,
+)
 
 
 def test_qmix_with_one_layer_hypernetworks_by_hand() -> None:
