@@ -5,6 +5,7 @@ and the best pipeline against the starting one on fresh seeds (``final/``, ``har
 from __future__ import annotations
 
 import csv
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,9 @@ def plots(study: Any, tune_dir: Path) -> tuple[list[Path], list[str]]:
             notes.append(f"{name}.png not drawn: it needs {needs} complete trial(s), the study has {len(complete)}")
             continue
         try:
-            ax = draw(study)
+            with warnings.catch_warnings():  # Optuna marks its matplotlib plots experimental
+                warnings.simplefilter("ignore")
+                ax = draw(study)
         except (ValueError, RuntimeError) as exc:
             notes.append(f"{name}.png not drawn: {exc}")
             continue
