@@ -194,3 +194,15 @@ def test_allocation_failure_is_a_harl_error() -> None:
 
 def test_human() -> None:
     assert [sizes.human(n) for n in (999, 1000, 950_000_000, 2.5e15)] == ["999 B", "1.0 kB", "950.0 MB", "2.5 PB"]
+
+
+def test_gpu_buffers_against_the_device() -> None:
+    """Buffers on a GPU are compared with the device's free memory, the envs with the host's."""
+    from harl.envs.footprint import Item, refusal
+
+    items = [Item("the environments", 4 * 10**9, "collector.n_envs"),
+             Item("the rollout buffer", 30 * 10**9, "collector.rollout_length", "cuda")]
+    assert refusal(items, 0, "p.toml", {"cpu": 8 * 10**9, "cuda": 80 * 10**9}, None, 8) is None
+    said = refusal(items, 0, "p.toml", {"cpu": 8 * 10**9, "cuda": 20 * 10**9}, None, 8)
+    assert said == ("p.toml: the rollout buffer (30.0 GB) would need about 30.0 GB, but 20.0 GB of memory is "
+                    "available (cuda); lower collector.rollout_length (nothing was built)")
