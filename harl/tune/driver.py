@@ -218,7 +218,7 @@ class Tuner:
         for active in self.active:
             if active.pruned:
                 continue
-            ended = [d in active.ended or not _started(d, active) for d in active.run_dirs]
+            ended = [d in active.ended for d in active.run_dirs]  # a seed not started yet is waited for
             for k, value in objective.intermediate(active.run_dirs, active.reported, ended):
                 active.trial.report(value, k)
                 active.reported = k
@@ -259,10 +259,6 @@ class Tuner:
         best = self.study.best_trial
         self.say(f"{active.label}: {value:.3f}" + (" (best so far)" if best.number == active.number else
                                                   f" (best: trial {best.number}, {best.value:.3f})"))
-
-
-def _started(run_dir: Path, active: Active) -> bool:
-    return not any(run_dir in unit for unit in active.pending)
 
 
 def _seed(run_dir: Path) -> str:

@@ -137,3 +137,35 @@ def test_without_optuna_the_command_names_the_extra(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "optuna", None)
     assert main(["tune", str(HAPPO), "--space", "x.toml", "--trials", "1"]) == 2
     assert 'harl tune needs: pip install "harl[tune]"' in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_study_with_checkpoints_and_resume_finishes_it(tmp_path: Path) -> None:
+    """SIGTERM to the driver: the running runs stop after their iteration with a checkpoint, exit 143,
+    their trial stays open; harl tune --resume resumes it from the checkpoint and completes the study."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tune_dir = tmp_path / "tune"
+    longer = [s for s in TINY if not s.startswith("run.total_env_steps")] + ["run.total_env_steps=3000"]
+    command = [sys.executable, "-m", "harl", "tune", str(HAPPO), "--space", str(_space(tmp_path)), "--trials", "1",
+               "--seeds", "1", "--final-seeds", "none", "--run-dir", str(tune_dir),
+               *(a for s in longer for a in ("--set", s))]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    checkpoints = tune_dir / "trial-0000" / "happo-mpe-spread-s1" / "checkpoints"
+    deadline = time.monotonic() + 120
+    while not (checkpoints.is_dir() and any(checkpoints.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    driver.send_signal(signal.SIGTERM)
+    out, _ = driver.communicate(timeout=120)
+    assert driver.returncode == 143, out
+    assert "SIGTERM: the running trials stop after their iteration with a checkpoint" in out
+    lines: list[str] = []
+    result = harl.tune(resume=tune_dir, say=lines.append)
+    assert any(line.startswith("trial 0: seed 1 resumes at iteration ") for line in lines), lines
+    assert [r["state"] for r in result.trials] == ["complete"]
+    assert harl.read_metrics(checkpoints.parent)[-1]["env_steps"] == 3000
