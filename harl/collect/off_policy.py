@@ -99,9 +99,9 @@ class OffPolicyCollector:
         self.native = is_tensor_native(venv)
         """The env takes and returns torch tensors: no numpy round trip."""
         # The current observations, as the env returned them (arrays, or tensors if native).
-        self._obs: list[Any] | None = None
+        self._obs: Sequence[Any] | None = None
         self._state: Any = None
-        self._avail: list[Any] | None = None
+        self._avail: Sequence[Any] | None = None
         self._active: Any = (torch.ones(config.n_envs, venv.n_agents, device=venv.device)
                              if is_tensor_native(venv) else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
         self._restart: list[dict[str, Any]] | None = None
@@ -120,7 +120,7 @@ class OffPolicyCollector:
     def _tensors(self, arrays: Sequence[Any]) -> list[torch.Tensor]:
         return [torch.as_tensor(a, dtype=torch.float32, device=self.device) for a in arrays]
 
-    def _masks(self, avail: list[Any] | None) -> list[torch.Tensor | None]:
+    def _masks(self, avail: Sequence[Any] | None) -> list[torch.Tensor | None]:
         if avail is None:
             return [None] * len(self.masked)
         return [torch.as_tensor(a, dtype=torch.float32, device=self.device) if m else None

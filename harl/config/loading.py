@@ -123,15 +123,21 @@ class Loader:
     def _structure_fn(self, slot: str, cls: type) -> Callable[[Any, type], Any]:
         """cattrs' function for ``cls``; a nested slot's field (``objective``) dispatches on its kind."""
         if cls not in self._plain:
-            nested = {}
+            # Any, not AttributeOverride: mypy would check a ``**dict`` of overrides against cattrs'
+            # own keyword options (``_cattrs_use_linecache: bool``, ...) too.
+            nested: dict[str, Any] = {}
             for inner in NESTED_SLOTS:
                 parent, _, name = inner.rpartition(".")
                 if parent == slot and name in attrs.fields_dict(cls):
-                    nested[name] = override(struct_hook=lambda d, _, inner=inner: self.structure_slot(inner, d))
+                    nested[name] = override(struct_hook=self._slot_hook(inner))
             self._plain[cls] = make_dict_structure_fn(
                 cls, self.converter, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True, **nested
             )
         return self._plain[cls]
+
+    def _slot_hook(self, slot: str) -> Callable[[Any, Any], Any]:
+        """cattrs' hook for a nested slot's table: structured as its own ``kind`` says."""
+        return lambda data, _: self.structure_slot(slot, data)
 
     def entry(self, slot: str, data: dict[str, Any]) -> registry.Entry:
         """The registry entry a table's ``kind`` names (the slot's default without one)."""

@@ -99,11 +99,11 @@ class VectorStep:
     env is tensor-native (see ``VectorEnv``); shapes and dtypes are the same either way.
     """
 
-    obs: list[Array]
+    obs: Sequence[Array]
     """Per agent, ``(n_envs, *obs_shape_i)`` float32."""
     state: Array
     """``(n_envs, *state_shape)``."""
-    avail: list[Array] | None
+    avail: Sequence[Array] | None
     """Per agent, ``(n_envs, n_actions_i)``, or None."""
     rewards: Array
     """``(n_envs, n_agents)`` float32."""
@@ -117,10 +117,10 @@ class VectorStep:
     """``(n_envs, *state_shape)``: the pre-reset state where an episode ended, else ``state``."""
     episode_infos: list[dict[str, Any]]
     """One dict per episode that ended this step, in env order: ``return``, ``length`` and env metrics."""
-    final_obs: list[Array] | None = None
+    final_obs: Sequence[Array] | None = None
     """Per agent, the pre-reset observation where an episode ended, else ``obs`` (off-policy
     transitions bootstrap from it on truncation).  None only from backends that lack it."""
-    final_avail: list[Array] | None = None
+    final_avail: Sequence[Array] | None = None
     """Like ``final_obs`` for ``avail`` (None when the env has no masks)."""
 
 
@@ -153,7 +153,7 @@ class VectorEnv(Protocol):
 
     def reset(
         self, seed: int | None = None
-    ) -> tuple[list[Array], Array, list[Array] | None]: ...
+    ) -> tuple[Sequence[Array], Array, Sequence[Array] | None]: ...
 
     def step(self, actions: Sequence[Array]) -> VectorStep: ...
 
@@ -163,7 +163,7 @@ class VectorEnv(Protocol):
 
     def restart(
         self, starts: Sequence[dict[str, Any]]
-    ) -> tuple[list[Array], Array, list[Array] | None]:
+    ) -> tuple[Sequence[Array], Array, Sequence[Array] | None]:
         """Begin each env's episode again as it began (``episode_starts``); like ``reset``."""
         ...
 

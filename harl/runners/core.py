@@ -117,7 +117,7 @@ class RunnerCore:
     def restore_state(self, state: dict[str, Any]) -> None:
         """Networks, optimisers, collector, RNGs and counters: ``run()`` continues exactly there."""
         assert self.checkpoint is not None and self.run_dir is not None
-        check_resumable(state, self.spec, self.run_dir / "pipeline.toml", self.checkpoint)
+        check_resumable(state, dump_pipeline(self.spec), self.run_dir / "pipeline.toml", self.checkpoint)
         restore(self.stages, state)
         set_rng_state(state["rng"])
         self.trainer.counters = Counters(**state["counters"])

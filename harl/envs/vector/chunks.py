@@ -3,12 +3,19 @@ workers, how the workers' batches are joined, and how a worker's envs are named 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from harl.envs.protocol import VectorStep
 from harl.envs.vector.inline import Reset
+
+if TYPE_CHECKING:
+    from harl.envs.protocol import Array
+
+    Observed = tuple[Sequence[Array], Array, Sequence[Array] | None]
+    """Where the envs stand: per-agent observations, the state, per-agent masks (a reset's or a step's)."""
 
 INLINE_HINT = 'Try [collector] backend = "inline" to see the full traceback.'
 
@@ -39,7 +46,7 @@ def envs_text(start: int, stop: int) -> str:
     return f"env {start}" if last == start else f"envs {start}-{last}"
 
 
-def cut_short(last: Reset, reset: Reset) -> VectorStep:
+def cut_short(last: Observed, reset: Reset) -> VectorStep:
     """The step in flight for a restarted worker's envs: a time limit with reward 0 at their
     last observation, followed by the fresh episodes ``reset`` began."""
     obs, state, avail = reset
@@ -52,7 +59,15 @@ def cut_short(last: Reset, reset: Reset) -> VectorStep:
     )
 
 
-def _per_agent(lists: list[Any]) -> list[np.ndarray] | None:
+@overload
+def _per_agent(lists: Sequence[Sequence[Any]]) -> list[np.ndarray]: ...
+
+
+@overload
+def _per_agent(lists: Sequence[Sequence[Any] | None]) -> list[np.ndarray] | None: ...
+
+
+def _per_agent(lists: Sequence[Sequence[Any] | None]) -> list[np.ndarray] | None:
     """The parts' per-agent arrays joined agent by agent (None where the first part has none)."""
     if lists[0] is None:
         return None
@@ -63,7 +78,7 @@ def concat_resets(parts: list[Reset]) -> Reset:
     """One reset batch of the workers' ``(obs, state, avail)``, in worker order."""
     if len(parts) == 1:
         return parts[0]
-    return (_per_agent([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),  # type: ignore[return-value]
+    return (_per_agent([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
             _per_agent([p[2] for p in parts]))
 
 
@@ -72,7 +87,7 @@ def concat_steps(parts: list[VectorStep]) -> VectorStep:
     if len(parts) == 1:
         return parts[0]
     return VectorStep(
-        obs=_per_agent([p.obs for p in parts]),  # type: ignore[arg-type]
+        obs=_per_agent([p.obs for p in parts]),
         state=np.concatenate([p.state for p in parts]),
         avail=_per_agent([p.avail for p in parts]),
         rewards=np.concatenate([p.rewards for p in parts]),

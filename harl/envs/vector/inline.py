@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 from gymnasium import spaces
@@ -13,6 +13,9 @@ from harl.envs.protocol import EnvStep, VectorStep
 from harl.envs.registry import make_env
 from harl.errors import EnvCrashedError, HarlError
 from harl.rundir.signals import WATCH
+
+if TYPE_CHECKING:
+    from harl.envs.protocol import Array
 
 Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
 
@@ -145,8 +148,10 @@ class InlineVectorEnv:
         if rewards is not None:
             check_finite(name, "rewards", rewards)
 
-    def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
-        """Step every env with its row of ``actions``; ended episodes are reset (unseeded)."""
+    def step(self, actions: Sequence[Array]) -> VectorStep:
+        """Step every env with its row of ``actions`` (arrays; CPU tensors are read as arrays);
+        ended episodes are reset (unseeded)."""
+        arrays = [np.asarray(a) for a in actions]
         n, n_agents = self.n_envs, self.n_agents
         rewards = np.empty((n, n_agents), dtype=np.float32)
         terminated = np.zeros(n, dtype=bool)
@@ -157,7 +162,7 @@ class InlineVectorEnv:
         for k, env in enumerate(self.envs):
             call = WATCH.enter(timeout_s, (name, k, "stepping"))
             try:
-                step = env.step([agent_actions[k] for agent_actions in actions])
+                step = env.step([agent_actions[k] for agent_actions in arrays])
             except Exception as exc:
                 self._raise_crashed(k, "stepping", exc)
             finally:
@@ -195,8 +200,8 @@ class InlineVectorEnv:
             fresh = None if avail is None else stack_avail([avail_k or [None] * n_agents], self._check.widths)
             for i in range(n_agents):
                 obs[i][k] = obs_k[i]
-                if fresh is not None:
-                    avail[i][k] = fresh[i][0]  # type: ignore[index]
+                if avail is not None and fresh is not None:
+                    avail[i][k] = fresh[i][0]
         if ended:  # the new episodes' first observations
             self._check_finite(obs, state, None)
         return VectorStep(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -14,6 +14,14 @@ from harl.envs.vector.inline import Reset
 def _array(x: Any) -> np.ndarray:
     """A numpy array of a batch (a torch tensor: a view on the CPU, a copy from a GPU)."""
     return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
+
+
+@overload
+def _arrays(xs: Sequence[Any]) -> list[np.ndarray]: ...
+
+
+@overload
+def _arrays(xs: Sequence[Any] | None) -> list[np.ndarray] | None: ...
 
 
 def _arrays(xs: Sequence[Any] | None) -> list[np.ndarray] | None:
@@ -45,16 +53,16 @@ class NumpyVectorEnv:
 
     def reset(self, seed: int | None = None) -> Reset:
         obs, state, avail = self.venv.reset(seed)
-        return _arrays(obs), _array(state), _arrays(avail)  # type: ignore[return-value]
+        return _arrays(obs), _array(state), _arrays(avail)
 
     def restart(self, starts: Sequence[dict[str, Any]]) -> Reset:
         obs, state, avail = self.venv.restart(starts)
-        return _arrays(obs), _array(state), _arrays(avail)  # type: ignore[return-value]
+        return _arrays(obs), _array(state), _arrays(avail)
 
     def step(self, actions: Sequence[Any]) -> VectorStep:
         s = self.venv.step(actions)
         return VectorStep(
-            obs=_arrays(s.obs), state=_array(s.state), avail=_arrays(s.avail),  # type: ignore[arg-type]
+            obs=_arrays(s.obs), state=_array(s.state), avail=_arrays(s.avail),
             rewards=_array(s.rewards), terminated=_array(s.terminated), truncated=_array(s.truncated),
             active=_array(s.active), final_state=_array(s.final_state), episode_infos=s.episode_infos,
             final_obs=_arrays(s.final_obs), final_avail=_arrays(s.final_avail),

@@ -21,7 +21,7 @@ import socket
 import warnings
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -44,6 +44,10 @@ from harl.envs.vector.chunks import (
 from harl.envs.vector.inline import InlineVectorEnv, Reset, _one_line, per_env
 from harl.errors import EnvCrashedError, HarlError, import_extra
 from harl.rundir.signals import ignore_in_worker
+
+if TYPE_CHECKING:
+    from harl.envs.protocol import Array
+    from harl.envs.vector.chunks import Observed
 
 TIMEOUT_S = STEP_TIMEOUT_S
 """Default of ``step_timeout_s``: an actor that has not answered one call after this long is taken as hung."""
@@ -167,7 +171,7 @@ class RayVectorEnv:
         self._env_config = env_config
         self._seed = seed
         self._actor_class = self._ray.remote(num_cpus=1, max_restarts=0)(EnvWorker)
-        self._last: list[Reset | None] = [None] * workers  # each chunk's current obs, state, avail
+        self._last: list[Observed | None] = [None] * workers  # each chunk's current obs, state, avail (None: not reset yet)
         self._lengths = np.zeros(n_envs, dtype=np.int64)  # steps of each env's current episode
         self._pending: dict[int, Reset] = {}
         """Workers restarted outside a step: the fresh envs' first observations, which the next
@@ -211,11 +215,13 @@ class RayVectorEnv:
         args = [() if seed is None else (seed + w.start,) for w in self._check_open()]
         return self._resets(self._call("reset", args, "resetting"))
 
-    def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
-        """Step every env with its row of ``actions``; ended episodes are reset (unseeded)."""
+    def step(self, actions: Sequence[Array]) -> VectorStep:
+        """Step every env with its row of ``actions`` (arrays; CPU tensors are read as arrays);
+        ended episodes are reset (unseeded)."""
+        arrays = [np.asarray(a) for a in actions]
         workers = self._check_open()
         live = [w for w in workers if w.index not in self._pending]
-        args = [([a[w.start:w.stop] for a in actions],) for w in live]
+        args = [([a[w.start:w.stop] for a in arrays],) for w in live]
         stepped = iter(self._call("step", args, "stepping", live) if live else [])
         parts = [next(stepped) if w.index not in self._pending else self._cut_pending(w) for w in workers]
         for w, part in enumerate(parts):
@@ -334,13 +340,20 @@ class RayVectorEnv:
         self.lost_steps += lost
         warnings.warn(f"{text}: {lost} env steps lost (the step in flight), {lost} episodes cut short "
                       f"after {cut.mean():.0f} steps on average.", RuntimeWarning, stacklevel=4)
-        return cut_short(self._last[worker.index], reset)  # type: ignore[arg-type]
+        return cut_short(self._last_of(worker), reset)
+
+    def _last_of(self, worker: _Worker) -> Observed:
+        """Where ``worker``'s envs stand (set by every reset, restart and step)."""
+        last = self._last[worker.index]
+        if last is None:
+            raise RuntimeError("step() before reset(): the envs have no episode to go on with")
+        return last
 
     def _cut_pending(self, worker: _Worker) -> VectorStep:
         """The step of a worker restarted since the last one: its actions are not run (lost), its
         old episodes end as a time limit and its fresh ones begin (as when it dies in a step)."""
         self.lost_steps += worker.stop - worker.start
-        return cut_short(self._last[worker.index], self._pending.pop(worker.index))  # type: ignore[arg-type]
+        return cut_short(self._last_of(worker), self._pending.pop(worker.index))
 
     def _crashed(self, worker: _Worker, what: str, fix: str) -> EnvCrashedError:
         """Shut every actor down and describe what happened to this one."""

@@ -50,6 +50,13 @@ def _action_shape(space: spaces.Space) -> tuple[int, ...]:
     return (1,) if isinstance(space, spaces.Discrete) else tuple(space.shape or ())
 
 
+def _shape(space: spaces.Space) -> tuple[int, ...]:
+    """An observation or state space's row shape (a space without a fixed shape has no row here)."""
+    if space.shape is None:
+        raise TypeError(f"{space} has no fixed shape: the shared-memory step holds Box observations and states")
+    return space.shape
+
+
 def _observation_dtype(space: spaces.Space) -> str:
     """uint8 images travel as uint8 (as inline envs return them: a quarter of the bytes); the rest as float32."""
     return "uint8" if getattr(space, "dtype", None) == np.uint8 else "float32"
@@ -79,10 +86,10 @@ class StepLayout:
         for i, space in enumerate(observation_spaces):
             width = (avail_width(action_spaces[i]),)
             obs = _observation_dtype(space)
-            specs += [(f"obs{i}", space.shape, obs), (f"final_obs{i}", space.shape, obs),
+            specs += [(f"obs{i}", _shape(space), obs), (f"final_obs{i}", _shape(space), obs),
                       (f"avail{i}", width, "float32"), (f"final_avail{i}", width, "float32")]
         state = _observation_dtype(state_space)
-        specs += [("state", state_space.shape, state), ("final_state", state_space.shape, state),
+        specs += [("state", _shape(state_space), state), ("final_state", _shape(state_space), state),
                   ("rewards", (n_agents,), "float32"), ("terminated", (), "bool"), ("truncated", (), "bool"),
                   ("active", (n_agents,), "bool")]
         fields, offset = {}, 0
@@ -161,7 +168,7 @@ def _untracked() -> Iterator[None]:
 
 def _segment(name: str, create: bool = False, size: int = 0) -> shared_memory.SharedMemory:
     if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name, create, size, track=False)  # type: ignore[call-arg]
+        return shared_memory.SharedMemory(name, create, size, track=False)
     with _untracked():
         return shared_memory.SharedMemory(name, create, size)
 

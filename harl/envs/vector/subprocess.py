@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -63,6 +63,9 @@ from harl.envs.vector.inline import InlineVectorEnv, Reset, per_env
 from harl.envs.vector.shared import StepLayout, attach_segment, create_segment, release
 from harl.errors import EnvCrashedError, HarlError
 from harl.rundir.signals import STOP_WAIT_S, StopNow, ignore_in_worker, stop_waiting
+
+if TYPE_CHECKING:
+    from harl.envs.protocol import Array
 
 _POLL_S = 0.2
 """How often a waiting parent checks that the worker it waits on is still alive."""
@@ -162,7 +165,7 @@ def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) 
         if venv is not None:
             with contextlib.suppress(Exception):
                 venv.close()
-        rows = slots = None  # type: ignore[assignment]  # let the segment unmap
+        rows = slots = None  # let the segment unmap
         if segment is not None:
             with contextlib.suppress(BufferError):
                 segment.close()
@@ -278,18 +281,19 @@ class SubprocessVectorEnv:
         self._pending.clear()  # every env begins afresh: nothing left to cut
         return self._keep(concat_resets(parts))
 
-    def step(self, actions: Sequence[np.ndarray]) -> VectorStep:
-        """Step every env with its row of ``actions``; ended episodes are reset (unseeded).
+    def step(self, actions: Sequence[Array]) -> VectorStep:
+        """Step every env with its row of ``actions`` (arrays; CPU tensors are read as arrays);
+        ended episodes are reset (unseeded).
 
         The arrays returned are this step's own (copied from the segment): later steps leave them be.
         """
+        arrays = [np.asarray(a) for a in actions]
         workers = self._check_open()
-        in_segment = all(isinstance(a, np.ndarray) and a.dtype == s.dtype and a.shape == s.shape
-                         for a, s in zip(actions, self._slots))
+        in_segment = all(a.dtype == s.dtype and a.shape == s.shape for a, s in zip(arrays, self._slots))
         if in_segment:  # what the collectors send: float32 rows of the action spaces' shapes
-            for slot, agent_actions in zip(self._slots, actions):
+            for slot, agent_actions in zip(self._slots, arrays):
                 slot[...] = agent_actions
-        chunks = [None if in_segment else [a[w.start:w.stop] for a in actions] for w in workers]
+        chunks = [None if in_segment else [a[w.start:w.stop] for a in arrays] for w in workers]
         live = [w for w in workers if w.index not in self._pending]
         acks = dict(zip([w.index for w in live], self._call(
             "step", [chunks[w.index] for w in live], "stepping", workers=live)))
