@@ -151,4 +151,5 @@ def describe(stages: Any) -> dict[str, str]:
 
 FAMILY = registry.register_family(Family(
     NAME, "agent Q networks, a mixer and one joint TD loss over a replay of whole episodes: IQL, VDN, QMIX",
-    build, wiring, checks, memory, save_buffer=save_buffer, describe=describe, population=None))
+    build, wiring, checks, memory, save_buffer=save_buffer, describe=describe, population=None,
+    defaults={"buffer": "episodes", "returns": "episode_td", "critic": "qmix", "updater": "q_learning"}, rank=2))
