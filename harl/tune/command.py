@@ -12,8 +12,8 @@ from rich.console import Console
 
 from harl.errors import HarlError
 from harl.sweep.grid import parse_seeds
-from harl.tune import report
 from harl.tune.driver import Tuner, check_pruning, stop_status
+from harl.tune.report import best_pipeline, plots, rows, trials_table, write_trials
 from harl.tune.space import read_space
 from harl.tune.study import (
     Request,
@@ -46,7 +46,7 @@ class TuneResult:
 
     def table(self) -> Any:
         """The trials as a rich Table, best first (what ``harl tune`` prints at its end)."""
-        return report.trials_table(self.trials, self.space, f"{self.tune_dir}: {len(self.trials)} trials "
+        return trials_table(self.trials, self.space, f"{self.tune_dir}: {len(self.trials)} trials "
                                    "(* best)", self.best_trial)
 
 
@@ -161,18 +161,18 @@ def _check_population(space: Any, request: Request) -> None:
 
 
 def _report(study: Any, space: Any, request: Request, tune_dir: Path, say: Callable[[str], Any]) -> TuneResult:
-    rows = report.rows(study, space, tune_dir)
-    report.write_trials(tune_dir / "trials.csv", rows, space)
-    result = TuneResult(tune_dir, rows, files=[tune_dir / "trials.csv"], space=space)
+    table = rows(study, space, tune_dir)
+    write_trials(tune_dir / "trials.csv", table, space)
+    result = TuneResult(tune_dir, table, files=[tune_dir / "trials.csv"], space=space)
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     if not complete:
         say("no trial completed yet: no best pipeline")
         return result
-    path, best = report.best_pipeline(study, space, request.pipeline, request.overrides, tune_dir)
+    path, best = best_pipeline(study, space, request.pipeline, request.overrides, tune_dir)
     result.best_value, result.best_params, result.best_pipeline = best.value, space.values_of(best.params), path
     result.best_trial = best.number
     result.files.append(path)
-    drawn, notes = report.plots(study, tune_dir)
+    drawn, notes = plots(study, tune_dir)
     result.files += drawn
     for note in notes:
         say(f"note: {note}")

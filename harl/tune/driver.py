@@ -26,7 +26,7 @@ from harl.errors import ConfigError, HarlError
 from harl.rundir.signals import exit_status
 from harl.sweep.grid import Trial as SweepTrial
 from harl.sweep.trial import checkpoint_iteration
-from harl.tune import objective
+from harl.tune.objective import intermediate, score
 from harl.tune.runners import Local, OnRay, Unit, outcome
 from harl.tune.space import Space, overrides_of
 from harl.tune.worker import PRUNED
@@ -219,7 +219,7 @@ class Tuner:
             if active.pruned:
                 continue
             ended = [d in active.ended for d in active.run_dirs]  # a seed not started yet is waited for
-            for k, value in objective.intermediate(active.run_dirs, active.reported, ended):
+            for k, value in intermediate(active.run_dirs, active.reported, ended):
                 active.trial.report(value, k)
                 active.reported = k
                 if self.space.pruner != "none" and k < active.evaluations and active.trial.should_prune():
@@ -250,7 +250,7 @@ class Tuner:
             self.study.tell(trial, state=_state("FAIL"))
             self.say(f"{active.label}: failed: {active.message}")
             return
-        value = objective.score(active.run_dirs, self.space.statistic, self.space.last)
+        value = score(active.run_dirs, self.space.statistic, self.space.last)
         if value is None:
             self.study.tell(trial, state=_state("FAIL"))
             self.say(f"{active.label}: failed: no evaluation in its runs' metrics.csv")
