@@ -169,3 +169,18 @@ def test_sigterm_stops_the_study_with_checkpoints_and_resume_finishes_it(tmp_pat
     assert any(line.startswith("trial 0: seed 1 resumes at iteration ") for line in lines), lines
     assert [r["state"] for r in result.trials] == ["complete"]
     assert harl.read_metrics(checkpoints.parent)[-1]["env_steps"] == 3000
+
+
+@pytest.mark.slow
+def test_a_trials_seeds_train_as_one_population(tmp_path: Path) -> None:
+    """--vectorize: each trial's seeds are one population process (harl.sweep.population); every seed is
+    still its own run directory, scored like the others."""
+    torch_mpe = ROOT / "pipelines" / "happo_mpe_torch_spread.toml"
+    small = ["collector.n_envs=4", "collector.rollout_length=25", "run.total_env_steps=200", "evaluator.episodes=2",
+             "evaluator.n_envs=2", "run.device=cpu", "logging.progress=false"]
+    result = harl.tune(torch_mpe, _space(tmp_path), 2, seeds=[1, 2], overrides=small, vectorize=True,
+                       run_dir=tmp_path / "tune", final_seeds=[])
+    assert [r["state"] for r in result.trials] == ["complete", "complete"]
+    for trial in ("trial-0000", "trial-0001"):
+        runs = sorted(p.name for p in (tmp_path / "tune" / trial).iterdir())
+        assert runs == ["happo-mpe-torch-spread-s1", "happo-mpe-torch-spread-s2"]
