@@ -2,8 +2,9 @@
 
 ::
 
-    team = load_team(run_dir, checkpoint)           # the run's actors, its spaces, its pipeline
-    modules = deploy_team(team.policy, ...)         # one tensor function per agent (deploy.py)
+    team = load_team(run_dir, checkpoint)           # the run's team, its spaces, its pipeline
+    modules = deploy_team(team.policy, ...)         # one tensor function per agent (deploy.py),
+                                                    # of what team.policy.export_actors() gives
     agent<i>.onnx / agent<i>.pt + policy.json       # one file per agent, the manifest beside them
 
 Each file computes the deterministic action in the env's own action space, as harl's
@@ -24,7 +25,6 @@ from harl.errors import HarlError, MissingExtraError
 from harl.export.deploy import DeployActor, deploy_team
 from harl.export.manifest import agent_entry, write_manifest
 from harl.nets.heads import avail_size
-from harl.policy.on_policy import Actor
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 ONNX_OPSET = 17
@@ -60,8 +60,10 @@ def example_inputs(module: DeployActor, obs_dim: int, space: spaces.Space, batch
     inputs = [torch.zeros(batch, obs_dim)]
     if module.masked:
         inputs.append(torch.ones(batch, avail_size(space)))
-    if module.recurrent and isinstance(module.actor, Actor):  # recurrent: an on-policy Actor with a GRU
-        inputs.append(torch.zeros(batch, module.actor.hidden_size))
+    if module.recurrent:  # a GRU: an on-policy Actor's or an agent Q network's
+        inputs.append(torch.zeros(batch, module.hidden_size))
+    if module.last_action:  # an agent Q network's previous action: none yet
+        inputs.append(torch.full((batch,), -1, dtype=torch.long))
     return tuple(inputs)
 
 

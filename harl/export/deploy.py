@@ -2,18 +2,22 @@
 
 ``deploy_actor(actor, space)`` wraps any harl actor (on-policy ``Actor`` with a Gaussian or
 categorical head, with or without a GRU; off-policy ``DeterministicActor``,
-``SquashedGaussianActor``, ``CategoricalActor``, ``DuelingQActor``) in a module whose
-``forward`` takes only tensors and has no data-dependent Python control flow, so
-``torch.jit.trace`` and ``torch.onnx.export`` record it exactly::
+``SquashedGaussianActor``, ``CategoricalActor``, ``DuelingQActor``; the value family's
+``AgentQActor``, the greedy policy of one agent's Q network) in a module whose ``forward``
+takes only tensors and has no data-dependent Python control flow, so ``torch.jit.trace`` and
+``torch.onnx.export`` record it exactly::
 
     inputs:  obs (B, obs_dim) float32 [, avail (B, n_mask) float32] [, hidden (B, H) float32]
+             [, last_action (B,) int64]
     outputs: action [, hidden_out (B, H)] [, distribution parameters...]
 
 ``action`` is what the env takes: Box actions as float32 ``(B, *shape)`` inside the bounds
 (on-policy means are clipped to the Box, as every harl env adapter clips them; off-policy
 actors are bounded by their tanh), Discrete as int64 ``(B,)``, MultiDiscrete as int64
 ``(B, k)``.  A GRU actor's state starts at zeros at each episode's first step; pass
-``hidden_out`` back as ``hidden`` on the next step.
+``hidden_out`` back as ``hidden`` on the next step.  An agent Q network that takes its previous
+action (``last_action = true``) takes it as ``last_action``: -1 at an episode's first step,
+then the ``action`` it output on the step before.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ from torch import nn
 
 from harl.nets.heads import GaussianHead, avail_size
 from harl.nets.plain import masked_argmax
+from harl.policy.agent_q import AgentQActor
 from harl.policy.off_policy import (
     CategoricalActor,
     DeterministicActor,
     DuelingQActor,
     SquashedGaussianActor,
 )
-from harl.policy.on_policy import Actor, OnPolicyTeam
+from harl.policy.on_policy import Actor
 
 PARAMS = {"gaussian": ["mean", "std"], "squashed_gaussian": ["mu", "log_std"],
           "categorical": ["logits"], "deterministic": [], "q": ["q_values"]}
@@ -48,7 +53,7 @@ def _argmax_each(log_probs: Sequence[torch.Tensor]) -> torch.Tensor:
 
 
 class DeployActor(nn.Module):
-    """``forward(obs [, avail] [, hidden])`` -> ``(action [, hidden_out] [, params...])``."""
+    """``forward(obs [, avail] [, hidden] [, last_action])`` -> ``(action [, hidden_out] [, params...])``."""
 
     # registered buffers (register_buffer in __init__)
     low: torch.Tensor
@@ -59,7 +64,10 @@ class DeployActor(nn.Module):
         self.actor = actor
         self.kind = distribution_kind(actor)
         self.masked = masked and avail_size(space) > 0
-        self.recurrent = isinstance(actor, Actor) and actor.rnn is not None
+        self.recurrent = bool(actor.recurrent) if isinstance(actor, AgentQActor) else (
+            isinstance(actor, Actor) and actor.rnn is not None)
+        self.hidden_size = int(getattr(actor, "hidden_size", 0)) if self.recurrent else 0
+        self.last_action = isinstance(actor, AgentQActor) and actor.last_action
         self.with_params = with_params
         self.discrete = not isinstance(space, spaces.Box)
         self.scalar = isinstance(space, spaces.Discrete)
@@ -69,17 +77,17 @@ class DeployActor(nn.Module):
             self.register_buffer("high", torch.as_tensor(np.asarray(space.high, np.float32).ravel()))
 
     def input_names(self) -> list[str]:
-        return ["obs"] + (["avail"] if self.masked else []) + (["hidden"] if self.recurrent else [])
+        return (["obs"] + (["avail"] if self.masked else []) + (["hidden"] if self.recurrent else [])
+                + (["last_action"] if self.last_action else []))
 
     def output_names(self) -> list[str]:
         names = ["action"] + (["hidden_out"] if self.recurrent else [])
         return names + (PARAMS[self.kind] if self.with_params else [])
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        obs = inputs[0]
-        avail = inputs[1] if self.masked else None
-        hidden = inputs[-1] if self.recurrent else None
-        action, params, hidden_out = self._act(obs, avail, hidden)
+        named = dict(zip(self.input_names(), inputs))
+        action, params, hidden_out = self._act(named["obs"], named.get("avail"), named.get("hidden"),
+                                               named.get("last_action"))
         if self.scalar:
             action = action[:, 0]
         elif self.shape:
@@ -87,9 +95,12 @@ class DeployActor(nn.Module):
         out = [action] + ([hidden_out] if hidden_out is not None else [])
         return tuple(out + (params if self.with_params else []))
 
-    def _act(self, obs: torch.Tensor, avail: torch.Tensor | None, hidden: torch.Tensor | None
-             ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
+    def _act(self, obs: torch.Tensor, avail: torch.Tensor | None, hidden: torch.Tensor | None,
+             last: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
         actor: Any = self.actor
+        if isinstance(actor, AgentQActor):  # the value family: the greedy available action of the agent's Qs
+            action, q, h = actor(obs, avail, hidden, last)
+            return action.unsqueeze(-1), [q], (h if self.recurrent else None)
         if isinstance(actor, Actor):
             x, hidden_out = actor.base(obs), None
             if hidden is not None and actor.rnn is not None:  # one GRU step from the given state (zeros at an episode start)
@@ -117,7 +128,7 @@ def distribution_kind(actor: nn.Module) -> str:
     if isinstance(actor, Actor):
         return "gaussian" if isinstance(actor.head, GaussianHead) else "categorical"
     kinds = {DeterministicActor: "deterministic", SquashedGaussianActor: "squashed_gaussian",
-             CategoricalActor: "categorical", DuelingQActor: "q"}
+             CategoricalActor: "categorical", DuelingQActor: "q", AgentQActor: "q"}
     for cls, kind in kinds.items():
         if isinstance(actor, cls):
             return kind
@@ -125,13 +136,13 @@ def distribution_kind(actor: nn.Module) -> str:
 
 
 def team_actors(policy: nn.Module) -> list[nn.Module]:
-    """Each agent's actor, in agent order (a shared actor repeats)."""
-    if isinstance(policy, OnPolicyTeam):  # shared parameters map several agents to one actor
-        return [policy.actor(i) for i in range(policy.n_agents)]
-    actors = policy.actors  # OffPolicyTeam: one actor per agent
-    if not isinstance(actors, nn.ModuleList):
-        raise TypeError(f"cannot export the actors of a {type(policy).__name__} (no actors ModuleList)")
-    return list(actors)
+    """Each agent's actor, in agent order (a shared actor repeats), as the team says: its
+    ``export_actors()`` (on- and off-policy teams: their actors; the value family's: each
+    agent's greedy policy over its Q network)."""
+    export = getattr(policy, "export_actors", None)
+    if not callable(export):
+        raise TypeError(f"cannot export the actors of a {type(policy).__name__} (it has no export_actors())")
+    return list(export())
 
 
 def deploy_team(policy: nn.Module, action_spaces: list[spaces.Space], masked: bool,

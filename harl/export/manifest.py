@@ -66,9 +66,11 @@ def agent_entry(index: int, file: str, module: DeployActor, obs_dim: int,
     inputs = [_tensor("obs", ["batch", obs_dim], "float32")]
     if module.masked:
         inputs.append(_tensor("avail", ["batch", avail_size(space)], "float32"))
-    hidden = module.actor.hidden_size if module.recurrent else 0
+    hidden = module.hidden_size
     if module.recurrent:
         inputs.append(_tensor("hidden", ["batch", hidden], "float32"))
+    if module.last_action:
+        inputs.append(_tensor("last_action", ["batch"], "int64"))
     outputs = [_tensor("action", _action_shape(space), "int64" if module.discrete else "float32")]
     if module.recurrent:
         outputs.append(_tensor("hidden_out", ["batch", hidden], "float32"))

@@ -189,6 +189,50 @@ class AgentQTeam(nn.Module):
         """(N, A) long -> per agent ``(N, 1)`` floats (how harl hands Discrete actions to envs)."""
         return [actions[:, i : i + 1].float() for i in range(self.n_agents)]
 
+    def export_actors(self) -> list[AgentQActor]:
+        """Each agent's greedy policy as a tensor function of its own inputs (``harl export``)."""
+        return [AgentQActor(self, i) for i in range(self.n_agents)]
+
+
+class AgentQActor(nn.Module):
+    """One agent's greedy policy out of an ``AgentQTeam``, with nothing but tensors in and out.
+
+    ``forward(obs (B, d_i), avail (B, n_i) | None, hidden (B, H) | None, last (B,) long | None)``
+    -> ``(action (B,) long, Q (B, n_i), next hidden (B, H))``: the agent's observation is
+    padded as the team pads it, its one-hot id and previous action (-1: none, at an episode's
+    first step) appended as the team appends them, and the action is the best available one,
+    so the outputs equal the team's ``act(deterministic=True)`` for this agent.  It shares
+    the network (and its weights) of the agent in the team.
+    """
+
+    id_row: torch.Tensor
+    action_index: torch.Tensor
+
+    def __init__(self, team: AgentQTeam, agent: int) -> None:
+        super().__init__()
+        self.net = team.nets[0 if team.share_parameters else agent]
+        self.obs_dim, self.pad = team.obs_dims[agent], team.obs_dim - team.obs_dims[agent]
+        self.n, self.n_actions = team.sizes[agent], team.n_actions
+        self.agent_id, self.last_action = team.agent_id, team.last_action
+        self.recurrent, self.hidden_size = team.recurrent, team.hidden_dim
+        self.register_buffer("id_row", torch.eye(team.n_agents)[agent].clone(), persistent=False)
+        self.register_buffer("action_index", torch.arange(team.n_actions), persistent=False)
+
+    def forward(self, obs: torch.Tensor, avail: torch.Tensor | None = None, hidden: torch.Tensor | None = None,
+                last: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        x = obs.float().reshape(obs.shape[0], -1)
+        parts = [nn.functional.pad(x, (0, self.pad)) if self.pad else x]
+        if self.last_action:
+            assert last is not None, "an agent with last_action inputs needs its previous action"
+            parts.append((last.long().unsqueeze(-1) == self.action_index).float())  # -1: all zeros
+        if self.agent_id:
+            parts.append(self.id_row.expand(x.shape[0], -1))
+        x = torch.cat(parts, -1) if len(parts) > 1 else parts[0]
+        h = hidden if hidden is not None else x.new_zeros(x.shape[0], self.hidden_size)
+        q, h = self.net(x, h)
+        q = q[:, : self.n]
+        return (greedy(q, avail) if avail is not None else q.argmax(-1)), q, h
+
 
 def one_hot(actions: torch.Tensor, n: int) -> torch.Tensor:
     """``actions`` long, -1 for none -> one-hot floats (all zeros for -1)."""

@@ -304,6 +304,10 @@ class OffPolicyTeam(nn.Module):
         """Off-policy actors are feed-forward: no recurrent state."""
         return None
 
+    def export_actors(self) -> list[nn.Module]:
+        """Each agent's actor, in agent order: what ``harl export`` ships."""
+        return list(self.actors)
+
     @torch.no_grad()
     def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
             deterministic: bool = True, hidden: None = None, starts: torch.Tensor | None = None

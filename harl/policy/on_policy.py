@@ -188,6 +188,10 @@ class OnPolicyTeam(nn.Module):
     def actor(self, agent: int) -> Actor:
         return self.actors[self.index[agent]]  # type: ignore[return-value]
 
+    def export_actors(self) -> list[Actor]:
+        """Each agent's actor, in agent order (a shared actor repeats): what ``harl export`` ships."""
+        return [self.actor(i) for i in range(self.n_agents)]
+
     @property
     def hidden_size(self) -> int:
         """Width of each agent's GRU state (0: feed-forward actors)."""

@@ -20,9 +20,11 @@ from harl.cli import main
 from harl.export import load_team
 from harl.export.deploy import team_actors
 from harl.nets.heads import avail_size
+from harl.policy.agent_q import AgentQActor, AgentQTeam
 from harl.policy.on_policy import Actor
 from tests.fakes import counting, images
 from tests.train_briefly import train_briefly
+from tests.value import fake_envs
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 ROOT = Path(__file__).parents[2]
@@ -46,12 +48,22 @@ COUNTING_HASAC = "\n".join([
 
 IMAGES_HAPPO = COUNTING_HAPPO.replace('"counting"', '"images"').format(recurrent="none")
 IMAGES_HASAC = COUNTING_HASAC.replace('"counting"', '"images"')
+TINY_VALUE = ["buffer.batch_size=4", "evaluator.episodes=1", "evaluator.n_envs=1", "logging.progress=false"]
+VALUE_GRU = ["updater.objective.recurrent=true", "updater.objective.last_action=true"]
 
 
 def shipped_run(tmp: Path, pipeline: str, overrides: list[str], iterations: int = 2) -> Path:
     pytest.importorskip("mpe2", reason="the run uses MPE (pip install harl[mpe])")
     run = tmp / "run"
     train_briefly(ROOT / "pipelines" / pipeline, overrides, run, iterations)
+    return run
+
+
+def value_run(tmp: Path, overrides: list[str], pipeline: Path | None = None) -> Path:
+    """The value family (agent Q networks) on the "guess" env, or on a shipped MPE pipeline."""
+    assert fake_envs.GuessConfig  # registers the "guess" env kind
+    run = tmp / "run"
+    train_briefly(pipeline or ROOT / "tests" / "value" / "guess_qmix.toml", TINY_VALUE + overrides, run, 3)
     return run
 
 
@@ -73,9 +85,18 @@ RUNS = {
     "hasac_counting": lambda tmp: counting_run(tmp, COUNTING_HASAC, 3),
     "happo_images": lambda tmp: counting_run(tmp, IMAGES_HAPPO),
     "hasac_images": lambda tmp: counting_run(tmp, IMAGES_HASAC, 3),
+    "qmix_guess": lambda tmp: value_run(tmp, []),
+    "vdn_guess_gru": lambda tmp: value_run(tmp, VALUE_GRU + ["critic.kind=vdn",
+                                                             "updater.objective.share_parameters=false"]),
+    "iql_speaker_listener_gru": lambda tmp: value_run(
+        tmp, VALUE_GRU + ["critic.kind=none", "env.scenario=simple_speaker_listener", "collector.n_envs=2",
+                          "updater.objective.hidden_dim=16"],
+        pytest.importorskip("mpe2") and ROOT / "pipelines" / "qmix_mpe_spread_discrete.toml"),
 }
 """The teams: Box (clipped Gaussian means, tanh-bounded SAC and TD3), Discrete with masks, MultiDiscrete, dueling Q, GRU,
-CNN encoders (uint8 images, exported as the flattened HWC pixels in float32)."""
+CNN encoders (uint8 images, exported as the flattened HWC pixels in float32); the value family's
+greedy agent Qs (masked, a GRU with the previous action as input, agents of different spaces sharing
+one network)."""
 
 
 @pytest.fixture(scope="module", params=sorted(RUNS))
@@ -97,14 +118,18 @@ def random_inputs(team: Any, rng: np.random.Generator) -> list[dict[str, np.ndar
                 parts.append(mask)
             inputs["avail"] = np.concatenate(parts, 1)
         actor = team_actors(team.policy)[i]
-        if isinstance(actor, Actor) and actor.rnn is not None:
+        if (isinstance(actor, Actor) and actor.rnn is not None) or (isinstance(actor, AgentQActor) and actor.recurrent):
             inputs["hidden"] = rng.standard_normal((N, actor.hidden_size)).astype(np.float32)
+        if isinstance(actor, AgentQActor) and actor.last_action:  # -1: an episode's first step
+            inputs["last_action"] = rng.integers(-1, actor.n, N).astype(np.int64)
         per_agent.append(inputs)
     return per_agent
 
 
 def harl_actions(team: Any, per_agent: list[dict[str, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """harl's own deterministic actions as the env receives them (and the next GRU state)."""
+    if isinstance(team.policy, AgentQTeam):
+        return value_actions(team.policy, per_agent)
     out = []
     with torch.no_grad():
         for actor, space, inputs in zip(team_actors(team.policy), team.action_spaces, per_agent):
@@ -125,6 +150,21 @@ def harl_actions(team: Any, per_agent: list[dict[str, np.ndarray]]) -> list[tupl
                 action = action[:, 0] if isinstance(space, spaces.Discrete) else action
             out.append((action, None if hidden is None else hidden.numpy()))
     return out
+
+
+def value_actions(policy: AgentQTeam, per_agent: list[dict[str, np.ndarray]]
+                  ) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """The value team's own greedy step (``act``, every agent at once) on each agent's inputs."""
+    def column(name: str, default: torch.Tensor) -> torch.Tensor:
+        return torch.stack([torch.as_tensor(x[name]) if name in x else default for x in per_agent], 1)
+
+    obs = [torch.as_tensor(x["obs"]) for x in per_agent]
+    avail = [torch.as_tensor(x["avail"]) if "avail" in x else None for x in per_agent]
+    hidden = (column("hidden", torch.zeros(N, policy.hidden_dim)), column("last_action", torch.full((N,), -1)))
+    with torch.no_grad():
+        actions, (h, _) = policy.act(obs, avail, True, hidden)
+    return [(a[:, 0].numpy().astype(np.int64), h[:, i].numpy() if policy.recurrent else None)
+            for i, a in enumerate(actions)]
 
 
 def assert_same(i: int, got: np.ndarray, want: np.ndarray) -> None:
