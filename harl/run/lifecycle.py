@@ -29,7 +29,7 @@ from harl.logging.csv_log import read_metrics, restore_rows
 from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks
 from harl.run.open import open_run, restore, spec_of_run
 from harl.rundir.files import checkpoint_note, intact, list_checkpoints, writing
-from harl.rundir.lock import RunLock, take
+from harl.rundir.lock import LOCK_FILE, RunLock, take
 from harl.trainer import Counters, Trainer, set_rng_state
 
 __all__ = ["new_run_dir", "on_close", "restore", "resume_run", "spec_of_run", "start_run"]
@@ -93,6 +93,31 @@ def _claim(run_dir: Path, fresh: bool) -> RunLock:
     return lock
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist yet (None: ``path`` exists)."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+def _unmake(run_dir: Path, made: Path) -> None:
+    """Remove a run directory a refused start created (``made``: the outermost folder it created),
+    when it holds nothing but what the start wrote: the lock and ``pipeline.toml``."""
+    wrote = (LOCK_FILE, "pipeline.toml")
+    chain = [run_dir, *run_dir.parents]
+    chain = chain[: chain.index(made) + 1] if made in chain else [run_dir]
+    with contextlib.suppress(OSError):  # anything else there (or a failed removal): left as it is
+        if any(p.name not in wrote for p in run_dir.iterdir()):
+            return
+        for name in wrote:
+            (run_dir / name).unlink(missing_ok=True)
+        for folder in chain:
+            folder.rmdir()
+
+
 def _sinks(spec: PipelineSpec, run_dir: Path, text: str, counters: Counters,
            state: dict[str, Any] | None = None) -> list[Sink]:
     """The pipeline's sinks; a resumed run's ``metrics.csv`` gets the rows its checkpoint holds
@@ -126,7 +151,9 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     configs = sink_configs(spec.logging)
     require_sinks(configs)  # a missing extra before any directory is made
     text = dump_pipeline(spec)
+    made: Path | None = None  # the outermost folder this call creates for the run: removed if it is refused
     if lock is None and run_dir is not None:
+        made = _first_missing(run_dir)
         lock = _claim(run_dir, fresh)
     try:
         stages = build_stages(spec, source, venv=venv)
@@ -134,7 +161,9 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
             if run_dir is None:
                 with writing(Path(spec.logging.dir), "the run directory",
                              fix="set logging.dir (or --run-dir) to a writable directory"):
+                    outer = _first_missing(Path(spec.logging.dir))
                     run_dir = new_run_dir(spec)
+                    made = outer or run_dir
                 lock = take(run_dir)
                 stages.notes.extend(note for note in [run_name(spec)[1]] if note)
             with writing(run_dir / "pipeline.toml", "the run's pipeline", run_dir):
@@ -143,7 +172,9 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
         except BaseException:
             stages.close()
             raise
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, HarlError) and made is not None and run_dir is not None:
+            _unmake(run_dir, made)  # refused (an env-dependent check, a sink): nothing written
         if lock is not None:
             lock.release()
         raise
