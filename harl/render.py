@@ -162,8 +162,9 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
                 starts = torch.ones(1)
                 total, steps, done = 0.0, 0, False
                 while not done:
-                    obs_t = [torch.as_tensor(o, dtype=torch.float32).unsqueeze(0) for o in obs]
-                    avail_t = None if avail is None else [torch.as_tensor(a, dtype=torch.float32).unsqueeze(0)
+                    # copies (torch.tensor): an env may hand out read-only arrays (MPE's masks)
+                    obs_t = [torch.tensor(o, dtype=torch.float32).unsqueeze(0) for o in obs]
+                    avail_t = None if avail is None else [torch.tensor(a, dtype=torch.float32).unsqueeze(0)
                                                           for a in avail]
                     actions, _ = team.act(obs_t, avail_t, deterministic=True, hidden=hidden, starts=starts)
                     starts = torch.zeros(1)

@@ -127,3 +127,22 @@ def test_off_policy_run_in_a_gymnasium_env(tmp_path: Path, capsys: pytest.Captur
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("episode 0: return ") and lines[0].endswith(", length 10")
     assert lines[1] == f"wrote {tmp_path / 'pendulum.gif'}: 11 frames"
+
+
+def test_value_family_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A QMIX run (agent Q networks, greedy over the available actions) on discrete MPE spread renders:
+    one frame per step plus the reset's (the .gif stores MPE's unmoved first step once)."""
+    pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")
+    pytest.importorskip("mpe2", reason="the run uses MPE (pip install harl[mpe])")
+    settings = {"run.total_env_steps": 50, "collector.n_envs": 1, "buffer.batch_size": 1, "evaluator.episodes": 1,
+                "evaluator.n_envs": 1, "logging.progress": "false", "updater.objective.hidden_dim": 16,
+                "updater.objective.recurrent": "true"}
+    sets = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    run = tmp_path / "run"
+    pipeline = ROOT / "pipelines" / "qmix_mpe_spread_discrete.toml"
+    assert main(["train", str(pipeline), *sets, "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["render", str(run), "--out", str(tmp_path / "qmix.gif")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("episode 0: return ") and lines[0].endswith(", length 25")
+    assert lines[1] == f"wrote {tmp_path / 'qmix.gif'}: {FRAMES_PER_EPISODE - 1} frames"
