@@ -2,16 +2,19 @@
 # The CUDA path in one short script, for a machine with an NVIDIA GPU and a CUDA torch but no
 # network (wheels of the pure-Python dependencies it lacks are passed in WHEELS).
 #
-#     WHEELS=.devwheels OUT=/tmp/out bash benchmarks/cuda_check.sh
+#     WHEELS=.devwheels OUT=/tmp/out bash benchmarks/cuda_check.sh            # about 6 minutes
+#     FULL=1 WHEELS=.devwheels OUT=/tmp/out bash benchmarks/cuda_check.sh     # + the whole suite, HASAC/HATRPO, curves
 #
 # 1. tests/test_cuda.py (both families train on cuda and resume exactly; a GPU run acts on the
-#    CPU), then the whole test suite with run.device="auto" resolving to cuda (tests that pin CPU numbers may
-#    differ in the last bits on a GPU: the log says which failed and how);
+#    CPU) and the stacked actors on cuda against the per-agent loop (issue 37);
 # 2. raw env-steps/s of the torch MPE on the GPU, from 1k to 256k worlds;
-# 3. training on cuda: HAPPO on the torch MPE with worlds and learner on the GPU (learning
-#    curve), the shipped mpe2 pipeline with a GPU learner, HASAC and HATRPO iterations, a resume;
-# 4. a population of 16 seeds in one process (--vectorize, batched update) and its aggregate
-#    training env-steps/s; time to eval >= -60 of the fast pipeline, median of 3 seeds.
+# 3. issue 37's GPU rows: training env-steps/s of HAPPO on the torch MPE, worlds and learner on
+#    the GPU, at 1,024 worlds x 16 steps (happo_mpe_torch_spread_fast.toml), interleaved with
+#    [policy] batch_agents and compile and MAPPO with batched agents (throughput.py --variant);
+#    ATen ops per env step (ops_count.py); one whole run of the fast pipeline to 2M env steps
+#    (steady rate, first eval >= -60); a population of 16 seeds (--vectorize, batched update);
+# 4. (FULL=1) the whole test suite with run.device="auto" resolving to cuda, the learning curve
+#    at 2,048 worlds, HASAC and HATRPO iterations and a resume, time to eval >= -60 (3 seeds).
 set -u
 OUT=${OUT:-/tmp/cuda_check}
 mkdir -p "$OUT"
@@ -28,14 +31,58 @@ log "tests/test_cuda.py"
 timeout 150 $PY -m pytest -q -p no:cacheprovider -n 7 --tb=short -rfE tests/test_cuda.py > "$OUT/test_cuda.log" 2>&1
 echo "test_cuda rc=$?"; tail -3 "$OUT/test_cuda.log"
 
-log "pytest (device auto = cuda)"
-timeout 200 $PY -m pytest -q -p no:cacheprovider -n 12 --timeout 60 --tb=line -rfE \
-    --continue-on-collection-errors tests/ > "$OUT/pytest.log" 2>&1
-echo "pytest rc=$?"; tail -5 "$OUT/pytest.log"
+log "stacked actors on cuda against the per-agent loop (float rounding)"
+timeout 60 $PY - <<'PYEOF' 2>&1 | tee "$OUT/stacked_cuda.txt"
+import numpy as np, torch
+from gymnasium import spaces
+from harl.nets.stacked import StackedActors
+from harl.policy.on_policy import Actor, PolicyConfig
+torch.manual_seed(0)
+for space in (spaces.Box(0, 1, (5,), np.float32), spaces.Discrete(5)):
+    team = [Actor(18, space, PolicyConfig()).cuda() for _ in range(3)]
+    stack = StackedActors(team)
+    obs = torch.randn(3, 1024, 18, device="cuda")
+    acts = torch.stack([a.act(obs[i], None, True)[0] for i, a in enumerate(team)])
+    lp, ent = stack.evaluate(stack.params(grad=True), obs, acts, None)
+    worst = max(float((lp[i] - a.evaluate(obs[i], acts[i], None)[0]).abs().max()) for i, a in enumerate(team))
+    lp.sum().backward()
+    print(type(space).__name__, "max |log-prob difference| vs the loop:", worst, "ok" if worst < 1e-4 else "FAIL")
+PYEOF
 
 log "raw torch MPE on cuda"
 timeout 60 $PY benchmarks/mpe_torch_throughput.py --only raw --device cuda --no-mpe2 \
     --envs 1024,8192,65536,262144 2>&1 | tee "$OUT/raw_cuda.jsonl"
+
+CUDA_SET="--set env.device=${DEV:-cuda} --set run.device=${DEV:-cuda}"
+log "issue 37: HAPPO fast pipeline on cuda, interleaved variants (medians of 2 rounds)"
+timeout 420 $PY benchmarks/throughput.py pipelines/happo_mpe_torch_spread_fast.toml --rounds 2 --iterations 4 \
+    $CUDA_SET --set evaluator.every_iterations=1000000 --variant policy.batch_agents=true \
+    --variant policy.batch_agents=true,policy.compile=true --variant updater.kind=simultaneous \
+    --variant updater.kind=simultaneous,policy.batch_agents=true 2>&1 | tee "$OUT/variants_cuda.txt"
+
+log "issue 37: ATen ops per env step on cuda (each a kernel launch or a host op)"
+timeout 120 $PY benchmarks/ops_count.py pipelines/happo_mpe_torch_spread_fast.toml $CUDA_SET \
+    --variant policy.batch_agents=true --variant updater.kind=simultaneous,policy.batch_agents=true 2>&1 \
+    | tail -5 | tee "$OUT/ops_cuda.txt"
+
+log "issue 37: one run of the fast pipeline on cuda to 2M env steps, batched agents"
+timeout 150 $PY -m harl train pipelines/happo_mpe_torch_spread_fast.toml --quiet --run-dir "$OUT/fast_cuda" $CUDA_SET \
+    --set policy.batch_agents=true --set run.total_env_steps=2000000 --set evaluator.every_iterations=5 2>&1 | tail -3
+$PY - "$OUT/fast_cuda/metrics.csv" <<'PYEOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+t, s = [float(r["wall_time"]) for r in rows], [float(r["env_steps"]) for r in rows]
+k = len(rows) // 4
+print(f"steady training env-steps/s: {(s[-1] - s[k]) / (t[-1] - t[k]):,.0f} over {s[-1] - s[k]:,.0f} steps")
+hit = next((r for r in rows if r.get("eval_return") and float(r["eval_return"]) >= -60), None)
+print("first eval >= -60:", "none" if hit is None else f"{hit['env_steps']} env steps at {float(hit['wall_time']):.1f} s")
+PYEOF
+
+if [ -n "${FULL:-}" ]; then
+log "pytest (device auto = cuda)"
+timeout 200 $PY -m pytest -q -p no:cacheprovider -n 12 --timeout 60 --tb=line -rfE \
+    --continue-on-collection-errors tests/ > "$OUT/pytest.log" 2>&1
+echo "pytest rc=$?"; tail -5 "$OUT/pytest.log"
 
 log "training iterations on cuda (learner; torch MPE worlds on cuda too)"
 timeout 100 $PY benchmarks/mpe_torch_throughput.py --only train --device cuda --iterations 3 2>&1 \
@@ -56,16 +103,20 @@ sed -i "s/^total_env_steps = .*/total_env_steps = 16000/" "$OUT/hatrpo/pipeline.
 timeout 45 $PY -m harl train --resume "$OUT/hatrpo" --quiet 2>&1 | tail -3
 for r in hasac hatrpo; do echo "$r: $(tail -1 "$OUT/$r/metrics.csv" 2>/dev/null | cut -c1-160)"; done
 
+fi
+
 log "population: 16 seeds x 1,024 worlds of HAPPO torch MPE on cuda, batched update"
 timeout 150 $PY -m harl train pipelines/happo_mpe_torch_spread.toml --seeds 1-16 --vectorize --quiet \
     --run-dir "$OUT/population" --set env.device=${DEV:-cuda} --set run.device=${DEV:-cuda} \
-    --set collector.n_envs=1024 --set collector.rollout_length=32 --set run.total_env_steps=3000000 \
+    --set collector.n_envs=1024 --set collector.rollout_length=32 --set run.total_env_steps=2000000 \
     --set evaluator.every_iterations=20 --set checkpoint.every_iterations=1000 2>&1 | tail -4
 $PY -c "import sys, pathlib; sys.path.insert(0, 'benchmarks'); from population import steady_rate; \
 runs = sorted(p for p in pathlib.Path('$OUT/population').iterdir() if p.is_dir()); \
 print(f'population aggregate training env-steps/s (steady): {steady_rate(runs, 0):,.0f}')"
 
+[ -n "${FULL:-}" ] && {
 log "time to eval >= -60 (mpe2 scale), fast pipeline on cuda, median of 3 seeds"
 timeout 150 $PY benchmarks/time_to_return.py harl pipelines/happo_mpe_torch_spread_fast.toml --target -60 \
     --seeds 1,2,3 --limit 45 --set env.device=${DEV:-cuda} --set run.device=${DEV:-cuda} 2>&1 | tee "$OUT/ttr_cuda.txt"
+}
 log done

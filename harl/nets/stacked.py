@@ -66,8 +66,16 @@ def signature(actor: nn.Module) -> tuple[Any, ...] | None:
     return (tuple(layers), head_sig, first.dtype, str(first.device))
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``x (A, N, i) @ weight (A, i, o) + bias (A, 1, o)`` (``params``' layout)."""
+Affine = tuple[torch.Tensor, torch.Tensor] | None
+"""A LayerNorm's scale and shift, ``(A, 1, n)`` each, not yet applied (see ``features``)."""
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, affine: Affine = None) -> torch.Tensor:
+    """``(w x + b) @ weight + bias`` for ``x (A, N, i)``, ``weight (A, i, o)``, ``bias (A, 1, o)``
+    (``params``' layout), ``(w, b)`` the pending ``affine`` folded into the weight and bias."""
+    if affine is not None:
+        scale, shift = affine
+        weight, bias = weight * scale.transpose(1, 2), torch.baddbmm(bias, shift, weight)
     return torch.baddbmm(bias, x, weight)
 
 
@@ -110,28 +118,35 @@ class StackedActors:
             out[n] = x.transpose(1, 2) if x.dim() == 3 else x.unsqueeze(1)
         return out
 
-    def features(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
-        """The MLP's output ``(A, N, width)`` of ``obs (A, N, d)``."""
-        x = obs
+    def features(self, params: Params, obs: torch.Tensor) -> tuple[torch.Tensor, Affine]:
+        """The MLP's output of ``obs (A, N, d)``, ``(A, N, width)``, and the affine part of its last
+        LayerNorm still to apply (None: none).
+
+        A LayerNorm's scale and shift are folded into the ``Linear`` after it (every LayerNorm
+        here has one: the next hidden layer or the head), ``W (w x + b) + c = (W w) x + (W b + c)``,
+        so each agent's activations go through one normalisation pass and one batched matmul."""
+        x, affine = obs, None
         for j, layer in enumerate(self.template.base.body):
             prefix = f"base.body.{j}."
             if isinstance(layer, nn.Linear):
-                x = _linear(x, params[prefix + "weight"], params[prefix + "bias"])
+                x = _linear(x, params[prefix + "weight"], params[prefix + "bias"], affine)
+                affine = None
             elif isinstance(layer, nn.LayerNorm):
                 x = F.layer_norm(x, layer.normalized_shape, None, None, layer.eps)
-                x = torch.addcmul(params[prefix + "bias"], x, params[prefix + "weight"])
+                affine = (params[prefix + "weight"], params[prefix + "bias"])
             else:
                 x = layer(x)
-        return x
+        return x, affine
 
-    def _gaussian(self, params: Params, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _gaussian(self, params: Params, x: torch.Tensor, affine: Affine) -> tuple[torch.Tensor, torch.Tensor]:
         head = self.template.head
-        mean = _linear(x, params["head.mean.weight"], params["head.mean.bias"])
+        mean = _linear(x, params["head.mean.weight"], params["head.mean.bias"], affine)
         return mean, torch.sigmoid(params["head.log_std"] / head.std_x_coef) * head.std_y_coef
 
-    def _log_probs(self, params: Params, x: torch.Tensor, avail: torch.Tensor | None) -> list[torch.Tensor]:
+    def _log_probs(self, params: Params, x: torch.Tensor, affine: Affine,
+                   avail: torch.Tensor | None) -> list[torch.Tensor]:
         head = self.template.head
-        logits = _masked_logits(_linear(x, params["head.logits.weight"], params["head.logits.bias"]), avail)
+        logits = _masked_logits(_linear(x, params["head.logits.weight"], params["head.logits.bias"], affine), avail)
         if head.action_dim == 1:
             return [torch.log_softmax(logits, -1)]
         return [torch.log_softmax(part, -1) for part in logits.split(head.sizes, -1)]
@@ -143,16 +158,16 @@ class StackedActors:
         ``noise``: the Gaussian head's standard-normal draws ``(A, N, k)`` (a test passes the
         loop's); by default one ``randn`` for the group."""
         params = self.params()
-        x = self.features(params, obs)
+        x, affine = self.features(params, obs)
         if isinstance(self.template.head, GaussianHead):
-            mean, std = self._gaussian(params, x)
+            mean, std = self._gaussian(params, x, affine)
             if deterministic:
                 action = mean
             else:
                 action = mean + std * (torch.randn_like(mean) if noise is None else noise)
             return action, GaussianHead._log_prob(self.template.head, mean, std, action)
         actions, log_probs = [], []
-        for log_p in self._log_probs(params, x, avail):
+        for log_p in self._log_probs(params, x, affine, avail):
             a = _categorical_sample(log_p, deterministic)
             actions.append(a)
             log_probs.append(log_p.gather(-1, a.unsqueeze(-1)))
@@ -162,14 +177,14 @@ class StackedActors:
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """(per-dimension log-probs ``(A, N, k)``, entropies ``(A, N)``) of ``actions``, as each
         actor's ``evaluate``; ``params`` from ``params(grad=True)`` for a gradient step."""
-        x = self.features(params, obs)
+        x, affine = self.features(params, obs)
         if isinstance(self.template.head, GaussianHead):
-            mean, std = self._gaussian(params, x)
+            mean, std = self._gaussian(params, x, affine)
             entropy = (0.5 + _LOG_SQRT_2PI + std.log()).sum(-1).expand(mean.shape[0], mean.shape[1])
             return GaussianHead._log_prob(self.template.head, mean, std, actions), entropy
         index = actions.long()
         log_probs, entropies = [], []
-        for j, log_p in enumerate(self._log_probs(params, x, avail)):
+        for j, log_p in enumerate(self._log_probs(params, x, affine, avail)):
             log_probs.append(log_p.gather(-1, index[..., j : j + 1]))
             entropies.append(_entropy(log_p))
         return torch.cat(log_probs, -1), add_up(entropies)

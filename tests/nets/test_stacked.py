@@ -115,7 +115,8 @@ def test_gradients_reach_each_actor_as_its_own_loss_gives_them() -> None:
         ((i + 1) * lp_i.sum() + ent_i.sum()).backward()
         for (name, p), q in zip(team[i].named_parameters(), b.parameters()):
             assert p.grad is not None and q.grad is not None, name
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+            scale = float(q.grad.abs().max())  # float rounding of sums of O(100) terms of this size
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5 * max(scale, 1.0))
 
 
 def test_acting_stack_follows_parameter_changes() -> None:
