@@ -15,8 +15,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from harl.sweep.grid import Trial, point_label
 from harl.sweep.trial import checkpoint_iteration
 
-DONE = ("finished", "stopped", "failed")
-
 
 @attrs.define(eq=False)
 class TrialState:
