@@ -28,6 +28,10 @@ ALGORITHMS = {
 }
 """(updater kind, objective kind) -> the name the README's table gives that pipeline."""
 
+VALUE_MIXERS = {"none": "IQL", "vdn": "VDN", "qmix": "QMIX"}
+"""The value family (``[updater] kind = "q_learning"``): its ``[critic] kind``, the mixer, names the
+algorithm (QMIX, the family's default, where the pipeline names none)."""
+
 TASK_KEYS = ("scenario", "task", "map_name", "env", "id", "factory", "agent_conf")
 """``[env]`` keys that name a task, in the order they are joined (``HalfCheetah-2x3``)."""
 
@@ -78,10 +82,15 @@ class RunRecord:
 
 
 def algorithm_of(pipeline: Mapping[str, Any]) -> str:
-    """HAPPO, MAPPO, ... from ``[updater] kind`` and ``[updater.objective] kind``; a pair the
-    README's table does not name reads ``<objective>/<updater>``."""
+    """HAPPO, MAPPO, ... from ``[updater] kind`` and ``[updater.objective] kind`` (IQL, VDN, QMIX:
+    the value family's mixer, ``[critic] kind``); a pair the README's table does not name reads
+    ``<objective>/<updater>``."""
     updater = pipeline.get("updater", {})
     pair = (str(updater.get("kind", "?")), str(updater.get("objective", {}).get("kind", "?")))
+    if pair[0] == "q_learning":
+        mixer = str(pipeline.get("critic", {}).get("kind", "qmix"))
+        if mixer in VALUE_MIXERS:
+            return VALUE_MIXERS[mixer]
     return ALGORITHMS.get(pair, f"{pair[1]}/{pair[0]}")
 
 
