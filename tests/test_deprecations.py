@@ -54,6 +54,35 @@ def test_env_kinds() -> None:
     assert kinds[VMASConfig] == ("vmas", env_registry.VectorFactory(make_vmas_vector_env))
 
 
+def test_register_env_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import attrs
+
+    from harl import registry
+    from harl.envs.registry import VectorFactory, make_env, register_env_kind, vector_factory
+
+    @attrs.frozen
+    class OldConfig:
+        kind: str = "tests.test_deprecations:OldConfig"
+
+    @attrs.frozen
+    class OldVectorConfig:
+        kind: str = "tests.test_deprecations:OldVectorConfig"
+
+    def make(config: OldConfig) -> str:
+        return "an env"
+
+    def make_batch(config: OldVectorConfig, n_envs: int, seed: int) -> str:
+        return "a batch"
+
+    monkeypatch.setattr(registry, "_BY_CLASS", dict(registry._BY_CLASS))  # these kinds go with the test
+    with pytest.warns(DeprecationWarning, match=rf'register_env_kind\(Config, factory\) is deprecated: use '
+                                                rf'harl.registry.register\("env", Config, factory\).*{REMOVED_IN}'):
+        register_env_kind(OldConfig, make)
+    with pytest.warns(DeprecationWarning, match="vectorised=True"):
+        register_env_kind(OldVectorConfig, VectorFactory(make_batch))
+    assert make_env(OldConfig()) == "an env" and vector_factory(OldVectorConfig()) is make_batch
+
+
 def test_unknown_module_attributes_still_raise() -> None:
     from harl.envs import registry as env_registry
     from harl.policy import on_policy
@@ -109,7 +138,8 @@ def test_the_command_shows_them() -> None:
 
 
 OLD = {r"\bTeamPolicy\b": "harl/policy/on_policy.py", r"\bOffPolicyAgent\b": "harl/update/off_policy.py",
-       r"\bENV_KINDS\b": "harl/envs/registry.py", r"\bstages\.policy\b": "harl/compose.py"}
+       r"\bENV_KINDS\b": "harl/envs/registry.py", r"\bregister_env_kind\b": "harl/envs/registry.py",
+       r"\bstages\.policy\b": "harl/compose.py"}
 
 
 def test_harl_uses_only_the_new_names() -> None:

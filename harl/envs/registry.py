@@ -57,7 +57,10 @@ def vector_factory(config: Any) -> Callable[[Any, int, int], VectorEnv] | None:
 
 
 def register_env_kind(config_cls: type, factory: EnvFactory | VectorFactory) -> None:
-    """Add (or replace) a kind: ``harl.registry.register("env", ...)`` under its older name."""
+    """Add (or replace) a kind: ``harl.registry.register("env", ...)``'s older spelling, with a
+    ``HarlDeprecationWarning``."""
+    deprecated("harl.envs.registry.register_env_kind(Config, factory)",
+               'harl.registry.register("env", Config, factory) (a VectorFactory: factory.make, vectorised=True)')
     if isinstance(factory, VectorFactory):
         registry.register("env", config_cls, factory.make, vectorised=True)
     else:

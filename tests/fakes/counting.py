@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.protocol import EnvStep
-from harl.envs.registry import register_env_kind
+from harl.registry import register
 from harl.settings import kind_field, setting
 
 OBS_SIZES = (3, 5, 4)
@@ -111,4 +111,4 @@ class CountingEnv:
         self.closed = True
 
 
-register_env_kind(CountingConfig, CountingEnv)
+register("env", CountingConfig, CountingEnv)

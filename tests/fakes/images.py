@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.protocol import EnvStep
-from harl.envs.registry import register_env_kind
+from harl.registry import register
 from harl.settings import kind_field, one_of, setting
 
 SIZE = 6
@@ -92,4 +92,4 @@ class ImagesEnv:
         pass
 
 
-register_env_kind(ImagesConfig, ImagesEnv)
+register("env", ImagesConfig, ImagesEnv)

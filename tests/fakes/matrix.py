@@ -22,7 +22,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.protocol import EnvStep
-from harl.envs.registry import register_env_kind
+from harl.registry import register
 from harl.settings import kind_field
 
 PAYOFF = np.array([[-10.0, 20.0, 20.0], [20.0, -10.0, -10.0], [20.0, -10.0, -10.0]], dtype=np.float32)
@@ -56,4 +56,4 @@ class MatrixGame:
         pass
 
 
-register_env_kind(MatrixGameConfig, lambda config: MatrixGame())
+register("env", MatrixGameConfig, lambda config: MatrixGame())

@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.protocol import EnvStep
-from harl.envs.registry import register_env_kind
+from harl.registry import register
 from harl.settings import kind_field, setting
 
 
@@ -76,4 +76,4 @@ class GuessEnv:
         pass
 
 
-register_env_kind(GuessConfig, GuessEnv)
+register("env", GuessConfig, GuessEnv)
