@@ -43,13 +43,18 @@ class TeamActor:
             width = spec["inputs"][names.index("avail")]["shape"][1]
             mask = np.ones((batch, width), np.float32) if avail is None else np.asarray(avail, np.float32)
             inputs.append(torch.as_tensor(mask).reshape(batch, width))
+        # what an agent carries from step to step: its GRU state, and (agent Q networks with
+        # last_action inputs) the (GRU state or None, action) pair
+        hidden, last = state if isinstance(state, tuple) else (state, None)
         if "hidden" in names:
-            inputs.append(torch.zeros(batch, self.hidden_size) if state is None else state)
+            inputs.append(torch.zeros(batch, self.hidden_size) if hidden is None else hidden)
+        if "last_action" in names:  # -1: none yet, at an episode's first step
+            inputs.append(torch.full((batch,), -1, dtype=torch.long) if last is None else last)
         return inputs
 
     @torch.no_grad()
     def act(self, obs: Sequence[Any], avail: Sequence[Any] | None = None, state: list[Any] | None = None,
-            deterministic: bool = True) -> tuple[list[np.ndarray], list[torch.Tensor] | None]:
+            deterministic: bool = True) -> tuple[list[np.ndarray], list[Any] | None]:
         """(one action per agent, the GRU states to pass back next step or None).
 
         ``obs[i]`` is agent ``i``'s observation, ``(obs_dim,)`` or a batch ``(B, obs_dim)``;
@@ -63,9 +68,12 @@ class TeamActor:
             outputs = module(*self._inputs(i, obs[i], None if avail is None else avail[i],
                                            None if state is None else state[i], batch))
             names = [t["name"] for t in self.agents[i]["outputs"]]
-            if "hidden_out" in names:
-                states.append(outputs[names.index("hidden_out")])
             action = outputs[0] if deterministic else self._sample(i, dict(zip(names, outputs)))
+            hidden = outputs[names.index("hidden_out")] if "hidden_out" in names else None
+            if any(t["name"] == "last_action" for t in self.agents[i]["inputs"]):
+                states.append((hidden, action.reshape(batch).long()))
+            elif hidden is not None:
+                states.append(hidden)
             action = action.numpy()
             actions.append(action[0] if single else action)
         return actions, (states or None)

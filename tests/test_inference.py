@@ -126,3 +126,27 @@ def test_manifest_describes_each_agent(exported: Path) -> None:
     assert [(t["name"], t["dtype"]) for t in discrete["outputs"]] == [
         ("action", "int64"), ("hidden_out", "float32"), ("logits", "float32")]
     assert len(team_actors(load_team(Path(manifest["checkpoint"]).parents[1]).policy)) == 3
+
+
+@pytest.mark.parametrize("source", ["export", "run"])
+def test_a_value_team_carries_its_gru_state_and_last_action(source: str, tmp_path: Path) -> None:
+    """A VDN team of GRU agent Q networks that take their previous action: four steps of a batch
+    through load_policy equal the team's own greedy steps (the state carries both)."""
+    from tests.export.test_export import VALUE_GRU, value_run
+
+    run = value_run(tmp_path, VALUE_GRU + ["critic.kind=vdn"])
+    out = tmp_path / "ts"
+    assert main(["export", str(run), "--format", "torchscript", "--out", str(out)]) == 0
+    team, policy = harl.load_policy(out if source == "export" else run), load_team(run).policy
+    rng = np.random.default_rng(1)
+    obs = [rng.random((32, 4)).astype(np.float32) for _ in range(2)]
+    avail = [np.ones((32, 3), np.float32), np.tile(np.array([1, 1, 0], np.float32), (32, 1))]
+    state, hidden = None, policy.initial_hidden(32, "cpu")
+    for t in range(4):
+        actions, state = team.act(obs, avail, state)
+        with torch.no_grad():
+            want, hidden = policy.act([torch.as_tensor(o) for o in obs], [torch.as_tensor(a) for a in avail], True,
+                                      hidden, torch.full((32,), float(t == 0)))
+        for got, w in zip(actions, want):
+            np.testing.assert_array_equal(got, w[:, 0].numpy().astype(np.int64))
+        assert state is not None and len(state) == 2 and state[0][1].dtype == torch.int64
