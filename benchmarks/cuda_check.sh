@@ -44,7 +44,7 @@ for space in (spaces.Box(0, 1, (5,), np.float32), spaces.Discrete(5)):
     obs = torch.randn(3, 1024, 18, device="cuda")
     acts = torch.stack([a.act(obs[i], None, True)[0] for i, a in enumerate(team)])
     lp, ent = stack.evaluate(stack.params(grad=True), obs, acts, None)
-    worst = max(float((lp[i] - a.evaluate(obs[i], acts[i], None)[0]).abs().max()) for i, a in enumerate(team))
+    worst = max(float((lp[i] - a.evaluate(obs[i], acts[i], None)[0]).detach().abs().max()) for i, a in enumerate(team))
     lp.sum().backward()
     print(type(space).__name__, "max |log-prob difference| vs the loop:", worst, "ok" if worst < 1e-4 else "FAIL")
 PYEOF

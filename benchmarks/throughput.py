@@ -131,7 +131,7 @@ class Timed:
 def iteration_rates(stages: Any, iterations: int, inline_cpu_per_step: float) -> dict[str, Any]:
     collector, venv = stages.collector, stages.venv
     inference, stepping = Timed(), Timed()
-    for obj, names in ((getattr(collector, "policy", None), ("act",)),
+    for obj, names in ((getattr(collector, "team", None), ("act",)),
                        (getattr(collector, "critic", None), ("value", "step")),
                        (getattr(collector, "team", None), ("explore",))):
         for name in names if obj is not None else ():
