@@ -31,7 +31,7 @@ NAMES = ['"../../escape"', '"a/b"', '"a\\\\b"', '"x\\"]\\n[foo"', '".."', '""', 
          '".hidden"', '"trailing "', f'"{"n" * 201}"', '"nul\\u0000x"']
 EDITS = ["run.seed=2", 'env.kwargs={mode="ok",sleep=0.0}', "collector.n_envs=4", "collector.rollout_length=20",
          "policy.hidden_sizes=[16]", "critic.hidden_sizes=[16]", 'updater.objective.kind="a2c"', "evaluator.n_envs=2",
-         'returns.kind="gae"', "buffer.fp_advantage_norm=false", 'updater.kind="simultaneous"']
+         'critic.state_type="FP"', "buffer.fp_advantage_norm=false", 'updater.kind="simultaneous"']
 
 
 def harl(args: list[str]) -> tuple[int, str, float]:

@@ -33,7 +33,7 @@ The faults of issue 38:
 
 - ``hunginl``: ``hungterm`` with ``collector.backend = "inline"`` (the env hangs in the
   trainer's own process): one SIGTERM, exit 143 within 30 s expected;
-- ``exact2``: ``int2`` on a run of 30 iterations, resumed to its end and compared with an
+- ``exact2``: ``int2`` (even trials) or ``term2`` (odd ones) on a run of 30 iterations, resumed to its end and compared with an
   uninterrupted run of the same pipeline, row for row, wall-clock columns aside ("exact");
 - ``ckpt0``: SIGKILL while the first checkpoint is written (``torch.save`` patched to write
   a few bytes and stall): ``--resume`` must start the run again in place (exit 0, rows 1..3);
@@ -226,7 +226,8 @@ def trial(fault: str, out: Path, k: int, pipeline: Path, rng: random.Random) -> 
             time.sleep(rng.uniform(0, 0.3))
             os.killpg(proc.pid, signal.SIGINT)
         elif fault in ("int2", "term2", "exact2"):
-            os.killpg(proc.pid, signal.SIGINT if fault == "int2" else signal.SIGTERM)
+            first = signal.SIGINT if fault == "int2" or (fault == "exact2" and k % 2 == 0) else signal.SIGTERM
+            os.killpg(proc.pid, first)
             time.sleep(GAPS[k % len(GAPS)])
             os.killpg(proc.pid, signal.SIGINT)
         elif fault == "worker9":
