@@ -12,7 +12,10 @@ Two counters run over one whole iteration (after a warm-up iteration that is not
   ``torch.compile``d graph's fused kernels are not dispatched, its extern calls, mm say, are);
 - ``torch``: every torch call made from Python (a ``TorchFunctionMode``).
 
-Each is split by phase: ``inference`` (the team's ``act`` and the critic in the collector),
+A third count, under ``torch.profiler`` over one more iteration before those two, gives top-level ATen ops and
+kernel launches for collection and update (it sees ``[policy] compile``'s graphs as they run).
+
+The first two are split by phase: ``inference`` (the team's ``act`` and the critic in the collector),
 ``env`` (``venv.step``), ``buffer`` (the rest of the collection), ``update`` (returns and the
 updater).  Collection phases are per env step (one env of the vector for one step), the
 update per sample (one env step's row; the same number).  CPU microseconds per env step of each
@@ -89,6 +92,32 @@ class FunctionCounter(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def profile_counts(stages: Any) -> dict[str, dict[str, int]]:
+    """One more iteration under ``torch.profiler``, collection and update apart: ATen ops called
+    from outside any other ATen op (a compiled graph's extern calls count, its fused kernels do
+    not) and kernel launches (``cudaLaunchKernel``; 0 on a CPU).  Works with ``compile``, where
+    the dispatch-mode counter above makes dynamo run the graphs eagerly."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out: dict[str, dict[str, int]] = {}
+    for name, step in (("collection", lambda: stages.collector.collect(stages.buffer)),
+                       ("update", lambda: (stages.returns.compute(stages.buffer) if stages.returns is not None
+                                           else None, stages.updater.update(stages.buffer, 0.0)))):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        top = launches = 0
+        for event in prof.events():
+            if event.name.startswith("aten::"):
+                parent = event.cpu_parent
+                while parent is not None and not parent.name.startswith("aten::"):
+                    parent = parent.cpu_parent
+                top += parent is None
+            elif "LaunchKernel" in event.name:
+                launches += 1
+        out[name] = {"aten_top_level": top, "kernel_launches": launches}
+    return out
+
+
 def iteration(stages: Any) -> None:
     stages.collector.collect(stages.buffer)
     if stages.returns is not None:
@@ -117,6 +146,7 @@ def measure(path: str, overrides: list[str], top: int) -> dict[str, Any]:
         total_cpu = time.process_time() - cpu0
         cpu = dict(phase.cpu)
         cpu["buffer"] = total_cpu - sum(v for k, v in cpu.items() if k != "buffer")
+        profiled = profile_counts(stages)  # before the modes below, under which dynamo may give up a graph
         aten, function = AtenCounter(phase), FunctionCounter(phase)
         with function, aten:
             iteration(stages)
@@ -129,6 +159,7 @@ def measure(path: str, overrides: list[str], top: int) -> dict[str, Any]:
         "torch_calls_per_env_step": {k: round(function.counts[k] / n, 3) for k in PHASES},
         "aten_per_iteration": {k: aten.counts[k] for k in PHASES},
         "cpu_us_per_env_step": {k: round(cpu.get(k, 0.0) / n * 1e6, 1) for k in PHASES},
+        "profiler_per_env_step": {k: {m: round(v / n, 3) for m, v in c.items()} for k, c in profiled.items()},
         "top_aten_ops": dict(aten.ops.most_common(top)),
         "load": round(os.getloadavg()[0], 2),
     }
@@ -155,6 +186,12 @@ def main() -> None:
         ops = " ".join(f"{row['aten_per_env_step'][k]:>10.2f}" for k in PHASES)
         us = " ".join(f"{row['cpu_us_per_env_step'][k]:>6.1f}" for k in PHASES)
         print(f"{row['variant'][:58]:<58} {ops}   {us}")
+    print(f"\n{'variant':<58} {'collection':>12} {'update':>12}   (profiler: top-level ATen ops / kernel launches "
+          "per env step)")
+    for row in rows:
+        cells = " ".join(f"{row['profiler_per_env_step'][k]['aten_top_level']:>6.2f}/"
+                         f"{row['profiler_per_env_step'][k]['kernel_launches']:<5.2f}" for k in ("collection", "update"))
+        print(f"{row['variant'][:58]:<58} {cells}")
 
 
 if __name__ == "__main__":
