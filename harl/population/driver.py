@@ -45,6 +45,7 @@ from harl.population.check import check_population, check_population_memory, fam
 from harl.population.envs import MemberView, split_start
 from harl.population.update import batched_update, population_update
 from harl.rundir.checkpoint import list_checkpoints
+from harl.rundir.signals import hold_stops
 from harl.sizes import allocating
 from harl.trainer import Phase, Trainer, TrainResult, Work, calling, drive
 
@@ -145,6 +146,7 @@ class Population:
         self.alive = live
         start = time.perf_counter()
         rollouts = self.collect()
+        hold_stops()  # as a run's: a second Ctrl-C from here waits for the iteration's rows
         for s in live:
             self.trainers[s].compute_returns()
         collected = time.perf_counter() - start
