@@ -187,7 +187,7 @@ class EpisodeCollector:
         epsilon = self.epsilon
         q, masks, h = self.team.q_step(obs_t, avail_t, self._hidden, self._starts)
         actions = epsilon_greedy(q, masks, epsilon, self.generator)
-        self.team.epsilon = epsilon
+        self.team.explore_with(epsilon)
         per_agent = self.team.per_agent(actions)
         step = self.venv.step(per_agent if self.native else [a.cpu().numpy() for a in per_agent])
         self.env_steps += self.config.n_envs

@@ -95,6 +95,11 @@ class AgentQTeam(nn.Module):
     action_exists: torch.Tensor
     ids: torch.Tensor
 
+    def explore_with(self, epsilon: float) -> None:
+        """The epsilon ``act(deterministic=False)`` explores with (the collector's latest; a rendering
+        or a hand-written loop then explores as training does)."""
+        self.epsilon = float(epsilon)
+
     # ------------------------------------------------------------------ inputs
 
     def stack_obs(self, obs: Sequence[torch.Tensor]) -> torch.Tensor:
