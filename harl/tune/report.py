@@ -47,7 +47,7 @@ def trials_table(table: Sequence[dict[str, Any]], space: Space, title: str, best
     out = Table(title=escape(title), title_justify="left")
     for column in ("trial", "state", "value", *(p.key.rpartition(".")[2] for p in space.params)):
         out.add_column(escape(column), justify="right" if column != "state" else "left")
-    for row in sorted(table, key=lambda r: (r["value"] is None, -(r["value"] or 0))):
+    for row in sorted(table, key=lambda r: (r["state"] != "complete", r["value"] is None, -(r["value"] or 0))):
         state = row["state"] + (f" at eval {row['evaluations']}" if row["state"] == "pruned" else "")
         value = "-" if row["value"] is None else f"{row['value']:.3f}"
         cells = ["-" if row[p.key] is None else f"{row[p.key]:.4g}" if isinstance(row[p.key], float)
