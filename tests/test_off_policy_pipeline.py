@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from harl import registry
 from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
@@ -25,9 +26,18 @@ def message(data: dict[str, Any]) -> str:
     return str(info.value)
 
 
+def test_an_off_policy_collector_alone_gets_its_familys_tables() -> None:
+    """Tables without kind take the off-policy family's defaults: replay, n_step, q, sac (HASAC)."""
+    spec = structure_pipeline({"collector": {"kind": "off_policy"}, "critic": {"twin": True}}, "x.toml")
+    assert [registry.kind_name(c) for c in (spec.buffer, spec.returns, spec.critic, spec.updater.objective)] == [
+        "replay", "n_step", "q", "sac"]
+
+
 def test_off_policy_collector_with_on_policy_slots_names_each_fix() -> None:
-    """Each on-policy slot left under an off-policy collector gets its own line and fix."""
-    assert message({"collector": {"kind": "off_policy"}}) == "\n".join([
+    """Each on-policy slot written under an off-policy collector gets its own line and fix."""
+    on_policy = {"buffer": {"kind": "rollout"}, "returns": {"kind": "gae"}, "critic": {"kind": "v"},
+                 "updater": {"objective": {"kind": "ppo"}}}
+    assert message({"collector": {"kind": "off_policy"}, **on_policy}) == "\n".join([
         'x.toml: buffer.kind: "rollout" belongs to the on-policy family, but collector.kind = "off_policy"; '
         'set buffer.kind = "replay" (or collector.kind = "on_policy")',
         'x.toml: returns.kind: "gae" belongs to the on-policy family, but collector.kind = "off_policy"; '

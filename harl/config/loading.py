@@ -163,6 +163,10 @@ class Loader:
         if slot in SINGLE_SLOTS:
             return self._structure_fn(slot, SINGLE_SLOTS[slot])(data, SINGLE_SLOTS[slot])
         cls = self.entry(slot, data).config
+        for inner in NESTED_SLOTS:  # a nested table left out gets its family's default kind too
+            parent, _, name = inner.rpartition(".")
+            if parent == slot and inner in self.defaults and name not in data and name in attrs.fields_dict(cls):
+                data = {**data, name: {}}
         if "kind" not in attrs.fields_dict(cls):  # a user's class: its kind is the table's, not a key
             data = {k: v for k, v in data.items() if k != "kind"}
         return self._structure_fn(slot, cls)(data, cls)
