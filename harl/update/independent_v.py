@@ -209,4 +209,5 @@ def _independent_v(config: IndependentVConfig, parts: Any) -> IndependentVCritic
 
 register("critic", IndependentVConfig, _independent_v, family="on_policy", provides=("state_values",),
          check=local_checks,
-         learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator))
+         learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator,
+                                                              getattr(parts.policy, "compile", False)))
