@@ -290,15 +290,13 @@ class TestHungWorker:
         assert [int(r["iteration"]) for r in read_metrics(run_dir / "metrics.csv")] == list(range(1, 6))
 
     @pytest.mark.slow
-    def test_timeout_checkpoints_the_last_whole_iteration(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    def test_timeout_checkpoints_the_last_whole_iteration(self, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-        """The step timeout expires (1 s here): exit 2 naming the worker, its envs and the factory, and a checkpoint
-        of the last whole iteration although none was scheduled."""
+        """The step timeout expires ([collector] step_timeout_s = 1 here): exit 2 naming the worker, its envs and
+        the factory, and a checkpoint of the last whole iteration although none was scheduled."""
         from harl.cli import main
-        from harl.envs.vector import subprocess as backend
 
-        monkeypatch.setattr(backend, "STEP_TIMEOUT_S", 1.0)
-        pipeline = write_hung_pipeline(tmp_path / "p.toml", hang_at=25, total_env_steps=100)
+        pipeline = write_hung_pipeline(tmp_path / "p.toml", hang_at=25, total_env_steps=100, step_timeout_s=1.0)
         run_dir = tmp_path / "run"
         assert main(["train", str(pipeline), "--run-dir", str(run_dir), "--quiet"]) == 2
         err = capsys.readouterr().err
