@@ -12,9 +12,8 @@ a checkpoint every 2 iterations), waits for its first iteration, then after a ra
 - ``ctrlc2``: SIGINT to the process group twice, 0-0.3 s apart (an impatient Ctrl-C);
 - ``worker9``: SIGKILL to one env worker (an env crash);
 - ``hung``: an env whose ``step()`` never returns from a random step of iteration 2-5 on
-  (``tests/fakes/hung_env.py``), with a 2 s step timeout (the trainer is started through
-  a ``python -c`` line that sets ``harl.envs.vector.subprocess.STEP_TIMEOUT_S``, until
-  ``[collector] step_timeout_s`` exists): exit 2 naming the worker expected;
+  (``tests/fakes/hung_env.py``), with a 2 s step timeout (``[collector] step_timeout_s``):
+  exit 2 naming the worker expected;
 - ``hungterm``: the same env with the default 300 s timeout, and one SIGTERM once the run
   hangs: exit 143 within seconds expected;
 - ``diskfull``: the run on its own small tmpfs, filled at a random instant up to a random
@@ -181,9 +180,8 @@ def trial(fault: str, out: Path, k: int, pipeline: Path, rng: random.Random) -> 
         hang.touch()
         pipeline = write_hung_pipeline(out / f"{fault}-{k:02d}.toml", hang_at=rng.randint(15, 45), hang_file=hang,
                                        total_env_steps=100_000, every=EVERY, sleep=0.01,
-                                       **({"backend": "inline"} if fault == "hunginl" else {}))
-        if fault == "hung":
-            prelude = f"import harl.envs.vector.subprocess as b\nb.STEP_TIMEOUT_S = {HUNG_TIMEOUT_S}"
+                                       **({"backend": "inline"} if fault == "hunginl" else {}),
+                                       **({"step_timeout_s": HUNG_TIMEOUT_S} if fault == "hung" else {}))
     if fault == "diskfull":
         disk = out / f"{fault}-{k:02d}.disk"
         if mount(disk):
