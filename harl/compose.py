@@ -23,14 +23,14 @@ import torch
 from harl import registry
 from harl.config.checks import wiring
 from harl.config.spec import PipelineSpec
+from harl.envs.footprint import check_sizes
 from harl.envs.protocol import VectorEnv
-from harl.envs.registry import make_env, vector_factory
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError, deprecated
 from harl.evaluator import Evaluator
 from harl.nets.cnn import CNNBase, PlainCNN
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater
-from harl.sizes import allocating, check_env_count
+from harl.sizes import allocating
 
 
 def resolve_device(name: str, source: str = "pipeline") -> torch.device:
@@ -197,8 +197,7 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
         seed_everything(run.seed)
         w = wiring(spec)
         if venv is None:  # sizes checked against the memory available before anything is allocated
-            check_env_count(lambda: make_env(spec.env), w.n_envs, spec.evaluator.n_envs,
-                            vector_factory(spec.env) is not None, source)
+            check_sizes(spec, source, device)  # envs (measured), buffers, /dev/shm: together (harl.envs.footprint)
         with allocating("the environments and buffers", source):
             if venv is None:
                 venv = make_vector_env(spec.env, w.n_envs, seed=run.seed * 1000, **env_backend(col))

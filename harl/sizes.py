@@ -105,23 +105,6 @@ def measure_env_bytes(make: Any, count: int = 3) -> int:
     return max(MIN_ENV_BYTES, grown // count, traced // count)
 
 
-def check_env_count(make: Any, n_train: int, n_eval: int, native: bool, source: str) -> None:
-    """Refuse ``n_train + n_eval`` environments that cannot fit in memory.
-
-    ``make`` builds one environment (measured only when more than ``PROBE_ABOVE`` are
-    asked for); a natively vectorised kind (``native``) allocates its batch as tensors and
-    is covered by ``allocating`` instead.
-    """
-    total = n_train + n_eval
-    if native or total <= PROBE_ABOVE:
-        return
-    per_env = measure_env_bytes(make)
-    refuse_if_too_big(
-        total * per_env, f"collector.n_envs = {n_train:,} and evaluator.n_envs = {n_eval:,}: {total:,} "
-        f"environments of about {human(per_env)} each (3 built and measured, native memory included)",
-        "lower collector.n_envs (and evaluator.n_envs)", source)
-
-
 def _observation_bytes(observation_spaces: Sequence[spaces.Box], state_dim: int,
                        state_space: spaces.Space | None) -> int:
     """Bytes of every agent's observation and the state, as stored (uint8 images: 1 byte a value)."""

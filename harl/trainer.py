@@ -220,10 +220,10 @@ class Trainer:
         """Collect, returns and update: the work of one iteration, nothing counted yet."""
         start = time.perf_counter()
         rollout = self.collect()
+        hold_stops()  # a second Ctrl-C from here waits for the iteration's row (harl.rundir.signals)
         self.compute_returns()
         collected = time.perf_counter()
         phase.updating = True  # from here to the end of the update, a failure leaves half-updated networks
-        hold_stops()  # a second Ctrl-C from here waits for the iteration's row (harl.rundir.signals)
         update = self.update()
         return Work(rollout, update, collected - start, time.perf_counter() - collected)
 

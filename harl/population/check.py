@@ -9,7 +9,6 @@ import attrs
 
 from harl import registry
 from harl.errors import ConfigError
-from harl.sizes import refuse_if_too_big
 
 
 def family(spec: Any) -> Any:
@@ -47,10 +46,3 @@ def check_population(specs: Sequence[Any], source: str) -> None:
                 f"{source}: --vectorize trains the seeds of one pipeline; seed {spec.run.seed}'s differs "
                 f"from seed {specs[0].run.seed}'s in more than run.seed (a --grid, or an edited "
                 "pipeline.toml); run them without --vectorize")
-
-
-def check_population_memory(spec: Any, spaces: Any, members: int, source: str, device: Any) -> None:
-    """Refuse the members' buffers (the family's ``population.memory``) that cannot fit, before any
-    member is built."""
-    for need in family(spec).population.memory(spec, spaces, members):
-        refuse_if_too_big(need.bytes, need.what, f"lower {need.keys}", source, device)

@@ -36,12 +36,13 @@ from typing import Any
 import torch
 
 from harl.buffers.records import StartRecord
-from harl.compose import env_backend, resolve_device, seed_everything
+from harl.compose import capped_threads, env_backend, resolve_device, seed_everything
+from harl.envs.footprint import check_sizes
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.envs.vector import make_vector_env
 from harl.errors import HarlError
 from harl.logging.progress import ProgressView
-from harl.population.check import check_population, check_population_memory, family
+from harl.population.check import check_population, family
 from harl.population.envs import MemberView, split_start
 from harl.population.update import batched_update, population_update
 from harl.rundir.checkpoint import list_checkpoints
@@ -56,12 +57,14 @@ def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str)
     spec, col = specs[0], specs[0].collector
     members, n_envs = len(specs), col.n_envs
     if specs[0].run.torch_threads > 0:
-        torch.set_num_threads(specs[0].run.torch_threads)
+        threads, _ = capped_threads(specs[0].run.torch_threads, source)
+        torch.set_num_threads(threads)
+    # every member's envs and buffers against the memory available, before the shared env is built
+    check_sizes(spec, source, resolve_device(spec.run.device, source), members=members)
     with allocating("the population's environments", source):
         venv = make_vector_env(spec.env, members * n_envs, seed=spec.run.seed * 1000, **env_backend(col))
     trainers: list[Trainer] = []
     try:
-        check_population_memory(spec, venv, members, source, resolve_device(spec.run.device, source))
         from harl.run.lifecycle import resume_run, start_run
 
         for s, run_dir in enumerate(run_dirs):
