@@ -29,6 +29,8 @@ from harl.tune.study import (
 
 @attrs.define
 class TuneResult:
+    """What a ``harl.tune(...)`` call did: its tune directory, the trials, the best one and its pipeline."""
+
     tune_dir: Path
     trials: list[dict[str, Any]]
     """A row per trial: trial, state, value, evaluations, each searched key, seconds, dir, message."""

@@ -123,6 +123,7 @@ def test_replay_buffers_that_cannot_fit_are_refused_with_the_numbers(tmp_path: P
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Members x capacity x bytes per transition beyond the memory free: refused before any
     member is built (each buffer alone would fit)."""
+    import harl.envs.footprint
     import harl.sizes
     from harl.envs.vector import make_vector_env
 
@@ -132,5 +133,6 @@ def test_replay_buffers_that_cannot_fit_are_refused_with_the_numbers(tmp_path: P
                                                             int(venv.state_space.shape[0]), venv.state_space)
     venv.close()
     monkeypatch.setattr(harl.sizes, "available_bytes", lambda device: int(1.5 * per_transition * 1000))
+    monkeypatch.setattr(harl.envs.footprint, "available_bytes", lambda device: int(1.5 * per_transition * 1000))
     with pytest.raises(ResourceError, match=r"2 members x buffer.capacity = 1,000: the replay buffer .*lower buffer.capacity"):
         open_population(dirs, specs, "p.toml")

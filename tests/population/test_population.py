@@ -136,9 +136,11 @@ def test_stages_that_cannot_be_batched_are_named(tmp_path: Path, pipeline: str, 
 
 def test_a_population_that_cannot_fit_is_refused_with_the_numbers(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import harl.envs.footprint
     import harl.sizes
 
     monkeypatch.setattr(harl.sizes, "available_bytes", lambda device="cpu": 50_000)
+    monkeypatch.setattr(harl.envs.footprint, "available_bytes", lambda device="cpu": 50_000)
     dirs, specs = _population(tmp_path / "pop", "1-16")
     with pytest.raises(ResourceError) as info:
         open_population(dirs, specs, "p.toml")
