@@ -78,11 +78,6 @@ class TrainResult:
     """Why a population member stopped alone (its update was not finite); empty otherwise."""
 
 
-BASE_COLUMNS = ["iteration", "env_steps", "episodes", "wall_time", "steps_per_s",
-                "train_return", "train_length", "eval_return", "eval_return_std", "eval_length"]
-"""Columns every run has; the updater's ``stats.row()`` adds its own after them."""
-
-
 def rng_state() -> dict[str, Any]:
     """Every global generator a run draws from; CUDA's too once a GPU run has used it
     (policy sampling on a GPU draws from CUDA's generator, not the CPU's)."""

@@ -172,9 +172,6 @@ class EpisodeBuffer:
         self.size = min(self.size + 1, self.capacity)
         self.episodes_added += 1
 
-    def can_sample(self, batch_size: int) -> bool:
-        return self.size >= batch_size
-
     def sample(self, batch_size: int, generator: torch.Generator) -> EpisodeBatch:
         """``batch_size`` distinct stored episodes, uniformly (EPyMARL's ``np.random.choice(..., replace=False)``;
         all of them, in storage order, when exactly that many are stored), cut to the longest."""
