@@ -40,9 +40,9 @@ from harl.nets.q import StackedMLP
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
-from harl.update.common import huber, optimizer_step, polyak_update
+from harl.update.common import huber, polyak_update
 from harl.update.independent_v import LOCAL, local_checks, obs_shapes
-from harl.update.q_critic import critic_action_width, one_hot_actions, td_targets
+from harl.update.q_critic import critic_action_width, normalized_targets, one_hot_actions, td_step, td_targets
 
 
 @attrs.frozen
@@ -180,20 +180,12 @@ class IndependentQLearner:
         with torch.no_grad():
             target = td_targets(batch.returns, batch.discount, critic.target_value(batch.next_obs, next_actions),
                                 penalty)  # (B, A): agent i's own reward, next observation and action
-            if critic.normalizer is not None:
-                critic.normalizer.update(target)
-                target_n = critic.normalizer.normalize(target)
-            else:
-                target_n = target
+            target_n = normalized_targets(critic, target)
         predictions = critic.raw(batch.obs, actions)  # (k, B, A)
         mask = batch.active
         per_agent = (huber(target_n - predictions, cfg.huber_delta) * mask).sum(1) / mask.sum(0).clamp(min=1.0)
         loss = per_agent.sum()  # each agent's (and twin's) mean over its alive samples, summed
-        optimizer_step(self.optimizer, loss, critic.nets.parameters(), cfg.max_grad_norm)
-        q = predictions[0].detach()
-        if critic.normalizer is not None:
-            q = critic.normalizer.denormalize(q)
-        return {"critic_loss": loss.detach(), "q_mean": q.mean(), "target_mean": target.mean()}
+        return td_step(self.optimizer, critic, loss, predictions, target, cfg.max_grad_norm)
 
     def soft_update(self) -> None:
         self.critic.soft_update(self.config.polyak)

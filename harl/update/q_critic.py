@@ -282,6 +282,25 @@ def agent_value(critic: Any, batch: ReplayBatch, actions: Sequence[torch.Tensor]
     return team_value(critic, batch.state, actions, reduce)
 
 
+def normalized_targets(critic: Any, target: torch.Tensor) -> torch.Tensor:
+    """TD targets in the units the critic's networks learn in: the value normaliser (when the critic
+    has one) sees them first."""
+    if critic.normalizer is None:
+        return target
+    critic.normalizer.update(target)
+    return critic.normalizer.normalize(target)
+
+
+def td_step(optimizer: torch.optim.Optimizer, critic: Any, loss: torch.Tensor, predictions: torch.Tensor,
+            target: torch.Tensor, max_grad_norm: float) -> dict[str, torch.Tensor]:
+    """The critic's optimiser step on ``loss``, and the step's stats (the first network's Q in env units)."""
+    optimizer_step(optimizer, loss, critic.nets.parameters(), max_grad_norm)
+    q = predictions[0].detach()
+    if critic.normalizer is not None:
+        q = critic.normalizer.denormalize(q)
+    return {"critic_loss": loss.detach(), "q_mean": q.mean(), "target_mean": target.mean()}
+
+
 class QCriticLearner:
     """One TD step per call: all of the critic's networks toward the same targets."""
 
@@ -298,11 +317,7 @@ class QCriticLearner:
         with torch.no_grad():
             returns = batch.returns if critic.fp else batch.returns.mean(-1)
             target = td_targets(returns, batch.discount, critic.target_value(batch.next_state, next_actions), penalty)
-            if critic.normalizer is not None:
-                critic.normalizer.update(target)
-                target_n = critic.normalizer.normalize(target)
-            else:
-                target_n = target
+            target_n = normalized_targets(critic, target)
         predictions = critic.raw(batch.state, actions)  # (k, B) or (k, B, A)
         losses = huber(target_n - predictions, cfg.huber_delta)
         if critic.fp:  # an agent's value is only fitted where it was alive
@@ -310,11 +325,7 @@ class QCriticLearner:
             loss = (losses * mask).sum() / mask.sum().clamp(min=1.0)
         else:
             loss = losses.mean(-1).sum()
-        optimizer_step(self.optimizer, loss, critic.nets.parameters(), cfg.max_grad_norm)
-        q = predictions[0].detach()
-        if critic.normalizer is not None:
-            q = critic.normalizer.denormalize(q)
-        return {"critic_loss": loss.detach(), "q_mean": q.mean(), "target_mean": target.mean()}
+        return td_step(self.optimizer, critic, loss, predictions, target, cfg.max_grad_norm)
 
     def soft_update(self) -> None:
         self.critic.soft_update(self.config.polyak)
