@@ -14,10 +14,19 @@ from tests.compare.synthetic import make_run, two_algorithms
 class TestNames:
     @pytest.mark.parametrize(("updater", "objective", "name"), [
         ("sequential", "ppo", "HAPPO"), ("simultaneous", "ppo", "MAPPO"), ("sequential", "sac", "HASAC"),
-        ("simultaneous", "td3", "MATD3"), ("simultaneous", "sac", "sac/simultaneous")])
+        ("simultaneous", "td3", "MATD3"), ("simultaneous", "sac", "MASAC"), ("simultaneous", "a2c", "MAA2C"),
+        ("sequential", "joint_td", "joint_td/sequential")])
     def test_algorithm(self, updater: str, objective: str, name: str) -> None:
         """The README's table names the (updater, objective) pair; an unnamed pair reads objective/updater."""
         assert algorithm_of({"updater": {"kind": updater, "objective": {"kind": objective}}}) == name
+
+    @pytest.mark.parametrize(("critic", "objective", "name"), [
+        ("independent_v", "ppo", "IPPO"), ("independent_v", "a2c", "IA2C"), ("independent_q", "sac", "ISAC"),
+        ("independent_q", "ddpg", "IDDPG"), ("independent_q", "td3", "ITD3"), ("v", "ppo", "MAPPO")])
+    def test_independent_critics(self, critic: str, objective: str, name: str) -> None:
+        """A simultaneous update over independent critics is the I- algorithm, not its MA- twin."""
+        pipeline = {"critic": {"kind": critic}, "updater": {"kind": "simultaneous", "objective": {"kind": objective}}}
+        assert algorithm_of(pipeline) == name
 
     @pytest.mark.parametrize(("env", "expected"), [
         ({"kind": "mpe", "scenario": "simple_spread"}, ("mpe", "simple_spread")),
