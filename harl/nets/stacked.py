@@ -13,11 +13,16 @@ the random numbers reach the agents in another order than the loop's.
 
 What stacks: feed-forward actors on the ``MLP`` base with a Gaussian or categorical head.
 ``signature`` says which actors may share a stack (None: this actor does not stack).
+
+The parts any stack of actors shares live here too: ``ParamStack`` (the parameters read
+stacked, cached while they do not change), ``layers_signature`` and ``run_layers`` (a
+``Sequential`` of ``Linear``, ``LayerNorm`` and activations run over the agent axis).  The
+off-policy actors stack through them (``harl.policy.off_policy_stack``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -34,36 +39,52 @@ from harl.nets.heads import (
     add_up,
 )
 from harl.nets.mlp import MLP
+from harl.nets.plain import EdgeLinear
 
 Params = dict[str, torch.Tensor]
 
 
+ACTIVATIONS = (nn.ReLU, nn.Tanh, nn.ELU, nn.LeakyReLU, nn.Hardswish, nn.Identity)
+"""The parameter-free layers ``run_layers`` calls as they are."""
+
+
+def layers_signature(body: nn.Module) -> tuple[Any, ...] | None:
+    """What two ``Sequential`` stacks must share to run as one (None: ``body`` holds a layer
+    ``run_layers`` cannot run): each layer's kind and shape."""
+    if not isinstance(body, nn.Sequential):
+        return None
+    layers: list[tuple[Any, ...]] = []
+    for layer in body:
+        if isinstance(layer, nn.Linear):
+            layers.append(("linear", tuple(layer.weight.shape), isinstance(layer, EdgeLinear)))
+        elif isinstance(layer, nn.LayerNorm):
+            if not layer.elementwise_affine or layer.bias is None:
+                return None
+            layers.append(("norm", tuple(layer.normalized_shape), layer.eps))
+        elif isinstance(layer, ACTIVATIONS):
+            layers.append((type(layer).__name__, repr(layer)))
+        else:
+            return None
+    return tuple(layers)
+
+
 def signature(actor: nn.Module) -> tuple[Any, ...] | None:
-    """What two actors must share to be stacked (None: ``actor`` cannot be): the MLP's layer
-    kinds and shapes, the head's kind, sizes and std coefficients, dtype and device."""
+    """What two on-policy actors must share to be stacked (None: ``actor`` cannot be): the MLP's
+    layer kinds and shapes, the head's kind, sizes and std coefficients, dtype and device."""
     base, head = getattr(actor, "base", None), getattr(actor, "head", None)
     if not isinstance(base, MLP) or getattr(actor, "rnn", None) is not None:
         return None
     if not isinstance(head, (GaussianHead, CategoricalHead)):
         return None
-    layers: list[tuple[Any, ...]] = []
-    for layer in base.body:
-        if isinstance(layer, nn.Linear):
-            layers.append(("linear", tuple(layer.weight.shape)))
-        elif isinstance(layer, nn.LayerNorm):
-            if not layer.elementwise_affine or layer.bias is None:
-                return None
-            layers.append(("norm", tuple(layer.normalized_shape), layer.eps))
-        elif isinstance(layer, (nn.ReLU, nn.Tanh, nn.ELU, nn.LeakyReLU)):
-            layers.append((type(layer).__name__, repr(layer)))
-        else:
-            return None
+    layers = layers_signature(base.body)
+    if layers is None:
+        return None
     if isinstance(head, GaussianHead):
         head_sig: tuple[Any, ...] = ("gaussian", tuple(head.mean.weight.shape), head.std_x_coef, head.std_y_coef)
     else:
         head_sig = ("categorical", tuple(head.logits.weight.shape), tuple(head.sizes))
     first = next(actor.parameters())
-    return (tuple(layers), head_sig, first.dtype, str(first.device))
+    return (layers, head_sig, first.dtype, str(first.device))
 
 
 Affine = tuple[torch.Tensor, torch.Tensor] | None
@@ -79,29 +100,66 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, affine: A
     return torch.baddbmm(bias, x, weight)
 
 
-class StackedActors:
-    """The actors of ``actors`` (one signature) as one network over a leading agent axis."""
+def linear(params: Params, name: str, x: torch.Tensor, affine: Affine = None, edge: bool = False) -> torch.Tensor:
+    """The stacked ``Linear`` called ``name`` (its parameters ``name.weight``, ``name.bias``) on ``x``;
+    ``edge``: an ``EdgeLinear``, fp32 even under bf16 autocast as the per-agent layer is."""
+    weight, bias = params[name + ".weight"], params[name + ".bias"]
+    if edge and torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return _linear(x.float(), weight, bias, affine)
+    return _linear(x, weight, bias, affine)
 
-    def __init__(self, actors: Sequence[nn.Module]) -> None:
-        sigs = {signature(a) for a in actors}
-        if None in sigs or len(sigs) != 1:
-            raise ValueError("StackedActors: the actors differ in shape or do not stack (see signature)")
-        self.actors = list(actors)
-        self.template: Any = self.actors[0]
+
+def run_layers(params: Params, body: nn.Sequential, prefix: str, x: torch.Tensor
+               ) -> tuple[torch.Tensor, Affine]:
+    """``body`` (one of ``layers_signature``'s) on ``x (A, N, d)`` with the stacked parameters whose
+    names start with ``prefix``: the output ``(A, N, width)`` and the affine part of a last
+    LayerNorm still to apply (None: none).
+
+    A LayerNorm's scale and shift are folded into the ``Linear`` after it,
+    ``W (w x + b) + c = (W w) x + (W b + c)``, so each agent's activations go through one
+    normalisation pass and one batched matmul; ``finish`` applies one left at the end."""
+    affine: Affine = None
+    for j, layer in enumerate(body):
+        if isinstance(layer, nn.Linear):
+            x = linear(params, f"{prefix}{j}", x, affine, isinstance(layer, EdgeLinear))
+            affine = None
+        elif isinstance(layer, nn.LayerNorm):
+            x = F.layer_norm(x, layer.normalized_shape, None, None, layer.eps)
+            affine = (params[f"{prefix}{j}.weight"], params[f"{prefix}{j}.bias"])
+        else:
+            x = layer(x)
+    return x, affine
+
+
+def finish(x: torch.Tensor, affine: Affine) -> torch.Tensor:
+    """``x`` with a pending LayerNorm affine applied (``run_layers``' output as the network's)."""
+    return x if affine is None else x * affine[0] + affine[1]
+
+
+class ParamStack:
+    """Modules of one architecture whose parameters are read stacked along a leading agent axis.
+
+    Each module keeps its own parameters (its optimiser, its checkpoint entries); the stack
+    is a view made on demand, so nothing has to be written back."""
+
+    def __init__(self, modules: Sequence[nn.Module]) -> None:
+        self.modules = list(modules)
+        self.template: Any = self.modules[0]
         self.names = [name for name, _ in self.template.named_parameters()]
         self._cache: tuple[tuple[tuple[int, int], ...], Params] | None = None
 
     def __len__(self) -> int:
-        return len(self.actors)
+        return len(self.modules)
 
     def _versions(self) -> tuple[tuple[int, int], ...]:
-        return tuple((p.data_ptr(), p._version) for a in self.actors for p in a.parameters())
+        return tuple((p.data_ptr(), p._version) for m in self.modules for p in m.parameters())
 
     def params(self, grad: bool = False) -> Params:
         """Every parameter stacked and laid out for the batched calls: a weight ``(A, in, out)``
         (transposed), a bias or norm vector ``(A, 1, n)``.  ``grad``: in the autograd graph (an
-        update; gradients reach each actor's own parameters); else a copy kept until some
-        actor's parameters change (acting reuses it step after step)."""
+        update; gradients reach each module's own parameters); else a copy kept until some
+        module's parameters change (acting reuses it step after step)."""
         if grad:
             return self._stacked()
         key = self._versions()
@@ -111,42 +169,38 @@ class StackedActors:
         return self._cache[1]
 
     def _stacked(self) -> Params:
-        per = [dict(a.named_parameters()) for a in self.actors]
+        per = [dict(m.named_parameters()) for m in self.modules]
         out = {}
         for n in self.names:
             x = torch.stack([p[n] for p in per])
             out[n] = x.transpose(1, 2) if x.dim() == 3 else x.unsqueeze(1)
         return out
 
+
+class StackedActors(ParamStack):
+    """The on-policy actors of ``actors`` (one signature) as one network over a leading agent axis."""
+
+    def __init__(self, actors: Sequence[nn.Module]) -> None:
+        sigs = {signature(a) for a in actors}
+        if None in sigs or len(sigs) != 1:
+            raise ValueError("StackedActors: the actors differ in shape or do not stack (see signature)")
+        super().__init__(actors)
+        self.actors = self.modules
+
     def features(self, params: Params, obs: torch.Tensor) -> tuple[torch.Tensor, Affine]:
         """The MLP's output of ``obs (A, N, d)``, ``(A, N, width)``, and the affine part of its last
-        LayerNorm still to apply (None: none).
-
-        A LayerNorm's scale and shift are folded into the ``Linear`` after it (every LayerNorm
-        here has one: the next hidden layer or the head), ``W (w x + b) + c = (W w) x + (W b + c)``,
-        so each agent's activations go through one normalisation pass and one batched matmul."""
-        x, affine = obs, None
-        for j, layer in enumerate(self.template.base.body):
-            prefix = f"base.body.{j}."
-            if isinstance(layer, nn.Linear):
-                x = _linear(x, params[prefix + "weight"], params[prefix + "bias"], affine)
-                affine = None
-            elif isinstance(layer, nn.LayerNorm):
-                x = F.layer_norm(x, layer.normalized_shape, None, None, layer.eps)
-                affine = (params[prefix + "weight"], params[prefix + "bias"])
-            else:
-                x = layer(x)
-        return x, affine
+        LayerNorm still to apply, folded into the head's ``Linear`` (``run_layers``)."""
+        return run_layers(params, self.template.base.body, "base.body.", obs)
 
     def _gaussian(self, params: Params, x: torch.Tensor, affine: Affine) -> tuple[torch.Tensor, torch.Tensor]:
         head = self.template.head
-        mean = _linear(x, params["head.mean.weight"], params["head.mean.bias"], affine)
+        mean = linear(params, "head.mean", x, affine)
         return mean, torch.sigmoid(params["head.log_std"] / head.std_x_coef) * head.std_y_coef
 
     def _log_probs(self, params: Params, x: torch.Tensor, affine: Affine,
                    avail: torch.Tensor | None) -> list[torch.Tensor]:
         head = self.template.head
-        logits = _masked_logits(_linear(x, params["head.logits.weight"], params["head.logits.bias"], affine), avail)
+        logits = _masked_logits(linear(params, "head.logits", x, affine), avail)
         if head.action_dim == 1:
             return [torch.log_softmax(logits, -1)]
         return [torch.log_softmax(part, -1) for part in logits.split(head.sizes, -1)]
@@ -190,14 +244,15 @@ class StackedActors:
         return torch.cat(log_probs, -1), add_up(entropies)
 
 
-def group_agents(actors: Sequence[nn.Module | None]) -> list[list[int]]:
+def group_agents(actors: Sequence[nn.Module | None],
+                 sign: Callable[[nn.Module], Hashable | None] = signature) -> list[list[int]]:
     """The agents (indices into ``actors``, one actor per agent) in groups that stack: each group's
-    actors share a ``signature``; an actor that does not stack is a group of its own.  Groups are
-    ordered by their first agent."""
+    actors share a ``sign`` (the on-policy ``signature`` by default); an actor that does not stack
+    (``sign`` None) is a group of its own.  Groups are ordered by their first agent."""
     groups: dict[Any, list[int]] = {}
     out: list[list[int]] = []
     for i, actor in enumerate(actors):
-        sig = None if actor is None else signature(actor)
+        sig = None if actor is None else sign(actor)
         if sig is None:
             out.append([i])
             continue

@@ -32,6 +32,7 @@ from torch.nn import functional as F
 from harl.nets.heads import MASKED_LOGIT, add_up
 from harl.nets.mlp import MLP, init_linear
 from harl.nets.plain import EdgeLinear, masked_argmax, off_policy_encoder, plain_mlp, prefixed
+from harl.policy.off_policy_stack import OffPolicyStack, group_off_policy
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 """Clamp of the squashed Gaussian's log-std (HARL's and SpinningUp's bounds)."""
@@ -72,6 +73,9 @@ def masked_uniform(avail: torch.Tensor | None, n: int, batch: int, device: torch
 class DeterministicActor(nn.Module):
     """obs -> ``centre + half_range * tanh(mlp(obs))``: always inside the Box."""
 
+    stack_trunk, stack_heads = "net", ()
+    """How ``harl.policy.off_policy_stack`` runs the network: ``outputs(net(obs))``."""
+
     # registered buffers (register_buffer in __init__)
     centre: torch.Tensor
     half_range: torch.Tensor
@@ -87,14 +91,24 @@ class DeterministicActor(nn.Module):
         self.expl_noise = expl_noise
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.centre + self.half_range * self.net(obs)
+        return self.outputs(self.net(obs))
+
+    def outputs(self, out: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        """The network's tanh output -> the action."""
+        return self.centre + self.half_range * out
 
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
-        return self.forward(obs) if deterministic else self.explore(obs, avail, None)
+        return self.act_from(self.forward(obs), deterministic)
 
     def explore(self, obs: torch.Tensor, avail: torch.Tensor | None, env_steps: int | None) -> torch.Tensor:
+        return self.explore_from(self.forward(obs), env_steps)
+
+    def act_from(self, action: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """``act`` given ``outputs``' action (any leading axes: a stack's too)."""
+        return action if deterministic else self.explore_from(action, None)
+
+    def explore_from(self, action: torch.Tensor, env_steps: int | None) -> torch.Tensor:
         """The action plus Gaussian noise of std ``expl_noise * half_range``, clipped to the Box."""
-        action = self.forward(obs)
         noisy = action + torch.randn_like(action) * self.expl_noise * self.half_range
         return torch.maximum(torch.minimum(noisy, self.centre + self.half_range), self.centre - self.half_range)
 
@@ -107,6 +121,9 @@ class SquashedGaussianActor(nn.Module):
     centre: torch.Tensor
     half_range: torch.Tensor
     log_half_sum: torch.Tensor
+
+    stack_trunk, stack_heads = "body", ("mu", "log_std")
+    """How ``harl.policy.off_policy_stack`` runs the network: ``outputs(mu(x), log_std(x))``, ``x = body(obs)``."""
 
     def __init__(self, obs_dim: int, space: spaces.Box, hidden_sizes: Sequence[int], activation: str,
                  input_norm: bool, encoder: nn.Module | None = None, squash: str = "bounds") -> None:
@@ -124,7 +141,12 @@ class SquashedGaussianActor(nn.Module):
     def distribution(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(mu, log_std) of the pre-squash Gaussian; ``sample`` draws from them."""
         x = self.body(obs)
-        return self.mu(x), self.log_std(x).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return self.outputs(self.mu(x), self.log_std(x))
+
+    def outputs(self, mu: torch.Tensor, log_std: torch.Tensor,
+                avail: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The heads' outputs -> ``distribution``'s (mu, clamped log_std)."""
+        return mu, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
     def rsample(self, obs: torch.Tensor, avail: torch.Tensor | None = None,
                 deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,10 +166,17 @@ class SquashedGaussianActor(nn.Module):
         return action, gauss - squash - self.log_half_sum
 
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
-        return self.rsample(obs, avail, deterministic)[0]
+        return self.act_from(self.distribution(obs, avail), deterministic)
 
     def explore(self, obs: torch.Tensor, avail: torch.Tensor | None, env_steps: int | None) -> torch.Tensor:
-        return self.rsample(obs, avail)[0]
+        return self.explore_from(self.distribution(obs, avail), env_steps)
+
+    def act_from(self, params: Sequence[torch.Tensor], deterministic: bool) -> torch.Tensor:
+        """``act`` given ``distribution``'s (mu, log_std) (any leading axes: a stack's too)."""
+        return self.sample(params, deterministic)[0]
+
+    def explore_from(self, params: Sequence[torch.Tensor], env_steps: int | None) -> torch.Tensor:
+        return self.sample(params)[0]
 
 
 class CategoricalActor(nn.Module):
@@ -156,6 +185,9 @@ class CategoricalActor(nn.Module):
     ``rsample`` returns concatenated one-hot vectors (the critic's input format) with a
     straight-through Gumbel-softmax gradient, as HARL's HASAC does for discrete actions.
     """
+
+    stack_trunk, stack_heads = "base.body", ("logits",)
+    """How ``harl.policy.off_policy_stack`` runs the network: ``outputs(logits(base(obs)), avail)``."""
 
     def __init__(self, obs_dim: int, space: spaces.Discrete | spaces.MultiDiscrete, hidden_sizes: Sequence[int],
                  activation: str, input_norm: bool, gain: float, encoder: nn.Module | None = None) -> None:
@@ -169,7 +201,11 @@ class CategoricalActor(nn.Module):
         self.logits = init_linear(nn.Linear(mlp.out_dim, sum(self.sizes)), gain)
 
     def log_probs(self, obs: torch.Tensor, avail: torch.Tensor | None) -> list[torch.Tensor]:
-        logits = self.logits(self.base(obs)).float()  # fp32 even under bf16 autocast
+        return self.outputs(self.logits(self.base(obs)), avail)
+
+    def outputs(self, logits: torch.Tensor, avail: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The logits -> the sub-actions' log-probabilities, unavailable categories masked."""
+        logits = logits.float()  # fp32 even under bf16 autocast
         if avail is not None:
             logits = logits.masked_fill(avail == 0, MASKED_LOGIT)
         return [torch.log_softmax(part, -1) for part in logits.split(self.sizes, -1)]
@@ -198,8 +234,12 @@ class CategoricalActor(nn.Module):
         return torch.cat(onehots, -1), add_up(terms)
 
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
+        return self.act_from(self.log_probs(obs, avail), deterministic)
+
+    def act_from(self, log_probs: Sequence[torch.Tensor], deterministic: bool) -> torch.Tensor:
+        """``act`` given the log-probabilities (any leading axes: a stack's too): category indices."""
         picks = []
-        for log_p in self.log_probs(obs, avail):
+        for log_p in log_probs:
             if deterministic:
                 picks.append(log_p.argmax(-1))
             else:
@@ -209,6 +249,9 @@ class CategoricalActor(nn.Module):
 
     def explore(self, obs: torch.Tensor, avail: torch.Tensor | None, env_steps: int | None) -> torch.Tensor:
         return self.act(obs, avail, deterministic=False)
+
+    def explore_from(self, log_probs: Sequence[torch.Tensor], env_steps: int | None) -> torch.Tensor:
+        return self.act_from(log_probs, deterministic=False)
 
 
 class DuelingQActor(nn.Module):
@@ -289,9 +332,11 @@ class OffPolicyTeam(nn.Module):
     """One actor per agent, with polyak-averaged target copies where the objective uses them.
 
     Meets what the ``Evaluator`` needs: ``n_agents`` and ``act(obs, avail, deterministic)``.
+    ``batch_agents`` (``[policy] batch_agents``): agents whose actors stack act in one call
+    (``harl.policy.off_policy_stack``), in collection and evaluation alike.
     """
 
-    def __init__(self, actors: Sequence[nn.Module], with_targets: bool) -> None:
+    def __init__(self, actors: Sequence[nn.Module], with_targets: bool, batch_agents: bool = False) -> None:
         super().__init__()
         self.n_agents = len(actors)
         self.actors = nn.ModuleList(actors)
@@ -299,6 +344,13 @@ class OffPolicyTeam(nn.Module):
         if with_targets:
             self.targets = copy.deepcopy(self.actors)
             self.targets.requires_grad_(False)
+        self.groups: list[list[int]] | None = None
+        """``[policy] batch_agents``: the agents that act as one call (a group of one acts alone)."""
+        self.stacks: dict[int, OffPolicyStack] = {}
+        """First agent of a group of several -> their stack."""
+        if batch_agents and self.n_agents > 1:
+            self.groups = group_off_policy(list(self.actors))
+            self.stacks = {g[0]: OffPolicyStack([self.actors[i] for i in g]) for g in self.groups if len(g) > 1}
 
     def initial_hidden(self, n_envs: int, device: torch.device | str = "cpu") -> None:
         """Off-policy actors are feed-forward: no recurrent state."""
@@ -313,14 +365,34 @@ class OffPolicyTeam(nn.Module):
             deterministic: bool = True, hidden: None = None, starts: torch.Tensor | None = None
             ) -> tuple[list[torch.Tensor], None]:
         """Every agent's action; ``hidden`` and ``starts`` exist for the Evaluator's recurrent case."""
+        if self.groups is not None:
+            return self._batched("act", obs, avail, deterministic), None
         return [actor.act(obs[i], None if avail is None else avail[i], deterministic)  # type: ignore[operator]
                 for i, actor in enumerate(self.actors)], None
 
     @torch.no_grad()
     def explore(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
                 env_steps: int) -> list[torch.Tensor]:
+        if self.groups is not None:
+            return self._batched("explore", obs, avail, env_steps)
         return [actor.explore(obs[i], None if avail is None else avail[i], env_steps)  # type: ignore[operator]
                 for i, actor in enumerate(self.actors)]
+
+    def _batched(self, method: str, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+                 arg: Any) -> list[torch.Tensor]:
+        """``method`` (``act`` or ``explore``) of every agent, each group of stacked actors in one call."""
+        assert self.groups is not None
+        out: list[torch.Tensor] = [torch.empty(0)] * self.n_agents
+        for group in self.groups:
+            masks = None if avail is None else [avail[i] for i in group]
+            stack = self.stacks.get(group[0])
+            if stack is None:
+                out[group[0]] = getattr(self.actors[group[0]], method)(obs[group[0]], None if masks is None else masks[0], arg)
+                continue
+            mask = None if masks is None or masks[0] is None else torch.stack(masks)  # type: ignore[arg-type]
+            for i, action in zip(group, getattr(stack, method)(torch.stack([obs[i] for i in group]), mask, arg)):
+                out[i] = action
+        return out
 
 
 def team_builder(make_actor: Callable[..., nn.Module], with_targets: bool,
@@ -336,6 +408,6 @@ def team_builder(make_actor: Callable[..., nn.Module], with_targets: bool,
                                                 policy.hidden_sizes[0], policy.activation, "policy", parts.source)
             kwargs = extra(parts) if encoder is None else {**extra(parts), "encoder": encoder}
             actors.append(make_actor(width, parts.act_spaces[i], policy, config, i, parts.source, **kwargs))
-        return OffPolicyTeam(actors, with_targets)
+        return OffPolicyTeam(actors, with_targets, policy.batch_agents)
 
     return build

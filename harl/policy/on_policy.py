@@ -44,8 +44,9 @@ class PolicyConfig:
     batch_agents: bool = setting(
         False, "agents as a batch dimension: actors of the same shapes act, evaluate and (MA simultaneous update) "
         "learn in one batched call, each with its own parameters and optimiser; a shared actor acts once for all "
-        "agents. Equal to the per-agent loop to float rounding, its noise drawn in another order "
-        "(docs/performance.md)")
+        "agents. Off-policy (DDPG/TD3/SAC actors): acting, the critic target's next actions, the MA actor step and "
+        "the target actors' polyak step; HA's actor round stays sequential. Equal to the per-agent loop to float "
+        "rounding, its noise drawn in another order (docs/performance.md)")
     compile: bool = setting(
         False, "torch.compile (inductor) each minibatch loss of the on-policy update (feed-forward actors' PPO/A2C "
         "loss and the V critic's): fewer, fused operations per step after a compile at the first update "

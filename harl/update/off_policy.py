@@ -16,6 +16,10 @@ One gradient step::
 The critic's weights are frozen during the actor round (``requires_grad_(False)``: the
 actor losses' backward passes skip the critic's weight gradients).
 
+With ``[policy] batch_agents`` the next actions, the simultaneous round and the target
+actors' polyak step take stackable agents as one call (``harl.update.batched_off_policy``);
+the sequential round stays one agent after another.
+
 Iterations whose buffer holds at most ``warmup_steps`` transitions (the random warm-up)
 do no gradient step; their stats row has empty cells.
 """
@@ -31,6 +35,7 @@ import torch
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
 from harl.errors import deprecated
 from harl.returns.n_step import NStepReturns
+from harl.update.batched_off_policy import BatchedOffPolicy
 from harl.update.common import agent_order, lr_scale, set_lr
 from harl.update.q_critic import QCriticLearner
 from harl.update.sequential import SequentialConfig
@@ -115,7 +120,8 @@ class OffPolicyUpdater:
 
     def __init__(self, config: SequentialConfig | SimultaneousConfig, learners: Sequence[OffPolicyLearner],
                  critic_learner: QCriticLearner, returns: NStepReturns, batch_size: int, updates_per_round: int,
-                 warmup_steps: int, policy_freq: int, generator: torch.Generator, precision: str = "fp32") -> None:
+                 warmup_steps: int, policy_freq: int, generator: torch.Generator, precision: str = "fp32",
+                 batched: BatchedOffPolicy | None = None) -> None:
         self.config = config
         self.sequential = isinstance(config, SequentialConfig)
         self.learners = list(learners)
@@ -130,6 +136,8 @@ class OffPolicyUpdater:
         """Critic steps since the start of the run (TD3's delayed updates count them)."""
         self.precision = precision
         """``[run] precision``: "bf16" runs each gradient step under bfloat16 autocast."""
+        self.batched = batched
+        """``[policy] batch_agents``: the per-agent calls with stackable agents grouped (None: the loop)."""
 
     def _empty(self, scale: float) -> OffPolicyUpdateStats:
         return OffPolicyUpdateStats(0, dict.fromkeys(CRITIC_STATS), [dict.fromkeys(a.stat_names) for a in self.learners],
@@ -161,7 +169,10 @@ class OffPolicyUpdater:
         order: list[int] = []
         for _ in range(steps):
             batch = self.returns.sample(buffer, self.batch_size, self.generator)
-            nexts = [learner.next_action(batch) for learner in self.learners]
+            if self.batched is not None:
+                nexts = self.batched.next_actions(batch)
+            else:
+                nexts = [learner.next_action(batch) for learner in self.learners]
             penalties = [p for _, p in nexts if p is not None]
             penalty = None
             if penalties:  # their sum (B,), or (B, A) each agent's own for an independent critic
@@ -177,12 +188,18 @@ class OffPolicyUpdater:
             critic.nets.requires_grad_(False)  # actor losses need no critic weight gradients
             try:
                 replay = not self.sequential and self.config.others_actions == "replayed"  # type: ignore[union-attr]
-                rounds = actor_round(self.learners, batch, order, self.sequential, taken if replay else None)
+                if self.batched is not None and not self.sequential:
+                    rounds = self.batched.actor_round(batch, taken if replay else None)
+                else:
+                    rounds = actor_round(self.learners, batch, order, self.sequential, taken if replay else None)
             finally:
                 critic.nets.requires_grad_(True)
             for i, learner in enumerate(self.learners):
                 agent_rows[i].append(torch.stack([rounds[i][k].float() for k in learner.stat_names]))
-                learner.soft_update()
+                if self.batched is None:
+                    learner.soft_update()
+            if self.batched is not None:
+                self.batched.soft_update()
             self.critic_learner.soft_update()
         return order
 
@@ -203,6 +220,7 @@ def build_off_policy_updater(config: SequentialConfig | SimultaneousConfig, lear
                              critic_learner: QCriticLearner, parts: Any) -> OffPolicyUpdater:
     """The off-policy family's updater, from the composition root's parts."""
     w = parts.wiring
+    batched = BatchedOffPolicy(learners) if parts.policy.batch_agents and len(learners) > 1 else None
     return OffPolicyUpdater(config, learners, critic_learner, parts.returns, w.batch_size, w.updates_per_round,
-                            w.warmup_steps, w.policy_freq, parts.generator, w.precision)
+                            w.warmup_steps, w.policy_freq, parts.generator, w.precision, batched)
 

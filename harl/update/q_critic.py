@@ -282,6 +282,20 @@ def agent_value(critic: Any, batch: ReplayBatch, actions: Sequence[torch.Tensor]
     return team_value(critic, batch.state, actions, reduce)
 
 
+def agent_values(critic: Any, batch: ReplayBatch, joints: Sequence[Sequence[torch.Tensor]], agents: Sequence[int],
+                 reduce: str = "first") -> torch.Tensor:
+    """``(G, B)``: ``agent_value`` of each agent in ``agents`` with its joint action in ``joints``.
+    A ``q`` critic's networks read them all as one batch (``[policy] batch_agents``: a simultaneous
+    actor step); another critic is called once per agent."""
+    own = getattr(critic, "agent_value", None) is not None
+    if own or not isinstance(critic, QCritic) or not isinstance(critic.nets, StackedMLP):
+        return torch.stack([agent_value(critic, batch, joint, i, reduce) for joint, i in zip(joints, agents)])
+    x = torch.stack([critic.inputs(batch.state, joint) for joint in joints])
+    raw = critic.nets.one(x, 0).squeeze(-1) if reduce == "first" else critic.nets(x).squeeze(-1).min(0).values
+    q = critic._denormalize(raw)
+    return q.mean(-1) if critic.fp else q
+
+
 def normalized_targets(critic: Any, target: torch.Tensor) -> torch.Tensor:
     """TD targets in the units the critic's networks learn in: the value normaliser (when the critic
     has one) sees them first."""

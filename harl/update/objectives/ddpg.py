@@ -81,6 +81,8 @@ class DeterministicLearner:
     """One agent's DDPG/TD3 actor update; ``smoothing`` = (policy_noise, noise_clip) for TD3."""
 
     stat_names = ("actor_loss",)
+    reduce = "first"
+    """The critic value the actor maximises: the first network's (``agent_value``)."""
 
     def __init__(self, index: int, team: OffPolicyTeam, critic: QCritic, config: Any,
                  smoothing: tuple[float, float] | None = None) -> None:
@@ -97,10 +99,14 @@ class DeterministicLearner:
 
     @torch.no_grad()
     def next_action(self, batch: ReplayBatch) -> tuple[torch.Tensor, None]:
-        action = self.target(batch.next_obs[self.index])
-        if self.smoothing is not None:
-            action = smoothed_target_actions(action, self.target.centre, self.target.half_range, *self.smoothing)
-        return action, None
+        return self.smoothed(self.target(batch.next_obs[self.index])), None
+
+    def smoothed(self, action: torch.Tensor) -> torch.Tensor:
+        """The target actor's action as the critic's target takes it: TD3's smoothing noise added
+        (any leading axes: a stack of target actors' too), DDPG's as it is."""
+        if self.smoothing is None:
+            return action
+        return smoothed_target_actions(action, self.target.centre, self.target.half_range, *self.smoothing)
 
     def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
         """The current action (its graph kept for this agent's own loss)."""
@@ -114,8 +120,16 @@ class DeterministicLearner:
         obs = batch.obs[i]
         joint = list(actions)
         joint[i] = self.round_start.take(obs, lambda: self.actor(obs))
-        loss = -masked_mean(agent_value(self.critic, batch, joint, i, "first"), batch.active[:, i])
+        loss = self.actor_loss(agent_value(self.critic, batch, joint, i, self.reduce), None, batch)
         optimizer_step(self.optimizer, loss, self.actor.parameters(), self.config.max_grad_norm)
+        return self.after_step(loss, None, batch)
+
+    def actor_loss(self, q: torch.Tensor, log_prob: None, batch: ReplayBatch) -> torch.Tensor:
+        """``-mean_alive Q`` of this agent's fresh action (``q`` (B,))."""
+        return -masked_mean(q, batch.active[:, self.index])
+
+    def after_step(self, loss: torch.Tensor, log_prob: None, batch: ReplayBatch) -> dict[str, torch.Tensor]:
+        """The stats of an actor step just taken."""
         return {"actor_loss": loss.detach()}
 
     @torch.no_grad()

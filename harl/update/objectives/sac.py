@@ -119,6 +119,8 @@ class SACLearner:
     """One agent's SAC actor and temperature."""
 
     stat_names = ("actor_loss", "alpha", "entropy")
+    reduce = "min"
+    """The critic value the actor maximises: the twins' minimum (``agent_value``)."""
 
     def __init__(self, index: int, team: OffPolicyTeam, critic: QCritic, config: SACConfig,
                  target_entropy: float, critic_temp: CriticTemperature | None = None) -> None:
@@ -144,7 +146,12 @@ class SACLearner:
     @torch.no_grad()
     def next_action(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor]:
         action, log_prob = self.actor.rsample(batch.next_obs[self.index], batch.next_avail[self.index])
-        return action, (self.alpha if self.critic_temp is None else self.critic_temp.alpha) * log_prob
+        return action, self.penalty(log_prob)
+
+    def penalty(self, log_prob: torch.Tensor) -> torch.Tensor:
+        """The critic target's entropy term of this agent's next action: ``alpha log pi``, with the
+        critic's own temperature under ``critic_alpha = "separate"``."""
+        return (self.alpha if self.critic_temp is None else self.critic_temp.alpha) * log_prob
 
     def initial_action(self, batch: ReplayBatch) -> torch.Tensor:
         """A sample of the current policy; the distribution's graph is kept for this agent's own loss,
@@ -157,14 +164,22 @@ class SACLearner:
 
     def update(self, batch: ReplayBatch, actions: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         i = self.index
-        alive = batch.active[:, i]
         obs = batch.obs[i]
         params = self.round_start.take(obs, lambda: self.actor.distribution(obs, batch.avail[i]))
         joint = list(actions)
         joint[i], log_prob = self.actor.sample(params)
-        q = agent_value(self.critic, batch, joint, i, "min")
-        loss = masked_mean(self.alpha * log_prob - q, alive)
+        loss = self.actor_loss(agent_value(self.critic, batch, joint, i, self.reduce), log_prob, batch)
         optimizer_step(self.optimizer, loss, self.actor.parameters(), self.config.max_grad_norm)
+        return self.after_step(loss, log_prob, batch)
+
+    def actor_loss(self, q: torch.Tensor, log_prob: torch.Tensor, batch: ReplayBatch) -> torch.Tensor:
+        """``mean_alive[alpha log pi - Q]`` of this agent's fresh sample (``q``, ``log_prob`` (B,))."""
+        return masked_mean(self.alpha * log_prob - q, batch.active[:, self.index])
+
+    def after_step(self, loss: torch.Tensor, log_prob: torch.Tensor, batch: ReplayBatch) -> dict[str, torch.Tensor]:
+        """After the actor step: the temperature's step (and the critic temperature's report), then
+        the stats."""
+        alive = batch.active[:, self.index]
         if self.alpha_optimizer is not None:
             optimizer_step(self.alpha_optimizer, alpha_loss(self.log_alpha, log_prob, self.target_entropy, alive))
         if self.critic_temp is not None:
