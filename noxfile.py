@@ -1,4 +1,5 @@
-"""Developer sessions: ``nox -s tests``, ``nox -s slow``, ``nox -s lint``, ``nox -s pipelines``, ``nox -s docs``."""
+"""Developer sessions: ``nox -s tests``, ``nox -s slow``, ``nox -s lint``, ``nox -s pipelines``, ``nox -s docs``,
+``nox -s docs_browser``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ nox.options.reuse_existing_virtualenvs = True
 TORCH = "torch==2.13.0"  # the CPU build; installed first so no CUDA build is pulled in
 EXTRAS = ".[test,mpe,mamujoco,vmas,smax,lag,onnx,mlflow,wandb,pettingzoo,ray,compare]"  # as CI: every env family that installs from wheels, export and trackers
 JAXMARL = "jaxmarl==0.2.0"  # without its dependencies (gymnax pins gymnasium < 1.4): see pyproject's smax extra
+PLAYWRIGHT = "playwright==1.65.2"  # drives the system's Chromium (as .ci/run); never `playwright install`
 
 
 @nox.session
@@ -66,6 +68,23 @@ def docs(session: nox.Session) -> None:
     session.install(TORCH)
     session.install("-e", ".[docs]")
     session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session
+def docs_browser(session: nox.Session) -> None:
+    """The site built and opened from disk in a headless Chromium with no network: every request must
+    be a file, the search box finds pages, long code lines scroll (tests/docs/test_site_offline.py).
+
+    Uses the system's Chromium (Debian: apt-get install chromium; HARL_CHROMIUM names another one),
+    not a browser downloaded by ``playwright install``.
+    """
+    if not (os.environ.get("HARL_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")):
+        session.error("No Chromium: install it first (Debian/Ubuntu: sudo apt-get install chromium), "
+                      "or set HARL_CHROMIUM to a Chromium or Chrome executable.")
+    session.install(TORCH)
+    session.install("-e", ".[docs,test]", PLAYWRIGHT)
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/docs/test_site_offline.py",
+                *session.posargs)
 
 
 FOOTBALL_APT = (
