@@ -29,7 +29,7 @@ separate run, while the same population is bit-identical to itself and resumes e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +51,13 @@ from harl.sizes import allocating
 from harl.trainer import Phase, Trainer, TrainResult, Work, calling, drive
 
 
-def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str) -> tuple[list[Trainer], VectorEnv]:
-    """Every member's Trainer (started, or resumed from its newest checkpoint) on one shared env."""
+def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str,
+                    callbacks: Callable[[Path], Iterable[Any]] | None = None) -> tuple[list[Trainer], VectorEnv]:
+    """Every member's Trainer (started, or resumed from its newest checkpoint) on one shared env.
+
+    ``callbacks``: makes each member's callbacks (``harl.callbacks``) from its run directory, e.g.
+    ``harl tune``'s pruning; one that returns True stops the whole population with checkpoints.
+    """
     check_population(specs, source)
     spec, col = specs[0], specs[0].collector
     members, n_envs = len(specs), col.n_envs
@@ -69,10 +74,11 @@ def open_population(run_dirs: Sequence[Path], specs: Sequence[Any], source: str)
 
         for s, run_dir in enumerate(run_dirs):
             view = MemberView(venv, s, n_envs)
+            hooks = list(callbacks(run_dir)) if callbacks is not None else []
             if list_checkpoints(run_dir):
-                trainers.append(resume_run(run_dir, venv=view))
+                trainers.append(resume_run(run_dir, callbacks=hooks, venv=view))
             else:
-                trainers.append(start_run(run_dir / "pipeline.toml", [], run_dir, fresh=False, venv=view)[0])
+                trainers.append(start_run(run_dir / "pipeline.toml", [], run_dir, hooks, fresh=False, venv=view)[0])
         done = {t.counters.iteration for t in trainers}
         if len(done) > 1:
             raise HarlError(f"{source}: --vectorize continues a population in step, but its members' newest "

@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +27,18 @@ from harl.sweep.trial import LOG
 OUTCOME = "outcome.json"
 
 
-def _train(states: list[TrialState], say: Callable[[str], Any], quiet: bool) -> dict[Path, tuple[str, str]]:
+Callbacks = Callable[[Path], Iterable[Any]]
+"""Makes a member's callbacks from its run directory (``harl tune``'s pruning)."""
+
+
+def _train(states: list[TrialState], say: Callable[[str], Any], quiet: bool,
+           callbacks: Callbacks | None = None) -> dict[Path, tuple[str, str]]:
     """Train ``states`` as one population here: {run_dir: (status, message)}."""
     from harl.compare.absolute import after_run
     from harl.population.driver import Population, open_population
 
     source = str(states[0].run_dir / "pipeline.toml")
-    trainers, venv = open_population([s.run_dir for s in states], [s.spec for s in states], source)
+    trainers, venv = open_population([s.run_dir for s in states], [s.spec for s in states], source, callbacks)
     for state, trainer in zip(states, trainers):
         state.started_at.append(trainer.counters.iteration)
     with Population(trainers, venv, [s.label for s in states], say) as population:
@@ -94,8 +99,10 @@ def run_states(states: list[TrialState], display: Display, quiet: bool, jobs: in
                 state.message = f"its population's process ended with exit status {process.returncode}; see {group[0].run_dir / LOG}"
 
 
-def _main(run_dirs: list[Path]) -> int:
-    """``python -m harl.sweep.population RUN_DIR...``: one population of a ``--jobs N`` sweep."""
+def train_dirs(run_dirs: list[Path], callbacks: Callbacks | None = None) -> int:
+    """Train the runs in ``run_dirs`` (each with its pipeline.toml) as one population in this
+    process, each member's outcome in its outcome.json; the exit status of a population process
+    (0: every member finished, 2: not)."""
     from harl.run.open import spec_of_run
     from harl.sweep.grid import Trial
 
@@ -104,7 +111,7 @@ def _main(run_dirs: list[Path]) -> int:
         spec = spec_of_run(run_dir)[0]
         states.append(TrialState(Trial(spec.run.seed, ()), run_dir, spec))
     try:
-        outcomes = _train(states, lambda text: print(text, flush=True), quiet=True)
+        outcomes = _train(states, lambda text: print(text, flush=True), quiet=True, callbacks=callbacks)
     except HarlError as exc:
         print(f"harl: {exc}", flush=True)
         outcomes = {s.run_dir: ("failed", str(exc)) for s in states}
@@ -115,4 +122,4 @@ def _main(run_dirs: list[Path]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main([Path(p) for p in sys.argv[1:]]))
+    sys.exit(train_dirs([Path(p) for p in sys.argv[1:]]))  # one population of a --jobs N sweep

@@ -119,7 +119,7 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
             from harl.config.loading import load_spec_and_notes
 
             if vectorize:
-                _check_population(the_space, request)
+                _check_population(request)
             check_pruning(the_space, load_spec_and_notes(request.pipeline, request.overrides)[0], request.pipeline)
             tune_dir = new_dir(request.pipeline, request.overrides, Path(run_dir) if run_dir else None,
                                Path(storage) if storage else None)
@@ -149,12 +149,8 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
         return result
 
 
-def _check_population(space: Any, request: Request) -> None:
-    if space.pruner != "none":
-        raise HarlError(f"{space.path}: pruner.kind = \"{space.pruner}\" with --vectorize: a population trains "
-                        "its seeds in one loop that calls no callbacks, so pruning could not stop it; write "
-                        "kind = \"none\" under [pruner], or drop --vectorize (then --jobs N runs the seeds as "
-                        "processes, which pruning stops)")
+def _check_population(request: Request) -> None:
+    """The seeds can train as one population (pruning stops it too: harl.tune.worker)."""
     from harl.config.loading import load_spec_and_notes
     from harl.population.check import check_population
 

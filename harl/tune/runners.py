@@ -1,5 +1,6 @@
 """Who runs a trial's runs: local processes (``--jobs``), a population process per trial
-(``--vectorize``: ``python -m harl.sweep.population``, the sweep's own) or Ray tasks (``--ray``).
+(``--vectorize``: ``python -m harl.tune.worker --population``, the sweep's population with the
+pruning callback) or Ray tasks (``--ray``).
 
 A *unit* is what one process or task runs: one run directory, or a trial's seeds as one
 population.  Each run directory ends with ``outcome.json`` (status finished, stopped or failed).
@@ -51,10 +52,11 @@ class Local:
     def start(self, unit: Unit) -> None:
         for run_dir in unit:
             (run_dir / OUTCOME).unlink(missing_ok=True)
-        module = "harl.sweep.population" if self.vectorize else "harl.tune.worker"
+        command = [sys.executable, "-m", "harl.tune.worker", *(["--population"] if self.vectorize else []),
+                   *map(str, unit)]
         with (unit[0] / LOG).open("ab") as log:
-            process = subprocess.Popen([sys.executable, "-m", module, *map(str, unit)], stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
         self.running[process] = unit
 
     def ended(self) -> list[tuple[Unit, int]]:

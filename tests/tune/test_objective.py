@@ -1,5 +1,6 @@
 """harl.tune.objective and the pruning callback: what a trial scores, what pruning compares, and a
-pruned run stopping through harl's callbacks with a checkpoint (no optuna needed)."""
+pruned run (or --vectorize population) stopping through harl's callbacks with a checkpoint (no
+optuna needed)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 import harl
 from harl.tune.objective import intermediate, iqm, score
-from harl.tune.worker import PRUNED, Pruning
+from harl.tune.worker import PRUNED, Pruning, run_population
 
 ROOT = Path(__file__).resolve().parents[2]
 HAPPO = ROOT / "pipelines" / "happo_mpe_spread.toml"
@@ -57,3 +58,27 @@ def test_a_pruned_trial_stops_its_run_through_a_callback_with_a_checkpoint(tmp_p
     result = harl.train(HAPPO, TINY, run_dir=run_dir, callbacks=[PruneAfterFirst(run_dir)])
     assert result.stopped_by == "callback" and result.counters.iteration == 1
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["iter_0000001.pt"]
+
+
+def test_a_pruned_trials_population_stops_every_member_with_a_checkpoint(tmp_path: Path) -> None:
+    """--vectorize: the members carry the pruning callback, so a PRUNED trial's population stops after
+    its iteration (here the first: the driver had pruned it already), each member with its checkpoint."""
+    from harl.config.dump import dump_pipeline
+    from harl.config.loading import load_spec_and_notes
+
+    torch_mpe = ROOT / "pipelines" / "happo_mpe_torch_spread.toml"
+    small = ["collector.n_envs=2", "collector.rollout_length=25", "run.total_env_steps=500", "evaluator.episodes=2",
+             "evaluator.n_envs=2", "evaluator.every_iterations=1", "checkpoint.every_iterations=100",
+             "run.device=cpu", "logging.progress=false"]
+    trial = tmp_path / "trial-0000"
+    run_dirs = [trial / f"run-s{seed}" for seed in (1, 2)]
+    for seed, run_dir in zip((1, 2), run_dirs):
+        run_dir.mkdir(parents=True)
+        spec = load_spec_and_notes(torch_mpe, [*small, f"run.seed={seed}"])[0]
+        (run_dir / "pipeline.toml").write_text(dump_pipeline(spec), encoding="utf-8")
+    (trial / PRUNED).write_text("pruned\n")
+    assert run_population(run_dirs) == 2  # not every member finished
+    for run_dir in run_dirs:
+        assert (run_dir / "outcome.json").read_text().startswith('{"status": "stopped"')
+        assert [r["iteration"] for r in harl.read_metrics(run_dir)] == [1]  # of 10
+        assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["iter_0000001.pt"]

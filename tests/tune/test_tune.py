@@ -108,9 +108,6 @@ def test_bad_input_is_one_paragraph_with_exit_2_and_nothing_lost(tmp_path: Path,
     assert 'pruner.kind = "median"' in err and "evaluates 1 time(s) before its last iteration" in err and \
         "--set evaluator.every_iterations=" in err
     assert not (tmp_path / "t").exists()
-    # a pruner with a population
-    with pytest.raises(HarlError, match="a population trains its seeds in one loop that calls no callbacks"):
-        harl.tune(HAPPO, space, 2, seeds=[1, 2], overrides=TINY, vectorize=True, run_dir=tmp_path / "p")
     # a study of another pipeline, and a second driver of one study
     tune_dir = tmp_path / "study"
     tune_dir.mkdir()
@@ -173,7 +170,7 @@ def test_sigterm_stops_the_study_with_checkpoints_and_resume_finishes_it(tmp_pat
 
 @pytest.mark.slow
 def test_a_trials_seeds_train_as_one_population(tmp_path: Path) -> None:
-    """--vectorize: each trial's seeds are one population process (harl.sweep.population); every seed is
+    """--vectorize: each trial's seeds are one population process (harl.tune.worker --population); every seed is
     still its own run directory, scored like the others."""
     torch_mpe = ROOT / "pipelines" / "happo_mpe_torch_spread.toml"
     small = ["collector.n_envs=4", "collector.rollout_length=25", "run.total_env_steps=200", "evaluator.episodes=2",
@@ -184,3 +181,54 @@ def test_a_trials_seeds_train_as_one_population(tmp_path: Path) -> None:
     for trial in ("trial-0000", "trial-0001"):
         runs = sorted(p.name for p in (tmp_path / "tune" / trial).iterdir())
         assert runs == ["happo-mpe-torch-spread-s1", "happo-mpe-torch-spread-s2"]
+
+
+TORCH_MPE = ROOT / "pipelines" / "happo_mpe_torch_spread.toml"
+POPULATION = ["collector.n_envs=2", "collector.rollout_length=25", "evaluator.episodes=2", "evaluator.n_envs=2",
+              "evaluator.every_iterations=1", "checkpoint.every_iterations=1000", "run.device=cpu",
+              "logging.progress=false"]
+
+
+def _threshold(monkeypatch: pytest.MonkeyPatch, lower: float) -> None:
+    """The space's median pruner becomes Optuna's ThresholdPruner: every trial pruned below ``lower``."""
+    monkeypatch.setattr(optuna.pruners, "MedianPruner", lambda n_startup_trials, n_warmup_steps:
+                        optuna.pruners.ThresholdPruner(lower=lower, n_warmup_steps=n_warmup_steps))
+
+
+def test_a_pruned_population_trial_stops_early_with_a_checkpoint_per_seed(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """--vectorize with a pruner: the trial reports the mean of its members' k-th evaluation, and when
+    the pruner says prune the whole population stops after its iteration, every member with a checkpoint
+    (30 iterations unpruned; pruned at evaluation 1, the warm-up's end, it stops within a few)."""
+    _threshold(monkeypatch, 1e9)  # MPE returns are negative: pruned once past the warm-up
+    space = _space(tmp_path, SPACE.replace('kind = "none"', 'kind = "median"\nwarmup = 1'))
+    lines: list[str] = []
+    result = harl.tune(TORCH_MPE, space, 1, seeds=[1, 2], overrides=[*POPULATION, "run.total_env_steps=3000"],
+                       vectorize=True, run_dir=tmp_path / "tune", final_seeds=[], say=lines.append)
+    assert [r["state"] for r in result.trials] == ["pruned"], lines
+    assert any(line.startswith("trial 0: pruned at evaluation 1 (mean return") for line in lines), lines
+    trial = tmp_path / "tune" / "trial-0000"
+    assert (trial / "PRUNED").is_file()
+    stops = set()
+    for run_dir in sorted(p for p in trial.iterdir() if p.is_dir()):
+        assert json.loads((run_dir / "outcome.json").read_text())["status"] == "stopped"
+        last = harl.read_metrics(run_dir)[-1]["iteration"]
+        assert [p.name for p in (run_dir / "checkpoints").iterdir()] == [f"iter_{last:07d}.pt"]
+        stops.add(last)
+    assert len(stops) == 1 and stops.pop() < 30  # in step, long before the end
+
+
+def test_a_population_trial_the_pruner_keeps_runs_to_its_end(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """--vectorize with a pruner that never prunes: the trial completes, every member at its last iteration."""
+    _threshold(monkeypatch, -1e9)
+    space = _space(tmp_path, SPACE.replace('kind = "none"', 'kind = "median"\nwarmup = 1'))
+    result = harl.tune(TORCH_MPE, space, 1, seeds=[1, 2], overrides=[*POPULATION, "run.total_env_steps=200"],
+                       vectorize=True, run_dir=tmp_path / "tune", final_seeds=[])
+    assert [r["state"] for r in result.trials] == ["complete"]
+    assert result.trials[0]["evaluations"] == 4  # 4 iterations, each evaluated
+    trial = tmp_path / "tune" / "trial-0000"
+    assert not (trial / "PRUNED").exists()
+    for run_dir in sorted(p for p in trial.iterdir() if p.is_dir()):
+        assert json.loads((run_dir / "outcome.json").read_text())["status"] == "finished"
+        assert [r["iteration"] for r in harl.read_metrics(run_dir)] == [1, 2, 3, 4]
