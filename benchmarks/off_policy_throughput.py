@@ -3,6 +3,8 @@
     python benchmarks/off_policy_throughput.py                     # the three MPE spread pipelines
     python benchmarks/off_policy_throughput.py pipelines/had3qn_mpe_spread_discrete.toml --iterations 3
     python benchmarks/off_policy_throughput.py --variant precision=bf16 --variant threads=2
+    python benchmarks/off_policy_throughput.py pipelines/matd3_mpe_spread.toml --set env.kind=mpe_torch \
+        --variant batch_agents=true --iterations 10       # [policy] batch_agents off and on, interleaved
 
 For each pipeline: build it with its own settings (20 envs; 50 vector steps then 50 gradient
 steps of batch 1000 per iteration: HARL's update-to-data ratio), fill the replay buffer
@@ -14,8 +16,10 @@ collection and gradient steps.
 
 ``--variant`` (repeatable) adds an A/B inside the same process: the timed iterations go
 round-robin over the pipeline as configured and each variant (``precision=fp32|bf16``,
-``threads=N`` for the torch threads of the gradient steps, or both, comma-separated), so
-every variant sees the same machine load and the same replay buffer.  One row per variant.
+``threads=N`` for the torch threads of the gradient steps, ``batch_agents=true|false`` for
+``[policy] batch_agents``, comma-separated), so every variant sees the same machine load.
+Variants of one ``batch_agents`` value share one built pipeline and its replay buffer; each
+value gets its own, built from the same seed (the same warm-up in both).  One row per variant.
 With more than one torch thread the CPU time counts every thread: compare wall rates there,
 on an otherwise idle machine.
 """
@@ -26,6 +30,7 @@ import argparse
 import json
 import os
 import time
+from typing import Any
 
 import torch
 
@@ -40,26 +45,39 @@ def parse_variant(text: str) -> dict[str, str]:
     out = {}
     for part in text.split(","):
         key, _, value = part.partition("=")
-        if key not in ("precision", "threads") or not value:
-            raise SystemExit(f"--variant {text!r}: expected precision=fp32|bf16 and/or threads=N")
+        if key not in ("precision", "threads", "batch_agents") or not value:
+            raise SystemExit(f"--variant {text!r}: expected precision=fp32|bf16, threads=N and/or batch_agents=true|false")
         out[key] = value
     return out
 
 
-def measure(path: str, iterations: int, overrides: list[str], variants: list[dict[str, str]]) -> list[dict]:
+def warmed(path: str, overrides: list[str]) -> Any:
+    """The pipeline's stages, built, their replay buffer filled with the warm-up (not timed) and one
+    untimed iteration done (allocations, lazy imports)."""
     spec, _ = load_spec_and_notes(path, ["logging.progress=false", *overrides])
     stages = build_stages(spec)
-    base = {"precision": getattr(spec.run, "precision", "fp32"), "threads": str(torch.get_num_threads())}
-    runs = [base, *({**base, **v} for v in variants)]
-    try:
-        collector, buffer, updater = stages.collector, stages.buffer, stages.updater
-        while collector.warming_up:  # fill the buffer with the warm-up (not timed)
-            collector.collect(buffer)
+    collector, buffer = stages.collector, stages.buffer
+    while collector.warming_up:
         collector.collect(buffer)
-        updater.update(buffer, 0.0)  # one untimed iteration: allocations, lazy imports
+    collector.collect(buffer)
+    stages.updater.update(buffer, 0.0)
+    return stages
+
+
+def measure(path: str, iterations: int, overrides: list[str], variants: list[dict[str, str]]) -> list[dict]:
+    spec, _ = load_spec_and_notes(path, ["logging.progress=false", *overrides])
+    base = {"precision": getattr(spec.run, "precision", "fp32"), "threads": str(torch.get_num_threads()),
+            "batch_agents": str(spec.policy.batch_agents).lower()}
+    runs = [base, *({**base, **v} for v in variants)]
+    built: dict[str, Any] = {}
+    try:
+        for value in dict.fromkeys(run["batch_agents"] for run in runs):
+            built[value] = warmed(path, [*overrides, f"policy.batch_agents={value}"])
         tallies = [{"wall": [0.0, 0.0], "cpu": [0.0, 0.0], "steps": 0, "updates": 0} for _ in runs]
         for it in range(iterations * len(runs)):
             run, tally = runs[it % len(runs)], tallies[it % len(runs)]
+            stages = built[run["batch_agents"]]
+            collector, buffer, updater = stages.collector, stages.buffer, stages.updater
             t0, c0 = time.perf_counter(), time.process_time()
             tally["steps"] += collector.collect(buffer).env_steps
             t1, c1 = time.perf_counter(), time.process_time()
@@ -77,7 +95,8 @@ def measure(path: str, iterations: int, overrides: list[str], variants: list[dic
             total_wall, total_cpu = sum(tally["wall"]), sum(tally["cpu"])
             rows.append({
                 "pipeline": path, "overrides": overrides, "precision": run["precision"],
-                "update_threads": int(run["threads"]), "env_steps": tally["steps"],
+                "update_threads": int(run["threads"]), "batch_agents": run["batch_agents"] == "true",
+                "env_steps": tally["steps"],
                 "gradient_steps": tally["updates"], "batch_size": spec.buffer.batch_size,
                 "env_steps_per_s": round(tally["steps"] / total_wall, 1),
                 "env_steps_per_cpu_s": round(tally["steps"] / total_cpu, 1),
@@ -88,7 +107,8 @@ def measure(path: str, iterations: int, overrides: list[str], variants: list[dic
             })
         return rows
     finally:
-        stages.close()
+        for stages in built.values():
+            stages.close()
 
 
 def main() -> int:

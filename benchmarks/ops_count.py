@@ -4,6 +4,8 @@
     python benchmarks/ops_count.py --variant policy.batch_agents=true --variant updater.kind=simultaneous \
         --variant updater.kind=simultaneous,policy.batch_agents=true
     python benchmarks/ops_count.py pipelines/ippo_mpe_spread_jaxmarl.toml --variant policy.batch_agents=true
+    python benchmarks/ops_count.py pipelines/matd3_mpe_spread.toml --set env.kind=mpe_torch \
+        --variant policy.batch_agents=true                # off-policy: after the warm-up
 
 Two counters run over one whole iteration (after a warm-up iteration that is not counted):
 
@@ -20,6 +22,10 @@ The first two are split by phase: ``inference`` (the team's ``act`` and the crit
 updater).  Collection phases are per env step (one env of the vector for one step), the
 update per sample (one env step's row; the same number).  CPU microseconds per env step of each
 phase come from a separate, uncounted iteration (the counters slow what they count).
+
+An off-policy pipeline first fills its random warm-up (uncounted), so the counted iterations
+act with the team and take gradient steps; its update is counted per env step collected in the
+iteration (``train_interval x n_envs``), whatever its ``updates_per_round`` and batch size.
 
 One JSON line per variant (the baseline first: the pipeline as given), then a table.
 """
@@ -139,6 +145,8 @@ def measure(path: str, overrides: list[str], top: int) -> dict[str, Any]:
         if stages.returns is not None:
             phase.wrap(stages.returns, "compute", "update")
         phase.wrap(stages.updater, "update", "update")
+        while getattr(collector, "warming_up", False):  # off-policy: random actions, no gradient steps
+            collector.collect(stages.buffer)
         iteration(stages)  # warm-up: allocators, caches, compiled graphs
         phase.cpu.clear()
         cpu0 = time.process_time()
@@ -150,7 +158,7 @@ def measure(path: str, overrides: list[str], top: int) -> dict[str, Any]:
         aten, function = AtenCounter(phase), FunctionCounter(phase)
         with function, aten:
             iteration(stages)
-        n = stages.buffer.n_samples
+        n = getattr(stages.buffer, "n_samples", None) or collector.steps_per_iteration
     finally:
         stages.close()
     return {
