@@ -27,9 +27,9 @@ from harl.rundir.signals import exit_status
 from harl.sweep.grid import Trial as SweepTrial
 from harl.sweep.trial import checkpoint_iteration
 from harl.tune.objective import intermediate, score
+from harl.tune.pruning import PRUNED
 from harl.tune.runners import Local, OnRay, Unit, outcome
 from harl.tune.space import Space, overrides_of
-from harl.tune.worker import PRUNED
 
 
 @attrs.define(eq=False)

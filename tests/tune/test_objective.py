@@ -10,7 +10,8 @@ import pytest
 
 import harl
 from harl.tune.objective import intermediate, iqm, score
-from harl.tune.worker import PRUNED, Pruning, run_population
+from harl.tune.pruning import PRUNED, Pruning
+from harl.tune.worker import run_population
 
 ROOT = Path(__file__).resolve().parents[2]
 HAPPO = ROOT / "pipelines" / "happo_mpe_spread.toml"
