@@ -101,10 +101,11 @@ class Stages:
     """What building changed of the pipeline's asks (more torch threads than cores: capped), one line each."""
 
     STATEFUL = (("policy", "team"), ("critic", "critic"), ("updater", "updater"), ("collector", "collector"),
-                ("evaluator", "evaluator"))
+                ("evaluator", "evaluator"), ("returns", "returns"))
     """(checkpoint key, slot) of the stages whose ``state_dict()`` a checkpoint holds: networks and
-    optimisers, the collector's episode starts and the evaluator's env RNG states, so a resumed run
-    continues exactly.  The buffer only with ``save_buffer``: without it a resumed off-policy run
+    optimisers, the collector's episode starts, the evaluator's env RNG states and a returns stage's
+    own state where it has one (``n_step_v``'s reward statistics), so a resumed run continues
+    exactly.  The buffer only with ``save_buffer``: without it a resumed off-policy run
     refills it, and updates wait until it holds more than ``warmup_steps``.  The team's key stays
     ``policy`` so older checkpoints load."""
 

@@ -117,13 +117,16 @@ class RolloutBuffer:
                  state_dim: int, n_envs: int, length: int, fp_state: bool,
                  device: torch.device | str = "cpu", hidden_size: int = 0,
                  sequence_length: int = 0, critic_hidden_size: int = 0, fp_advantage_norm: str = "joint",
-                 state_space: spaces.Box | None = None, critic_reads: Any = None) -> None:
+                 state_space: spaces.Box | None = None, critic_reads: Any = None, agent_ids: int = 0) -> None:
         """``hidden_size`` > 0 stores the actors' GRU states, ``critic_hidden_size`` > 0 the
         critic's; ``sequence_length`` (a divisor of ``length``) cuts them.  Observations keep
         their space's shape; uint8 images (and a uint8 image ``state_space``) stay uint8.
         ``critic_reads(obs, state)``: what the critic reads instead of the state (an independent
-        critic's stacked observations, ``harl.update.independent_v``); ``critic_batch`` applies it."""
+        critic's stacked observations, ``harl.update.independent_v``); ``critic_batch`` applies it.
+        ``agent_ids`` > 0 (``[policy] agent_id``, the agent count): agent batches hold each observation
+        flattened with the agent's one-hot id appended, as the shared actor reads it."""
         self.fp_advantage_norm = fp_advantage_norm
+        self.agent_ids = agent_ids
         self.critic_reads = critic_reads
         T, E, A = length, n_envs, len(action_spaces)
         if (hidden_size or critic_hidden_size) and (sequence_length <= 0 or T % sequence_length):
@@ -265,13 +268,33 @@ class RolloutBuffer:
         if self.hidden is not None:
             return self._sequence_batch(agent)
         return AgentBatch(
-            obs=self.obs[agent][:-1].reshape(n, -1),
+            obs=self.actor_obs(agent).reshape(n, -1),
             actions=self.actions[agent].reshape(n, -1),
             old_log_probs=self.log_probs[agent].reshape(n, -1),
             avail=None if avail is None else avail[:-1].reshape(n, -1),
             active=self.active[:-1, :, agent].reshape(n, 1),
             advantages=self.normalized_advantages(agent).reshape(n, 1),
         )
+
+    def actor_obs(self, agent: int) -> torch.Tensor:
+        """(T, E, ...) what agent ``agent``'s actor read at each step: its observation, or with
+        ``agent_ids`` the flat observation and the agent's one-hot id."""
+        obs = self.obs[agent][:-1]
+        if not self.agent_ids:
+            return obs
+        flat = obs.reshape(*obs.shape[:2], -1).float()
+        ids = torch.zeros(*flat.shape[:2], self.agent_ids, dtype=flat.dtype, device=flat.device)
+        ids[..., agent] = 1.0
+        return torch.cat([flat, ids], -1)
+
+    def agent_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``(T, E, ...)`` -> ``(T * E, ...)`` in the row order of ``agent_batch`` (sequence-major for
+        recurrent actors): for a value computed per step that an agent batch should carry."""
+        T, E = self.length, self.n_envs
+        if self.hidden is None:
+            return x.reshape(T * E, *x.shape[2:])
+        L = self.sequence_length
+        return x.reshape(T // L, L, E, *x.shape[2:]).transpose(1, 2).reshape(T * E, *x.shape[2:])
 
     def _sequence_batch(self, agent: int) -> AgentBatch:
         """One agent's samples as (T / L) * E sequences of L steps, sequence-major."""
@@ -285,7 +308,7 @@ class RolloutBuffer:
         avail = self.avail[agent]
         assert self.hidden is not None
         return AgentBatch(
-            obs=seq(self.obs[agent][:-1]),
+            obs=seq(self.actor_obs(agent)),
             actions=seq(self.actions[agent]),
             old_log_probs=seq(self.log_probs[agent]),
             avail=None if avail is None else seq(avail[:-1]),
@@ -331,7 +354,8 @@ def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
                          fp_state=per_agent, device=parts.device, critic_reads=getattr(parts.critic, "reads", None),
                          fp_advantage_norm=config.fp_advantage_norm, hidden_size=parts.team.hidden_size,
                          critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length,
-                         state_space=parts.state_space)
+                         state_space=parts.state_space,
+                         agent_ids=parts.n_agents if getattr(parts.team, "agent_ids", False) else 0)
 
 
 register("buffer", RolloutConfig, _rollout_buffer, family="on_policy", default=True)

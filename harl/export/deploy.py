@@ -39,7 +39,7 @@ from harl.policy.off_policy import (
     DuelingQActor,
     SquashedGaussianActor,
 )
-from harl.policy.on_policy import Actor
+from harl.policy.on_policy import Actor, AgentIdActor
 
 PARAMS = {"gaussian": ["mean", "std"], "squashed_gaussian": ["mu", "log_std"],
           "categorical": ["logits"], "deterministic": [], "q": ["q_values"]}
@@ -62,6 +62,10 @@ class DeployActor(nn.Module):
     def __init__(self, actor: nn.Module, space: spaces.Space, masked: bool, with_params: bool) -> None:
         super().__init__()
         self.actor = actor
+        self.with_id = actor if isinstance(actor, AgentIdActor) else None
+        """A shared actor with ``[policy] agent_id``: the agent's id is appended to ``obs`` first."""
+        if isinstance(actor, AgentIdActor):
+            actor = actor.actor
         self.kind = distribution_kind(actor)
         self.masked = masked and avail_size(space) > 0
         self.recurrent = bool(actor.recurrent) if isinstance(actor, AgentQActor) else (
@@ -98,6 +102,8 @@ class DeployActor(nn.Module):
     def _act(self, obs: torch.Tensor, avail: torch.Tensor | None, hidden: torch.Tensor | None,
              last: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
         actor: Any = self.actor
+        if self.with_id is not None:
+            obs, actor = self.with_id.inputs(obs), self.with_id.actor
         if isinstance(actor, AgentQActor):  # the value family: the greedy available action of the agent's Qs
             action, q, h = actor(obs, avail, hidden, last)
             return action.unsqueeze(-1), [q], (h if self.recurrent else None)

@@ -44,6 +44,10 @@ def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
     if run is not None and run.precision != "fp32":
         yield (["run", "precision"], f'"{run.precision}" applies to off-policy gradient steps only; on-policy '
                'updates run in fp32: remove the key or set precision = "fp32"')
+    if policy is not None and policy.agent_id and not policy.share_parameters:
+        yield (["policy", "agent_id"], "appends the agent's id for one actor shared by the agents, but "
+               "policy.share_parameters = false gives each agent its own actor; set share_parameters = true, "
+               "or remove agent_id")
     if policy is not None and policy.recurrent == "chunked" and collector.rollout_length % policy.chunk_length:
         length = collector.rollout_length
         near = max(d for d in range(1, min(policy.chunk_length, length) + 1) if length % d == 0)
@@ -102,6 +106,8 @@ def population_problems(spec: Any) -> list[str]:
         found.append(f'policy.recurrent = "{spec.policy.recurrent}" (batched: feed-forward actors, "none")')
     if getattr(spec.policy, "share_parameters", False):
         found.append("policy.share_parameters = true (batched: one actor per agent)")
+    if getattr(spec.policy, "agent_id", False):
+        found.append("policy.agent_id = true (batched: actors on the observations alone)")
     return found
 
 

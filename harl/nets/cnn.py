@@ -109,10 +109,11 @@ OnPolicyBase = CNNBase | MLP | ImageMLP
 
 
 def on_policy_base(layout: ImageLayout | None, encoder: str, in_dim: int, hidden_sizes: Sequence[int],
-                   activation: str, input_norm: bool) -> OnPolicyBase:
-    """An actor's base (``out_dim`` wide): HARL's CNN, or the MLP (on an image: flattened and scaled)."""
+                   activation: str, input_norm: bool, layer_norm: bool = True) -> OnPolicyBase:
+    """An actor's base (``out_dim`` wide): HARL's CNN, or the MLP (on an image: flattened and scaled);
+    ``layer_norm``: the MLP's LayerNorm after each hidden layer."""
     if encoder == "cnn":
         assert layout is not None
         return CNNBase(layout, hidden_sizes, activation)
-    mlp = MLP(in_dim, hidden_sizes, activation, input_norm)
+    mlp = MLP(in_dim, hidden_sizes, activation, input_norm, layer_norm)
     return mlp if layout is None else ImageMLP(layout, mlp, mlp.out_dim)

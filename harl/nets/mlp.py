@@ -32,17 +32,20 @@ class MLP(nn.Module):
 
     The per-layer LayerNorm follows HARL's MLP base; it keeps PPO stable across very
     different observation scales without hand-tuned observation normalisation.
+    ``layer_norm = False`` leaves it out: plain ``Linear -> activation`` (EPyMARL's networks).
     """
 
     def __init__(self, in_dim: int, hidden_sizes: Sequence[int], activation: str = "relu",
-                 input_norm: bool = True) -> None:
+                 input_norm: bool = True, layer_norm: bool = True) -> None:
         super().__init__()
         act = ACTIVATIONS[activation]
         gain = activation_gain(activation)
         layers: list[nn.Module] = [nn.LayerNorm(in_dim)] if input_norm else []
         width = in_dim
         for size in hidden_sizes:
-            layers += [init_linear(nn.Linear(width, size), gain), act(), nn.LayerNorm(size)]
+            layers += [init_linear(nn.Linear(width, size), gain), act()]
+            if layer_norm:
+                layers.append(nn.LayerNorm(size))
             width = size
         self.body = nn.Sequential(*layers)
         self.out_dim = width
@@ -59,9 +62,10 @@ class GRULayer(nn.Module):
     sequence with ``starts[t] = 1`` is reset to zero, so a sequence may run across an
     episode boundary.  The sequence is cut only where some state resets, and each piece
     goes through cuDNN/``nn.GRU`` in one call (HARL's RNN layer does the same).
+    ``norm = False``: no LayerNorm on the outputs (``self.norm`` is the identity; EPyMARL's agents).
     """
 
-    def __init__(self, in_dim: int, hidden_dim: int) -> None:
+    def __init__(self, in_dim: int, hidden_dim: int, norm: bool = True) -> None:
         super().__init__()
         self.gru = nn.GRU(in_dim, hidden_dim)
         for name, param in self.gru.named_parameters():
@@ -69,7 +73,7 @@ class GRULayer(nn.Module):
                 nn.init.orthogonal_(param)
             else:
                 nn.init.zeros_(param)
-        self.norm = nn.LayerNorm(hidden_dim)
+        self.norm: nn.Module = nn.LayerNorm(hidden_dim) if norm else nn.Identity()
         self.hidden_dim = hidden_dim
 
     def forward(self, x: torch.Tensor, h0: torch.Tensor, starts: torch.Tensor
@@ -83,3 +87,16 @@ class GRULayer(nn.Module):
             out, h = self.gru(x[begin:end].contiguous(), h.contiguous())
             outputs.append(out)
         return self.norm(torch.cat(outputs)), h.squeeze(0)
+
+
+INITS = ("orthogonal", "torch")
+"""How the on-policy networks start: HARL's orthogonal weights (gain per activation, zero
+biases), or PyTorch's own default initialisation of each layer (EPyMARL's networks)."""
+
+
+def torch_default_init(module: nn.Module) -> nn.Module:
+    """Every ``Linear`` and ``GRU`` inside ``module`` back to PyTorch's default initialisation."""
+    for layer in module.modules():
+        if isinstance(layer, (nn.Linear, nn.GRU)):
+            layer.reset_parameters()
+    return module

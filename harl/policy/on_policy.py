@@ -21,7 +21,7 @@ from harl.errors import ConfigError, deprecated
 from harl.nets.cnn import OnPolicyBase, on_policy_base
 from harl.nets.heads import make_head
 from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layout, is_image
-from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer
+from harl.nets.mlp import ACTIVATIONS, INITS, MLP, GRULayer, torch_default_init
 from harl.nets.stacked import StackedActors, group_agents
 from harl.settings import each_positive, in_range, one_of, positive, setting
 
@@ -39,6 +39,13 @@ class PolicyConfig:
     share_parameters: bool = setting(False, "one actor for all agents (needs identical spaces)")
     recurrent: str = setting("none", "a GRU after the MLP of each actor and of the V critic: none; naive (trained on whole rollouts); chunked (on chunk_length pieces)", one_of(("none", "naive", "chunked")))
     chunk_length: int = setting(10, "steps per training sequence when recurrent = chunked (HARL's data_chunk_length)", positive())
+    layer_norm: bool = setting(True, "LayerNorm after each hidden layer of the MLP and after the GRU (HARL's); false: "
+                               "plain Linear -> activation and a bare GRU (EPyMARL's rnn agent)")
+    init: str = setting("orthogonal", "initial weights: orthogonal (HARL's: gain per activation, the action layer at "
+                        "output_gain) or torch (PyTorch's default initialisation of every layer, EPyMARL's)",
+                        one_of(INITS))
+    agent_id: bool = setting(False, "one actor shared by the agents (share_parameters = true): the agent's one-hot id "
+                             "appended to its observation (EPyMARL's obs_agent_id)")
     encoder: str = setting("auto", "what reads an observation: cnn (HARL's CNN base), mlp, or auto (cnn for 3-D Box images, else mlp)", one_of(ENCODERS))
     channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4, last if both; else the smaller end)", one_of(CHANNEL_ORDERS))
     batch_agents: bool = setting(
@@ -53,12 +60,16 @@ class PolicyConfig:
         "(docs/performance.md)")
 
 
-def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline") -> OnPolicyBase:
-    """The network under an actor's GRU and head: ``[policy] encoder`` on ``space``."""
+def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline", ids: int = 0) -> OnPolicyBase:
+    """The network under an actor's GRU and head: ``[policy] encoder`` on ``space`` (and ``ids``
+    more inputs: the agent's one-hot id)."""
     encoder = choose_encoder(space, config.encoder, "policy", source)
     layout = image_layout(space, config.channel_order, "policy", source) if is_image(space) else None
-    return on_policy_base(layout, encoder, int(np.prod(space.shape)), config.hidden_sizes,
-                          config.activation, config.input_norm)
+    if ids and layout is not None:
+        raise ConfigError(f"{source}: policy.agent_id appends the agent's one-hot id to a flat observation, but "
+                          f"the agents observe images {tuple(space.shape)}; remove policy.agent_id")
+    return on_policy_base(layout, encoder, int(np.prod(space.shape)) + ids, config.hidden_sizes,
+                          config.activation, config.input_norm, config.layer_norm)
 
 
 class Actor(nn.Module):
@@ -72,11 +83,13 @@ class Actor(nn.Module):
         """``base``: the encoder (``actor_base``); by default the MLP on ``obs_dim`` inputs."""
         super().__init__()
         self.base = base if base is not None else MLP(obs_dim, config.hidden_sizes, config.activation,
-                                                      config.input_norm)
+                                                      config.input_norm, config.layer_norm)
         width = self.base.out_dim
-        self.rnn = GRULayer(width, width) if config.recurrent != "none" else None
+        self.rnn = GRULayer(width, width, config.layer_norm) if config.recurrent != "none" else None
         self.head = make_head(action_space, width, config.std_x_coef,
                               config.std_y_coef, config.output_gain)
+        if config.init == "torch":
+            torch_default_init(self)
 
     @property
     def hidden_size(self) -> int:
@@ -145,14 +158,48 @@ def _same_space(a: spaces.Space, b: spaces.Space) -> bool:
     return a == b
 
 
+class AgentIdActor(nn.Module):
+    """One agent's view of a shared actor whose inputs end with the agent's one-hot id
+    (``[policy] agent_id``): it takes the agent's own observation and appends the id, so an
+    exported agent (``harl export``) reads what the env gives it."""
+
+    id_row: torch.Tensor
+
+    def __init__(self, actor: Actor, agent: int, n_agents: int) -> None:
+        super().__init__()
+        self.actor = actor
+        self.register_buffer("id_row", torch.eye(n_agents)[agent].clone(), persistent=False)
+
+    def inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(B, *obs_shape)`` -> ``(B, obs_dim + A)``: the flat observation, then the id."""
+        flat = obs.reshape(obs.shape[0], -1).float()
+        return torch.cat([flat, self.id_row.to(flat.dtype).expand(flat.shape[0], -1)], -1)
+
+
+def with_agent_id(obs: torch.Tensor, agent: int, n_agents: int) -> torch.Tensor:
+    """``(*lead, *obs_shape)`` with ``len(lead)`` leading axes -> ``(*lead, obs_dim + n_agents)``:
+    the flattened observation and agent ``agent``'s one-hot id (``[policy] agent_id``)."""
+    return torch.cat([obs.float(), nn.functional.one_hot(torch.tensor(agent, device=obs.device), n_agents)
+                      .to(torch.float32).expand(*obs.shape[:-1], n_agents)], -1)
+
+
 class OnPolicyTeam(nn.Module):
-    """The team: all agents' actors, indexed by agent; a shared actor appears once per agent."""
+    """The team: all agents' actors, indexed by agent; a shared actor appears once per agent.
+
+    ``[policy] agent_id``: the shared actor reads each agent's observation with the agent's
+    one-hot id appended (``actor_input``; the rollout buffer's agent batches append it too)."""
 
     def __init__(self, observation_spaces: Sequence[spaces.Box],
                  action_spaces: Sequence[spaces.Space], config: PolicyConfig, source: str = "pipeline") -> None:
         super().__init__()
         self.n_agents = len(action_spaces)
         dims = [int(np.prod(s.shape)) for s in observation_spaces]
+        self.agent_ids = bool(config.agent_id)
+        """``[policy] agent_id``: the shared actor's inputs end with the agent's one-hot id."""
+        if self.agent_ids and not config.share_parameters:
+            raise ConfigError(f"{source}: policy.agent_id appends the agent's id for one actor shared by the "
+                              "agents, but policy.share_parameters = false gives each agent its own actor; set "
+                              "share_parameters = true or remove agent_id")
         if config.share_parameters:
             differ = [i for i in range(1, self.n_agents)
                       if dims[i] != dims[0] or not _same_space(action_spaces[i], action_spaces[0])]
@@ -164,7 +211,9 @@ class OnPolicyTeam(nn.Module):
                     f"{describe_space(action_spaces[i])}), so one actor cannot serve them all; "
                     "set share_parameters = false"
                 )
-            shared = Actor(dims[0], action_spaces[0], config, actor_base(observation_spaces[0], config, source))
+            ids = self.n_agents if self.agent_ids else 0
+            shared = Actor(dims[0] + ids, action_spaces[0], config,
+                           actor_base(observation_spaces[0], config, source, ids))
             self.actors = nn.ModuleList([shared])
             self.index = [0] * self.n_agents
         else:
@@ -189,9 +238,19 @@ class OnPolicyTeam(nn.Module):
     def actor(self, agent: int) -> Actor:
         return self.actors[self.index[agent]]  # type: ignore[return-value]
 
-    def export_actors(self) -> list[Actor]:
-        """Each agent's actor, in agent order (a shared actor repeats): what ``harl export`` ships."""
+    def export_actors(self) -> list[nn.Module]:
+        """Each agent's actor, in agent order (a shared actor repeats; with ``agent_id``, each agent's
+        ``AgentIdActor`` view of it): what ``harl export`` ships."""
+        if self.agent_ids:
+            return [AgentIdActor(self.actor(i), i, self.n_agents) for i in range(self.n_agents)]
         return [self.actor(i) for i in range(self.n_agents)]
+
+    def actor_input(self, agent: int, obs: torch.Tensor) -> torch.Tensor:
+        """What agent ``agent``'s actor reads of its ``(N, *obs_shape)`` observation: the observation
+        itself, or with ``agent_id`` the flat observation and the agent's one-hot id."""
+        if not self.agent_ids:
+            return obs
+        return with_agent_id(obs.reshape(obs.shape[0], -1), agent, self.n_agents)
 
     @property
     def hidden_size(self) -> int:
@@ -218,7 +277,8 @@ class OnPolicyTeam(nn.Module):
             return self._act_batched(obs, avail, deterministic)
         actions, log_probs = [], []
         for i in range(self.n_agents):
-            a, lp, last = self.actor(i).act(obs[i], None if avail is None else avail[i], deterministic,
+            a, lp, last = self.actor(i).act(self.actor_input(i, obs[i]), None if avail is None else avail[i],
+                                            deterministic,
                                             None if hidden is None else hidden[i], starts)
             actions.append(a)
             log_probs.append(lp)
@@ -244,7 +304,7 @@ class OnPolicyTeam(nn.Module):
             stack = self.stack_of(group)
             if stack is None:  # one shared actor: the agents' rows as one batch
                 rows = [obs[i].shape[0] for i in group]
-                a, lp, _ = self.actor(group[0]).act(torch.cat([obs[i] for i in group]),
+                a, lp, _ = self.actor(group[0]).act(torch.cat([self.actor_input(i, obs[i]) for i in group]),
                                                     None if mask is None else torch.cat(mask), deterministic)
                 parts_a, parts_lp = a.split(rows), lp.split(rows)
             else:

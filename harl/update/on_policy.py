@@ -1,4 +1,9 @@
-"""The on-policy Updater: agents' actors (sequential or simultaneous), then the critic."""
+"""The on-policy Updater: agents' actors (sequential or simultaneous), then the critic.
+
+A critic learner with ``interleaved`` set (``[critic] interleave``, EPyMARL's ppo_learner) turns
+the update into rounds, one per objective epoch: a critic step that returns the round's
+advantages (returns minus its values before the step), then one pass of every actor on them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from typing import Any
 import attrs
 import torch
 
-from harl.buffers.rollout import RolloutBuffer
+from harl.buffers.rollout import AgentBatch, RolloutBuffer
 from harl.errors import ConfigError
 from harl.update.batched import BatchedSimultaneous
 from harl.update.common import AgentStats, agent_order, lr_scale, set_lr
@@ -68,6 +73,9 @@ class OnPolicyUpdater:
         set_lr([*self.learners, self.critic_learner], scale)
         batches = [buffer.agent_batch(i) for i in range(self.n_agents)]
         order = agent_order(self.config, self.n_agents, self.generator)
+        if getattr(self.critic_learner, "interleaved", False):
+            agents, critic_stats = self._interleaved(buffer, batches)
+            return UpdateStats(agents, critic_stats, order, scale)
         if self.sequential:
             stats = sequential_update(self.learners, batches, order)
             agents = [stats[i] for i in range(self.n_agents)]
@@ -80,6 +88,29 @@ class OnPolicyUpdater:
             agents = [stats[i] for i in range(self.n_agents)]
         critic_stats = self.critic_learner.update(*buffer.critic_batch())
         return UpdateStats(agents, critic_stats, order, scale)
+
+    def _interleaved(self, buffer: RolloutBuffer, batches: list[AgentBatch]) -> tuple[list[AgentStats], CriticStats]:
+        """The objective's epochs as rounds: a critic step, then one pass of each actor on that
+        step's advantages (unstandardised; the buffer's own advantages are not used)."""
+        learner: Any = self.critic_learner
+        states, _, returns, _, _ = buffer.critic_batch()
+        rounds = self.learners[0].config.epochs  # type: ignore[attr-defined]
+        per_round: list[list[AgentStats]] = []
+        for _ in range(rounds):
+            advantages = learner.advantage_step(states, returns).reshape(buffer.length, buffer.n_envs, -1)
+            mine = [attrs.evolve(b, advantages=buffer.agent_rows(advantages[..., i]).reshape(-1, 1))
+                    for i, b in enumerate(batches)]
+            if len(self.learners) == 1 and self.n_agents > 1:
+                merged = merge_batches(mine)
+                shared = self.learners[0].update(merged, torch.ones_like(merged.active), epochs=1)  # type: ignore[call-arg]
+                per_round.append([shared] * self.n_agents)
+            else:
+                per_round.append([learner_i.update(b, torch.ones_like(b.active), epochs=1)  # type: ignore[call-arg]
+                                  for learner_i, b in zip(self.learners, mine)])
+        agents = [AgentStats(*(sum(getattr(r[i], f.name) for r in per_round) / rounds
+                               for f in attrs.fields(AgentStats)))
+                  for i in range(self.n_agents)]
+        return agents, learner.end_update()
 
     def state_dict(self) -> dict[str, Any]:
         return {

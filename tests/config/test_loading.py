@@ -191,7 +191,7 @@ class TestKindsAndRanges:
         """An unknown kind names the valid kinds and the close one."""
         path = edited(tmp_path, 'kind = "gae"', 'kind = "gea"')
         assert error_of(path) == (
-            f'{path}: returns.kind: unknown kind "gea" (expected one of: gae, n_step, episode_td, or "module:Name" of your own); did you mean "gae"?'
+            f'{path}: returns.kind: unknown kind "gea" (expected one of: gae, n_step_v, n_step, episode_td, or "module:Name" of your own); did you mean "gae"?'
         )
 
     def test_unknown_kind_of_a_nested_slot(self, tmp_path: Path) -> None:

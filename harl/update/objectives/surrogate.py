@@ -44,10 +44,12 @@ class SurrogateLearner:
         mean_entropy = masked_mean(entropy.unsqueeze(-1), active[idx])
         return policy_loss - self.config.entropy_coef * mean_entropy, policy_loss, mean_entropy, ratio.mean()
 
-    def update(self, batch: AgentBatch, factor: torch.Tensor) -> AgentStats:
+    def update(self, batch: AgentBatch, factor: torch.Tensor, epochs: int | None = None) -> AgentStats:
+        """``epochs`` passes over ``batch`` (default: the objective's ``epochs``; an interleaved
+        update, ``[critic] interleave``, takes one pass per round)."""
         cfg = self.config
         rows: list[torch.Tensor] = []
-        for _ in range(cfg.epochs):
+        for _ in range(cfg.epochs if epochs is None else epochs):
             for idx in minibatch_rows(batch, cfg.minibatches, self.generator):
                 if self.compiled is not None:
                     loss, policy_loss, mean_entropy, mean_ratio = self.compiled(
