@@ -33,6 +33,7 @@ import torch
 
 from harl.registry import register
 from harl.returns.gae import ReturnStats, RolloutTargets
+from harl.returns.running_stats import RunningMeanStd
 from harl.settings import in_range, kind_field, positive, setting
 
 
@@ -47,42 +48,6 @@ class NStepVConfig:
     proper_time_limits: bool = setting(True, "bootstrap on truncation; false treats a time limit as termination")
     standardise_rewards: bool = setting(False, "standardise rewards by a running mean and variance of all rewards "
                                         "seen, per agent, before the returns (EPyMARL's standardise_rewards)")
-
-
-class RunningMeanStd:
-    """Mean and variance per column of a stream of rows (the parallel algorithm, as EPyMARL's
-    ``RunningMeanStd``: count starts at 1e-4, mean at 0, variance at 1; batch variances unbiased)."""
-
-    def __init__(self, width: int, device: torch.device | str = "cpu") -> None:
-        self.mean = torch.zeros(width, device=device)
-        self.var = torch.ones(width, device=device)
-        self.count = 1e-4
-
-    def update(self, rows: torch.Tensor) -> None:
-        """Add ``rows`` ``(..., width)``: every leading index is one more sample of each column."""
-        rows = rows.reshape(-1, rows.shape[-1])
-        n = rows.shape[0]
-        if n == 0:
-            return
-        batch_mean = rows.mean(0)
-        batch_var = rows.var(0) if n > 1 else torch.zeros_like(batch_mean)
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean = self.mean + delta * n / total
-        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
-        self.var = m2 / total
-        self.count = total
-
-    def standardise(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.mean) / self.var.sqrt()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.mean = state["mean"].to(self.mean.device)
-        self.var = state["var"].to(self.var.device)
-        self.count = float(state["count"])
 
 
 def n_step_v_returns(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
@@ -121,7 +86,7 @@ class NStepV:
     def __init__(self, config: NStepVConfig, columns: int, device: torch.device | str = "cpu") -> None:
         """``columns``: the critic's rewards per step, one per agent (FP state, independent critics) or 1."""
         self.config = config
-        self.reward_stats = RunningMeanStd(columns, device) if config.standardise_rewards else None
+        self.reward_stats = RunningMeanStd((columns,), device) if config.standardise_rewards else None
 
     def compute(self, buffer: RolloutTargets) -> ReturnStats:
         cfg = self.config

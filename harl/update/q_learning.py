@@ -34,6 +34,7 @@ from harl.buffers.episodes import EpisodeBatch, EpisodeBuffer
 from harl.policy.agent_q import MASKED_Q, AgentQTeam, greedy
 from harl.registry import register
 from harl.returns.episode_td import EpisodeTD
+from harl.returns.running_stats import RunningMeanStd
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
 
@@ -76,36 +77,6 @@ class QUpdaterConfig:
     objective: Any = setting(factory=JointTDConfig, doc="the agents' networks and the loss ([updater.objective])")
 
 
-class RunningMeanStd:
-    """Mean and variance of a stream of numbers (the parallel algorithm; EPyMARL's ``RunningMeanStd``)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.mean = torch.zeros((), device=device)
-        self.var = torch.ones((), device=device)
-        self.count = 1e-4
-
-    def update(self, values: torch.Tensor) -> None:
-        n = values.numel()
-        if n == 0:
-            return
-        batch_mean = values.mean()
-        batch_var = values.var() if n > 1 else torch.zeros((), device=values.device)
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean = self.mean + delta * n / total
-        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
-        self.var = m2 / total
-        self.count = total
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.mean = state["mean"].to(self.mean.device)
-        self.var = state["var"].to(self.var.device)
-        self.count = float(state["count"])
-
-
 LOSS_STATS = ("loss", "td_error_abs", "q_taken_mean", "target_mean", "grad_norm")
 
 
@@ -145,7 +116,7 @@ class JointTD:
             self.optimizer = torch.optim.Adam(self.params, lr=config.lr)
         self.base_lr = config.lr
         device = next(iter(self.params)).device
-        self.reward_stats = RunningMeanStd(device)
+        self.reward_stats = RunningMeanStd((), device)
 
     def q_values(self, team: AgentQTeam, batch: EpisodeBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q (B, T+1, A, n) of ``team`` over the batch's episodes, available actions (B, T+1, A, n))."""
@@ -171,7 +142,7 @@ class JointTD:
             if c.standardise_rewards:
                 if update_stats:
                     self.reward_stats.update(rewards[filled])
-                rewards = (rewards - self.reward_stats.mean) / self.reward_stats.var.sqrt()
+                rewards = self.reward_stats.standardise(rewards)
             targets = self.returns.targets(rewards, batch.terminated, filled, next_total)
         total = self.mixer(chosen, state[:, :-1])                                   # (B, T, K)
         mask = filled.unsqueeze(-1).expand_as(total).to(total.dtype)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from harl.returns.n_step_v import NStepV, NStepVConfig, RunningMeanStd, n_step_v_returns
+from harl.returns.n_step_v import NStepV, NStepVConfig, n_step_v_returns
+from harl.returns.running_stats import RunningMeanStd
 
 
 def epymarl_nstep(rewards: torch.Tensor, mask: torch.Tensor, values: torch.Tensor, n: int,
@@ -105,7 +106,7 @@ def test_one_step_is_td_zero_and_agents_broadcast() -> None:
 
 def test_running_mean_std_is_epymarls() -> None:
     """Two updates of EPyMARL's RunningMeanStd (count 1e-4, unbiased batch variances), by hand."""
-    stats = RunningMeanStd(1)
+    stats = RunningMeanStd((1,))
     first, second = torch.tensor([[1.0], [3.0]]), torch.tensor([[0.0], [0.0], [6.0]])
     mean, var, count = 0.0, 1.0, 1e-4
     for batch in (first, second):

@@ -16,11 +16,11 @@ from harl.returns.episode_td import (
     n_step_targets,
     one_step_targets,
 )
+from harl.returns.running_stats import RunningMeanStd
 from harl.update.mixers import NoMixer, QMixer, VDNMixer
 from harl.update.q_learning import (
     JointTD,
     JointTDConfig,
-    RunningMeanStd,
     next_action_values,
     previous_actions,
 )
@@ -157,7 +157,7 @@ def test_td_lambda_matches_the_forward_view(lam: float) -> None:
 
 def test_running_mean_std_by_hand() -> None:
     """EPyMARL's parallel update from (mean 0, var 1, count 1e-4) with one batch's mean m, unbiased var v, size n."""
-    stats = RunningMeanStd(torch.device("cpu"))
+    stats = RunningMeanStd()
     values = torch.tensor([1.0, 2.0, 6.0])
     stats.update(values)
     m, v, n, c = 3.0, 7.0, 3, 1e-4
