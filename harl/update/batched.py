@@ -18,7 +18,7 @@ import torch
 
 from harl.buffers.rollout import AgentBatch, minibatch_rows
 from harl.nets.stacked import StackedActors, group_agents
-from harl.update.common import AgentStats, aggregate_ratio, clip_grads, masked_mean
+from harl.update.common import AgentStats, aggregate_ratio, clip_grads, learner_groups, masked_mean
 from harl.update.objectives.surrogate import SurrogateLearner
 
 FIELDS = ("obs", "actions", "old_log_probs", "active", "advantages")
@@ -33,17 +33,8 @@ class BatchedSimultaneous:
 
     def __init__(self, learners: Sequence[Any]) -> None:
         self.learners = list(learners)
-        groups: list[list[int]] = []
-        for group in group_agents([getattr(learner, "actor", None) for learner in self.learners]):
-            by_key: dict[Any, list[int]] = {}
-            for i in group:
-                key = _key(self.learners[i])
-                if key is None:
-                    groups.append([i])
-                else:
-                    by_key.setdefault(key, []).append(i)
-            groups.extend(by_key.values())
-        self.groups = sorted(groups)
+        self.groups = learner_groups(group_agents([getattr(learner, "actor", None) for learner in self.learners]),
+                                     self.learners, _key)
         self.stacks = {g[0]: StackedActors([self.learners[i].actor for i in g]) for g in self.groups if len(g) > 1}
 
     def update(self, batches: Sequence[AgentBatch]) -> dict[int, AgentStats]:

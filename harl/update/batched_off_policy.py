@@ -31,7 +31,7 @@ from torch import nn
 from harl.buffers.replay import ReplayBatch
 from harl.nets.heads import add_up
 from harl.policy.off_policy_stack import OffPolicyStack, group_off_policy
-from harl.update.common import clip_grads, polyak_update
+from harl.update.common import clip_grads, learner_groups, polyak_update
 from harl.update.objectives.ddpg import DeterministicLearner
 from harl.update.objectives.sac import SACLearner
 from harl.update.q_critic import agent_values
@@ -58,17 +58,8 @@ class BatchedOffPolicy:
 
     def __init__(self, learners: Sequence[Any]) -> None:
         self.learners = list(learners)
-        groups: list[list[int]] = []
-        for group in group_off_policy([getattr(learner, "actor", None) for learner in self.learners]):
-            by_key: dict[Any, list[int]] = {}
-            for i in group:
-                key = _key(self.learners[i])
-                if key is None:
-                    groups.append([i])
-                else:
-                    by_key.setdefault(key, []).append(i)
-            groups.extend(by_key.values())
-        self.groups = sorted(groups)
+        self.groups = learner_groups(group_off_policy([getattr(learner, "actor", None) for learner in self.learners]),
+                                     self.learners, _key)
         several = [g for g in self.groups if len(g) > 1]
         self.stacks = {g[0]: OffPolicyStack([self.learners[i].actor for i in g]) for g in several}
         """First agent of a group -> its actors' stack."""

@@ -7,7 +7,7 @@ update reports.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -113,3 +113,23 @@ class AgentStats:
 
 __all__: Sequence[str] = ("AgentStats", "agent_order", "aggregate_ratio", "clip_grads", "huber", "lr_scale",
                           "masked_mean", "optimizer_step", "polyak_update", "set_lr")
+
+
+def learner_groups(actor_groups: Iterable[Sequence[int]], learners: Sequence[Any],
+                   key: Callable[[Any], Any]) -> list[list[int]]:
+    """``[policy] batch_agents``: the agents that take one batched step, sorted by first agent.
+
+    ``actor_groups`` are the agents whose actors stack; each splits further by ``key(learner)``
+    (the learners' settings, which a batched step shares), and a learner whose key is None is
+    a group of its own."""
+    groups: list[list[int]] = []
+    for group in actor_groups:
+        by_key: dict[Any, list[int]] = {}
+        for i in group:
+            k = key(learners[i])
+            if k is None:
+                groups.append([i])
+            else:
+                by_key.setdefault(k, []).append(i)
+        groups.extend(by_key.values())
+    return sorted(groups)
