@@ -48,6 +48,11 @@ class NStepVConfig:
     proper_time_limits: bool = setting(True, "bootstrap on truncation; false treats a time limit as termination")
     standardise_rewards: bool = setting(False, "standardise rewards by a running mean and variance of all rewards "
                                         "seen, per agent, before the returns (EPyMARL's standardise_rewards)")
+    value_after_last_step: bool = setting(
+        False, "an episode that terminates at the rollout's last step still bootstraps from V of its terminal "
+        "observation (EPyMARL's add_value_last_step as its padded batches play it: the batch's longest "
+        "episode, every episode while all run to the time limit; with rollout_length = the episode limit, "
+        "the same steps)")
 
 
 def n_step_v_returns(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
@@ -98,6 +103,9 @@ class NStepV:
         terminated, truncated = buffer.terminated, buffer.truncated
         if not cfg.proper_time_limits:
             terminated = terminated | truncated
+        if cfg.value_after_last_step:
+            terminated = terminated.clone()
+            terminated[-1] = False
         values = buffer.values
         returns = n_step_v_returns(rewards, values, buffer.next_values, terminated, truncated, cfg.gamma, cfg.n_step)
         advantages = returns - values[:-1]

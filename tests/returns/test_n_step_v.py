@@ -160,3 +160,23 @@ def test_standardised_rewards_per_agent_and_the_statistics_are_saved() -> None:
     torch.testing.assert_close(restored.reward_stats.mean, stats.mean)
     assert restored.reward_stats.count == stats.count
     assert NStepV(NStepVConfig(), 2).state_dict() == {}
+
+
+def test_value_after_last_step_is_epymarls_for_episodes_as_long_as_the_batch() -> None:
+    """EPyMARL's batch of two 4-step episodes, both terminated at its last slot: add_value_last_step
+    bootstraps both from V(slot 4), their terminal observations' value; with
+    ``value_after_last_step`` harl's returns equal these, and without it harl's add nothing there
+    (g = 0.5, n = 2: from t = 2, 1 * r_2 + .5 * r_3 + .25 * V(s_4))."""
+    rewards = torch.tensor([[1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 1.0, 8.0]]).T
+    values = torch.tensor([[1.0, 1.0, 1.0, 1.0, 40.0], [2.0, 2.0, 2.0, 2.0, 80.0]]).T
+    terminated = torch.zeros(4, 2, dtype=torch.bool)
+    terminated[3] = True
+    theirs = epymarl_nstep(rewards.T, torch.ones(2, 4), values.T, 2, 0.5)
+    assert theirs[0, 2].item() == pytest.approx(3 + 0.5 * 4 + 0.25 * 40)
+    rollout = Rollout(rewards)
+    rollout.values, rollout.terminated, rollout.truncated = values, terminated, torch.zeros_like(terminated)
+    NStepV(NStepVConfig(n_step=2, gamma=0.5, value_after_last_step=True), 1).compute(rollout)  # type: ignore[arg-type]
+    torch.testing.assert_close(rollout.got[1], theirs.T)
+    NStepV(NStepVConfig(n_step=2, gamma=0.5), 1).compute(rollout)  # type: ignore[arg-type]
+    assert rollout.got[1][2, 0].item() == pytest.approx(3 + 0.5 * 4)
+    assert rollout.got[1][3, 1].item() == pytest.approx(8.0)
