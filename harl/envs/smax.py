@@ -71,6 +71,11 @@ class SMAXConfig:
                                one_of(("closest", "random")))
     see_enemy_actions: bool = setting(True, "observations include the enemies' last actions")
     walls_cause_death: bool = setting(True, "a unit touching the map's edge dies")
+    normalise_state: bool = setting(
+        False, "scale the world state's raw features into [0, 1] as SMAC's state is: positions by the map's "
+        "size, weapon cooldowns by the longest, unit type ids by the largest (jaxmarl's are map units, "
+        "seconds and ids); QMIX's hypernetworks read the state unnormalised, and on SMAX's raw one its "
+        "mixing weights start ~30x too large (qmix_smax_*.toml set it)")
 
 
 def _import_smax() -> tuple[Any, Any, Any]:
@@ -145,6 +150,20 @@ def make_smax(config: SMAXConfig) -> Any:
     )
 
 
+def state_scale(env: Any) -> np.ndarray:
+    """``normalise_state``'s factor per feature of jaxmarl's ``get_world_state``: per unit (allies then
+    enemies) its health fraction, x, y, weapon cooldown and a one-hot of its type, then every
+    unit's team (0 or 1) and type id.  x and y by the map's width and height, cooldowns by the
+    longest of any unit type, type ids by the largest; the rest are already in [0, 1]."""
+    features = len(env.own_features)
+    units = env.state_size // (features + 2)
+    per_unit = np.ones(features, np.float32)
+    per_unit[1], per_unit[2] = 1.0 / env.map_width, 1.0 / env.map_height
+    per_unit[3] = 1.0 / float(np.max(np.asarray(env.unit_type_weapon_cooldowns)))
+    types = np.full(units, 1.0 / max(len(np.asarray(env.unit_type_health)) - 1, 1), np.float32)
+    return np.concatenate([np.tile(per_unit, units), np.ones(units, np.float32), types])
+
+
 @functools.cache
 def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
     """The jaxmarl env, ``reset(keys)`` and ``step(key, states, start_keys, actions)`` over a
@@ -160,9 +179,12 @@ def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
     agents = env.agents
     n_allies = env.num_allies
 
+    scale = jnp.asarray(state_scale(env)) if config.normalise_state else None
+
     def observe(obs: dict[str, Any], state: Any) -> tuple[Any, Any, Any]:
         avail = env.get_avail_actions(state)
-        return (jnp.stack([obs[a] for a in agents]), obs["world_state"],
+        world = obs["world_state"] if scale is None else obs["world_state"] * scale
+        return (jnp.stack([obs[a] for a in agents]), world,
                 jnp.stack([avail[a] for a in agents]).astype(jnp.float32))
 
     def reset_one(key: Any) -> tuple[Any, ...]:

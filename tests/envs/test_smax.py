@@ -229,3 +229,18 @@ def test_two_training_iterations_log_the_win_rate(tmp_path: Path) -> None:
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert 0.0 <= float(rows[-1]["eval_win"]) <= 1.0
     assert float(rows[0]["episodes"]) > 0
+
+
+@pytest.mark.parametrize("scenario", ["3m", "2s3z"])
+def test_normalise_state_scales_positions_cooldowns_and_type_ids_into_0_1(scenario: str) -> None:
+    """Each unit's x, y by the 32 x 32 map, its cooldown by the longest (2s3z's types: 1.87 s), the
+    trailing type ids by the largest (5); health fractions, one-hots and teams are kept."""
+    raw = SMAXVectorEnv(SMAXConfig(scenario=scenario, max_steps=20), 4, seed=3)
+    scaled = SMAXVectorEnv(SMAXConfig(scenario=scenario, max_steps=20, normalise_state=True), 4, seed=3)
+    _, state, _ = raw.reset()
+    _, normal, _ = scaled.reset()
+    units = state.shape[1] // 12
+    per_unit = [1.0, 1 / 32, 1 / 32, 1 / 1.87] + [1.0] * 6
+    expected = np.concatenate([np.tile(per_unit, units), np.ones(units), np.full(units, 1 / 5)])
+    np.testing.assert_allclose(normal, state * expected, rtol=1e-5)
+    assert state.max() > 10 and 0.0 <= normal.min() and normal.max() <= 1.0
