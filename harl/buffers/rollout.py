@@ -40,6 +40,7 @@ from gymnasium import spaces
 from harl.buffers.records import StartRecord, StepInputs, StepRecord
 from harl.nets.heads import action_width, avail_size
 from harl.nets.image import storage_dtype
+from harl.policy.on_policy import with_agent_id
 from harl.registry import register
 from harl.settings import kind_field, one_of, setting
 from harl.sizes import check_rollout, rollout_bytes_per_step
@@ -282,10 +283,7 @@ class RolloutBuffer:
         obs = self.obs[agent][:-1]
         if not self.agent_ids:
             return obs
-        flat = obs.reshape(*obs.shape[:2], -1).float()
-        ids = torch.zeros(*flat.shape[:2], self.agent_ids, dtype=flat.dtype, device=flat.device)
-        ids[..., agent] = 1.0
-        return torch.cat([flat, ids], -1)
+        return with_agent_id(obs.reshape(*obs.shape[:2], -1), agent, self.agent_ids)
 
     def agent_rows(self, x: torch.Tensor) -> torch.Tensor:
         """``(T, E, ...)`` -> ``(T * E, ...)`` in the row order of ``agent_batch`` (sequence-major for
