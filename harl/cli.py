@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harl import api, cli_rules
+from harl.algorithms import algorithms
 from harl.cli_help import command_list, parser
 from harl.compare.command import cmd_compare, cmd_export_results
 from harl.errors import HarlDeprecationWarning, HarlError
@@ -82,10 +83,11 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 def cmd_stages(args: argparse.Namespace, console: Console) -> int:
     if args.slot in (None, "families"):  # what the collector's kind chooses: its family's stages
         table = Table(title="families (a pipeline's is its collector kind's)", title_justify="left")
-        for column in ("family", "what it is"):
+        for column in ("family", "what it is", "algorithms"):
             table.add_column(column)
         for name, doc in api.families():
-            table.add_row(escape(name), escape(doc))
+            named = [a.name for a in algorithms(name)]
+            table.add_row(escape(name), escape(_without_names(doc)), escape(", ".join(named) or "-"))
         console.print(table)
         if args.slot == "families":
             return 0
@@ -104,6 +106,14 @@ def cmd_stages(args: argparse.Namespace, console: Console) -> int:
             table.add_row(*(escape(cell) for cell in row))
         console.print(table)
     return 0
+
+
+def _without_names(doc: str) -> str:
+    """A family's doc without its own list of algorithm names (``...: HAPPO, MAPPO``): the
+    algorithms column, from harl.algorithms' table, names them all."""
+    head, _, tail = doc.rpartition(": ")
+    known = {a.name for a in algorithms()}
+    return head if head and all(w.strip() in known for w in tail.split(",")) else doc
 
 
 def _summary(doc: str, title: str) -> str:

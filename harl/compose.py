@@ -6,9 +6,9 @@ adds the Evaluator.  Which class a kind builds is the registry's business; what 
 needs from another table is the family's ``wiring``.  Every stage gets its parts through its
 constructor (docs/architecture.md, "Families" and "Where a new X goes").
 
-Words: the *team* is the agents' acting networks (one ``nn.Module``); a *learner* is one
+Words: the *policy* is the agents' acting networks (one ``nn.Module``); a *learner* is one
 agent's objective-driven updater of its actor; the *critic* is the network the updater fits
-besides the team (a V or Q critic, a mixer) and the *critic learner* what fits it.
+besides the policy (a V or Q critic, a mixer) and the *critic learner* what fits it.
 """
 
 from __future__ import annotations
@@ -81,8 +81,9 @@ class Stages:
 
     venv: VectorEnv
     eval_venv: VectorEnv
-    team: torch.nn.Module
-    """The agents' acting networks (``OnPolicyTeam``, ``OffPolicyTeam``, a family's own)."""
+    policy: torch.nn.Module
+    """The agents' acting networks, ``[policy]``'s (``OnPolicyActors``, ``OffPolicyActors``,
+    ``AgentQNetworks``, a family's own).  A *team* is a set of agents with stages of its own."""
     critic: torch.nn.Module
     """The critic network (its learner is inside the updater)."""
     buffer: Buffer
@@ -100,20 +101,19 @@ class Stages:
     notes: list[str] = attrs.field(factory=list)
     """What building changed of the pipeline's asks (more torch threads than cores: capped), one line each."""
 
-    STATEFUL = (("policy", "team"), ("critic", "critic"), ("updater", "updater"), ("collector", "collector"),
+    STATEFUL = (("policy", "policy"), ("critic", "critic"), ("updater", "updater"), ("collector", "collector"),
                 ("evaluator", "evaluator"), ("returns", "returns"))
     """(checkpoint key, slot) of the stages whose ``state_dict()`` a checkpoint holds: networks and
     optimisers, the collector's episode starts, the evaluator's env RNG states and a returns stage's
     own state where it has one (``n_step_v``'s reward statistics), so a resumed run continues
     exactly.  The buffer only with ``save_buffer``: without it a resumed off-policy run
-    refills it, and updates wait until it holds more than ``warmup_steps``.  The team's key stays
-    ``policy`` so older checkpoints load."""
+    refills it, and updates wait until it holds more than ``warmup_steps``."""
 
     @property
-    def policy(self) -> torch.nn.Module:
-        """The team's older name (``stages.team``), with a ``HarlDeprecationWarning``."""
-        deprecated("Stages.policy", "Stages.team")
-        return self.team
+    def team(self) -> torch.nn.Module:
+        """The policy's older name (``stages.policy``), with a ``HarlDeprecationWarning``."""
+        deprecated("Stages.team", "Stages.policy")
+        return self.policy
 
     def __enter__(self) -> Stages:
         return self
@@ -132,9 +132,9 @@ class Stages:
     def load_state_dict(self, state: dict[str, Any], networks_only: bool = False) -> None:
         """Restore ``state_dict()``; slots missing from ``state`` (older checkpoints) keep their state.
 
-        ``networks_only``: just the team and critic (to evaluate or render a checkpoint).
+        ``networks_only``: just the policy and critic (to evaluate or render a checkpoint).
         """
-        self.team.load_state_dict(state["policy"])
+        self.policy.load_state_dict(state["policy"])
         self.critic.load_state_dict(state["critic"])
         if networks_only:
             return
@@ -160,8 +160,8 @@ class Stages:
         own = self.family.describe(self) if self.family is not None else {}
         first_env = next(iter(getattr(self.eval_venv, "envs", ())), None)
         state = getattr(first_env, "summary", f"state {tuple(venv.state_space.shape)}")  # an env's own words
-        n_actor = sum(p.numel() for p in self.team.parameters())
-        n_actors = len(getattr(self.team, "actors", ())) or venv.n_agents
+        n_actor = sum(p.numel() for p in self.policy.parameters())
+        n_actors = len(getattr(self.policy, "actors", ())) or venv.n_agents
         return [
             ("env", kind(spec.env), f"{venv.n_agents} agents, {venv.n_envs} envs, {state}"),
             ("collector", kind(spec.collector), f"{self.collector.steps_per_iteration:,} env steps per iteration"),
@@ -170,7 +170,7 @@ class Stages:
             ("critic", kind(spec.critic), own.get("critic") or f"{_encoders(self.critic)} encoder, "
              f"{sum(p.numel() for p in self.critic.parameters()):,} parameters"),
             ("updater", kind(spec.updater), own.get("updater") or f"objective {kind(spec.updater.objective)}"),
-            ("policy", _encoders(self.team), own.get("policy") or f"{n_actors} actor(s), {n_actor:,} parameters, "
+            ("policy", _encoders(self.policy), own.get("policy") or f"{n_actors} actor(s), {n_actor:,} parameters, "
              f"device {self.device}"),
             ("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations"),
         ]
@@ -223,6 +223,6 @@ def _compose(spec: PipelineSpec, source: str, venv: Any, eval_venv: Any, device:
                            torch.Generator().manual_seed(run.seed), run.seed * 1000, spec.policy, w, source,
                            venv.state_space)
     built = family.build(spec, parts)
-    evaluator = Evaluator(spec.evaluator, eval_venv, built.team, device, seed=run.seed * 1000 + 500)
-    return Stages(venv, eval_venv, built.team, built.critic, built.buffer, built.collector, built.returns,
+    evaluator = Evaluator(spec.evaluator, eval_venv, built.policy, device, seed=run.seed * 1000 + 500)
+    return Stages(venv, eval_venv, built.policy, built.critic, built.buffer, built.collector, built.returns,
                   built.updater, evaluator, device, save_buffer=family.save_buffer(spec), spec=spec, family=family)

@@ -81,7 +81,7 @@ class Evaluator:
                  device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
-        self.team = team
+        self.policy = team
         self.device = device
         self.seed: int | None = seed
         self.native = is_tensor_native(venv)
@@ -101,13 +101,13 @@ class Evaluator:
         obs, _, avail = self.venv.reset(seed=self.seed)
         self.seed = None  # later evaluations continue the envs' random streams
         done: list[dict[str, Any]] = []
-        hidden = self.team.initial_hidden(self.venv.n_envs, self.device)  # None: feed-forward
+        hidden = self.policy.initial_hidden(self.venv.n_envs, self.device)  # None: feed-forward
         starts = torch.ones(self.venv.n_envs, device=self.device)
         count = _PerEnvCount(self.venv.n_envs, wanted) if self.config.counting == "per_env" else None
         while len(done) < wanted:
             obs_t = [torch.as_tensor(o, device=self.device) for o in obs]
             avail_t = None if avail is None else [torch.as_tensor(a, device=self.device) for a in avail]
-            actions, _ = self.team.act(obs_t, avail_t, deterministic=self.config.deterministic,
+            actions, _ = self.policy.act(obs_t, avail_t, deterministic=self.config.deterministic,
                                          hidden=hidden, starts=starts)
             step = self.venv.step(actions if self.native else [a.cpu().numpy() for a in actions])
             obs, avail = step.obs, step.avail

@@ -61,7 +61,7 @@ def check_update(row: dict[str, Any], iteration: int, stages: Any, run_dir: Path
         where = f"{_where(bad[0])} gave {bad[1]}"
     else:
         # The networks where the stages expose them (a stub Trainer test's stages have none).
-        actors = list(getattr(getattr(stages, "team", None), "actors", []))
+        actors = list(getattr(getattr(stages, "policy", None), "actors", []))
         broken = [f"actor of agent {i}" for i, actor in enumerate(actors) if not _all_finite(actor)]
         critic = getattr(stages, "critic", None)
         if critic is not None and not _all_finite(critic):

@@ -40,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from harl.errors import ConfigError
+from harl.errors import ConfigError, deprecated
 from harl.user_import import import_module
 
 ANY_FAMILY = "both"
@@ -109,6 +109,13 @@ class Entry:
     """Slot-specific extras (an objective's ``team`` builder, a critic's ``learner``, an env's ``vectorised``)."""
     module: str = ""
 
+    def extra(self, name: str, default: Any = None) -> Any:
+        """The slot-specific extra ``name`` (``parts``); an objective's ``team`` builder is its ``policy`` one."""
+        if name == "policy" and "policy" not in self.parts and "team" in self.parts:
+            deprecated(f"register(..., team=...) of {self.kind!r}", "register(..., policy=...)", stacklevel=2)
+            return self.parts["team"]
+        return self.parts.get(name, default)
+
     @property
     def doc(self) -> str:
         return (self.config.__doc__ or "").strip().splitlines()[0] if self.config.__doc__ else ""
@@ -123,8 +130,8 @@ class Entry:
 class Parts:
     """What a factory gets besides its own config, filled in build order by the family's ``build``.
 
-    The spaces, device and seeds come first; ``team``, ``critic`` and ``returns`` are set
-    once built (an objective's learners see the team and critic; a collector the team and
+    The spaces, device and seeds come first; ``policy``, ``critic`` and ``returns`` are set
+    once built (an objective's learners see the policy and critic; a collector the policy and
     critic; the updater the returns).  ``wiring`` holds the values read from other tables
     (its family's ``wiring(spec)``; ``harl.families.actor_critic.Wiring`` for harl's actor-critic families).
     """
@@ -138,17 +145,24 @@ class Parts:
     generator: Any
     """The run's torch generator for minibatch order and agent order (seeded by ``run.seed``)."""
     env_seed: int
-    policy: Any
+    policy_config: Any
     """The ``[policy]`` config (actor widths, activation, recurrence)."""
     wiring: Any
     source: str = "pipeline"
     state_space: Any = None
     """The env's global state space (an image state gets a CNN critic)."""
-    team: Any = None
+    policy: Any = None
+    """The agents' acting networks, once built."""
     critic: Any = None
     returns: Any = None
     shared: dict[str, Any] = attrs.field(factory=dict)
     """Objects one build's learners share, made by the first that needs one (SAC's critic temperature)."""
+
+    @property
+    def team(self) -> Any:
+        """The policy's older name (``parts.policy``), with a ``HarlDeprecationWarning``."""
+        deprecated("Parts.team", "Parts.policy")
+        return self.policy
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {slot: {} for slot in SLOTS}

@@ -148,8 +148,8 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
     except BaseException:
         stages.close()
         raise
-    stages.team.eval()
-    team = stages.evaluator.team  # typed by what acting asks of it (ActingPolicy)
+    stages.policy.eval()
+    team = stages.evaluator.policy  # typed by what acting asks of it (ActingPolicy)
     returns: list[float] = []
     lengths: list[int] = []
     try:

@@ -28,10 +28,10 @@ def test_the_warning_is_a_deprecation_warning() -> None:
 def test_team_policy() -> None:
     from harl.policy import on_policy
 
-    with pytest.warns(DeprecationWarning, match=rf"TeamPolicy is deprecated: use harl.policy.on_policy.OnPolicyTeam "
+    with pytest.warns(DeprecationWarning, match=rf"TeamPolicy is deprecated: use harl.policy.on_policy.OnPolicyActors "
                                                 rf"\(.*removed in {REMOVED_IN}\)") as got:
         from harl.policy.on_policy import TeamPolicy
-    assert TeamPolicy is on_policy.OnPolicyTeam
+    assert TeamPolicy is on_policy.OnPolicyActors
     assert got[0].filename == __file__  # the warning points at the line that imports the old name
 
 
@@ -93,15 +93,15 @@ def test_unknown_module_attributes_still_raise() -> None:
             module.Nope  # noqa: B018
 
 
-def test_stages_policy() -> None:
+def test_stages_team() -> None:
     import torch
 
     from harl.compose import Stages
 
-    team = torch.nn.Linear(1, 1)
-    stages = Stages(*[None] * 2, team, *[None] * 7)  # type: ignore[arg-type]
-    with pytest.warns(DeprecationWarning, match=rf"Stages.policy is deprecated: use Stages.team .*{REMOVED_IN}") as got:
-        assert stages.policy is team
+    policy = torch.nn.Linear(1, 1)
+    stages = Stages(*[None] * 2, policy, *[None] * 7)  # type: ignore[arg-type]
+    with pytest.warns(DeprecationWarning, match=rf"Stages.team is deprecated: use Stages.policy .*{REMOVED_IN}") as got:
+        assert stages.team is policy
     assert got[0].filename == __file__  # the warning points at the line that reads the old name
 
 
@@ -139,7 +139,9 @@ def test_the_command_shows_them() -> None:
 
 OLD = {r"\bTeamPolicy\b": "harl/policy/on_policy.py", r"\bOffPolicyAgent\b": "harl/update/off_policy.py",
        r"\bENV_KINDS\b": "harl/envs/registry.py", r"\bregister_env_kind\b": "harl/envs/registry.py",
-       r"\bstages\.policy\b": "harl/compose.py"}
+       r"\bstages\.team\b": "harl/compose.py", r"\bparts\.team\b": "harl/registry.py",
+       r"\bOnPolicyTeam\b": "harl/policy/on_policy.py", r"\bOffPolicyTeam\b": "harl/policy/off_policy.py",
+       r"\bAgentQTeam\b": "harl/policy/agent_q.py"}
 
 
 def test_harl_uses_only_the_new_names() -> None:

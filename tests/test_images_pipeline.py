@@ -60,7 +60,7 @@ def test_images_stay_uint8_in_the_rollout_and_the_networks_are_harls_cnn() -> No
         buffer = stages.buffer
         assert buffer.obs[0].dtype == torch.uint8 and buffer.obs[0].shape == (9, 2, 6, 6, 3)
         assert buffer.state.dtype == torch.uint8 and int(buffer.obs[1].max()) == 255
-        assert isinstance(stages.team.actors[0].base, CNNBase) and isinstance(stages.critic.base, CNNBase)
+        assert isinstance(stages.policy.actors[0].base, CNNBase) and isinstance(stages.critic.base, CNNBase)
     finally:
         stages.close()
 
@@ -107,7 +107,7 @@ def test_off_policy_family_encodes_images_then_joins_the_actions(objective: str,
     try:
         iterate(stages, 4)
         assert stages.buffer.obs[0].dtype == torch.uint8 and stages.buffer.state.dtype == torch.uint8
-        assert any(isinstance(m, PlainCNN) for m in stages.team.actors[0].modules())
+        assert any(isinstance(m, PlainCNN) for m in stages.policy.actors[0].modules())
         if critic["kind"] == "q":
             assert isinstance(stages.critic.nets, EncodedStack)
             assert len(stages.critic.nets.encoders) == (2 if critic.get("twin") else 1)
@@ -122,7 +122,7 @@ def test_mlp_encoder_on_a_small_image_is_allowed_and_flattens_it() -> None:
     stages = build(data)
     try:
         iterate(stages, 1)
-        assert not any(isinstance(m, CNNBase) for m in stages.team.modules())
+        assert not any(isinstance(m, CNNBase) for m in stages.policy.modules())
     finally:
         stages.close()
 
@@ -144,12 +144,12 @@ def test_resume_restores_the_cnn_networks_and_render_plays_them(tmp_path: Path,
     trainer, _ = start_run(path, [], run_dir=tmp_path / "run")
     try:
         trainer.train()
-        weights = [p.clone() for p in (*trainer.stages.team.parameters(), *trainer.stages.critic.parameters())]
+        weights = [p.clone() for p in (*trainer.stages.policy.parameters(), *trainer.stages.critic.parameters())]
     finally:
         trainer.stages.close()
     resumed = resume_run(tmp_path / "run", overrides=["run.total_env_steps=48"])  # one iteration more
     try:
-        got = [*resumed.stages.team.parameters(), *resumed.stages.critic.parameters()]
+        got = [*resumed.stages.policy.parameters(), *resumed.stages.critic.parameters()]
         assert all(torch.equal(a, b) for a, b in zip(weights, got, strict=True))
         resumed.train()
     finally:

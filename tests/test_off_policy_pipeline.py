@@ -140,7 +140,7 @@ def test_resume_restores_networks_optimisers_and_counters(tmp_path: Path) -> Non
     try:
         trainer.train()
         steps = trainer.stages.updater.steps
-        actor = [p.clone() for p in trainer.stages.team.parameters()]
+        actor = [p.clone() for p in trainer.stages.policy.parameters()]
     finally:
         trainer.stages.close()
     assert trainer.counters.iteration == 4 and steps == 6  # iterations 2-4 update (buffer past warm-up)
@@ -148,7 +148,7 @@ def test_resume_restores_networks_optimisers_and_counters(tmp_path: Path) -> Non
     try:
         assert resumed.counters.iteration == 4 and resumed.stages.updater.steps == steps
         assert resumed.stages.collector.env_steps == 40 and not resumed.stages.collector.warming_up
-        for a, b in zip(actor, resumed.stages.team.parameters()):
+        for a, b in zip(actor, resumed.stages.policy.parameters()):
             assert torch.equal(a, b)
         resumed.train()
         # the buffer is not checkpointed: it refills past warmup_steps before updates resume

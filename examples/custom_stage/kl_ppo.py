@@ -78,4 +78,4 @@ class KLPPOLearner:
 
 
 register("updater.objective", KLPPOConfig, family="on_policy", requires={"critic": "state_values"},
-         factory=lambda config, parts, agent: KLPPOLearner(parts.team.actors[agent], config, parts.generator))
+         factory=lambda config, parts, agent: KLPPOLearner(parts.policy.actors[agent], config, parts.generator))

@@ -346,14 +346,14 @@ def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
     w = parts.wiring
     per_agent = w.fp_state or getattr(parts.critic, "per_agent_values", False)  # FP state, independent critics
     check_rollout(rollout_bytes_per_step(parts.obs_spaces, parts.act_spaces, parts.state_dim, per_agent,
-                                         parts.team.hidden_size, parts.critic.hidden_size, parts.state_space),
+                                         parts.policy.hidden_size, parts.critic.hidden_size, parts.state_space),
                   w.rollout_length, w.n_envs, parts.source, parts.device)
     return RolloutBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.n_envs, w.rollout_length,
                          fp_state=per_agent, device=parts.device, critic_reads=getattr(parts.critic, "reads", None),
-                         fp_advantage_norm=config.fp_advantage_norm, hidden_size=parts.team.hidden_size,
+                         fp_advantage_norm=config.fp_advantage_norm, hidden_size=parts.policy.hidden_size,
                          critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length,
                          state_space=parts.state_space,
-                         agent_ids=parts.n_agents if getattr(parts.team, "agent_ids", False) else 0)
+                         agent_ids=parts.n_agents if getattr(parts.policy, "agent_ids", False) else 0)
 
 
 register("buffer", RolloutConfig, _rollout_buffer, family="on_policy", default=True)

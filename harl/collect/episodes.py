@@ -33,7 +33,7 @@ from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.errors import ConfigError, EnvCrashedError
 from harl.nets.heads import avail_size
 from harl.nets.image import storage_dtype
-from harl.policy.agent_q import AgentQTeam, epsilon_greedy
+from harl.policy.agent_q import AgentQNetworks, epsilon_greedy
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
@@ -80,11 +80,11 @@ def collector_checks(config: EpisodeCollectorConfig, built: Mapping[str, Any]) -
 class EpisodeCollector:
     """Steps the envs with the team's epsilon-greedy actions; see the module docstring."""
 
-    def __init__(self, config: EpisodeCollectorConfig, venv: VectorEnv, team: AgentQTeam, device: torch.device,
+    def __init__(self, config: EpisodeCollectorConfig, venv: VectorEnv, team: AgentQNetworks, device: torch.device,
                  seed: int, max_length: int) -> None:
         self.config = config
         self.venv = venv
-        self.team = team
+        self.policy = team
         self.device = device
         self.seed = seed
         self.max_length = max_length
@@ -144,7 +144,7 @@ class EpisodeCollector:
         self._pos.zero_()
         self._write(self._rows, self._pos, obs, state, avail)
         self._current = (list(obs), state, None if avail is None else list(avail))
-        self._hidden = self.team.initial_hidden(E, self.device)
+        self._hidden = self.policy.initial_hidden(E, self.device)
         self._starts = torch.ones(E, device=self.device)
 
     def start(self) -> None:
@@ -185,10 +185,10 @@ class EpisodeCollector:
         obs_t = [torch.as_tensor(o, device=device) for o in obs]
         avail_t = None if avail is None else [None if a is None else torch.as_tensor(a, device=device) for a in avail]
         epsilon = self.epsilon
-        q, masks, h = self.team.q_step(obs_t, avail_t, self._hidden, self._starts)
+        q, masks, h = self.policy.q_step(obs_t, avail_t, self._hidden, self._starts)
         actions = epsilon_greedy(q, masks, epsilon, self.generator)
-        self.team.explore_with(epsilon)
-        per_agent = self.team.per_agent(actions)
+        self.policy.explore_with(epsilon)
+        per_agent = self.policy.per_agent(actions)
         step = self.venv.step(per_agent if self.native else [a.cpu().numpy() for a in per_agent])
         self.env_steps += self.config.n_envs
         rows, pos = self._rows, self._pos
@@ -251,5 +251,5 @@ class EpisodeCollector:
 
 
 register("collector", EpisodeCollectorConfig, family="value", check=collector_checks,
-         factory=lambda config, parts: EpisodeCollector(config, parts.venv, parts.team, parts.device,
+         factory=lambda config, parts: EpisodeCollector(config, parts.venv, parts.policy, parts.device,
                                                          seed=parts.env_seed, max_length=parts.wiring.max_length))

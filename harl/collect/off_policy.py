@@ -34,7 +34,7 @@ from harl.collect.on_policy import CollectStats, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.errors import EnvCrashedError
 from harl.nets.heads import avail_size
-from harl.policy.off_policy import OffPolicyTeam, masked_uniform
+from harl.policy.off_policy import OffPolicyActors, masked_uniform
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
@@ -85,11 +85,11 @@ def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.
 
 
 class OffPolicyCollector:
-    def __init__(self, config: OffPolicyCollectorConfig, venv: VectorEnv, team: OffPolicyTeam,
+    def __init__(self, config: OffPolicyCollectorConfig, venv: VectorEnv, team: OffPolicyActors,
                  device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
-        self.team = team
+        self.policy = team
         self.device = device
         self.seed = seed
         self.masked = [avail_size(s) > 0 for s in venv.action_spaces]
@@ -182,7 +182,7 @@ class OffPolicyCollector:
         episodes: list[dict[str, Any]] = []
         for _ in range(self.config.train_interval):
             obs, masks = self.inputs()
-            actions = self.random_actions(masks) if self.warming_up else self.team.explore(obs, masks, self.env_steps)
+            actions = self.random_actions(masks) if self.warming_up else self.policy.explore(obs, masks, self.env_steps)
             env_actions = actions if self.native else [a.cpu().numpy() for a in actions]
             episodes.extend(self.record(env_actions, self.venv.step(env_actions), buffer))
         self.end()
@@ -234,5 +234,5 @@ class OffPolicyCollector:
 
 
 register("collector", OffPolicyCollectorConfig, family="off_policy", check=backend_checks,
-         factory=lambda config, parts: OffPolicyCollector(config, parts.venv, parts.team, parts.device,
+         factory=lambda config, parts: OffPolicyCollector(config, parts.venv, parts.policy, parts.device,
                                                            seed=parts.env_seed))

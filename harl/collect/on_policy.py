@@ -26,7 +26,7 @@ from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
 from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.errors import EnvCrashedError
-from harl.policy.on_policy import OnPolicyTeam
+from harl.policy.on_policy import OnPolicyActors
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
@@ -103,11 +103,11 @@ class OnPolicyCollector:
         collector.finish(buffer)                        # V of the last state
     """
 
-    def __init__(self, config: OnPolicyCollectorConfig, venv: VectorEnv, team: OnPolicyTeam,
+    def __init__(self, config: OnPolicyCollectorConfig, venv: VectorEnv, team: OnPolicyActors,
                  critic: ValueFunction, device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
-        self.team = team
+        self.policy = team
         self.critic = critic
         self.device = device
         self.seed = seed
@@ -174,7 +174,7 @@ class OnPolicyCollector:
         """The team's actions and the critic's values at step ``t`` of the rollout in ``buffer``."""
         inputs = buffer.inputs(t)
         hidden = inputs.hidden
-        actions, log_probs = self.team.act(inputs.obs, inputs.avail, hidden=hidden, starts=inputs.starts)
+        actions, log_probs = self.policy.act(inputs.obs, inputs.avail, hidden=hidden, starts=inputs.starts)
         critic_hidden = None
         seen = critic_input(self.critic, inputs.obs, inputs.state)
         if inputs.critic_hidden is None:
@@ -249,5 +249,5 @@ class OnPolicyCollector:
 
 
 register("collector", OnPolicyCollectorConfig, family="on_policy", default=True, check=backend_checks,
-         factory=lambda config, parts: OnPolicyCollector(config, parts.venv, parts.team, parts.critic,
+         factory=lambda config, parts: OnPolicyCollector(config, parts.venv, parts.policy, parts.critic,
                                                           parts.device, seed=parts.env_seed))

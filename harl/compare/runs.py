@@ -15,26 +15,11 @@ from typing import Any
 import attrs
 import numpy as np
 
+from harl.algorithms import kinds_of, name_of
 from harl.config.loading import parse_toml
 from harl.errors import HarlError
 from harl.logging.csv_log import read_metrics
 from harl.plot import find_runs, flatten
-
-ALGORITHMS = {
-    ("sequential", "ppo"): "HAPPO", ("sequential", "trpo"): "HATRPO", ("sequential", "a2c"): "HAA2C",
-    ("simultaneous", "ppo"): "MAPPO", ("sequential", "sac"): "HASAC", ("sequential", "td3"): "HATD3",
-    ("sequential", "ddpg"): "HADDPG", ("sequential", "d3qn"): "HAD3QN", ("simultaneous", "td3"): "MATD3",
-    ("simultaneous", "ddpg"): "MADDPG", ("simultaneous", "a2c"): "MAA2C", ("simultaneous", "sac"): "MASAC",
-}
-"""(updater kind, objective kind) -> the name the README's table gives that pipeline."""
-
-INDEPENDENT = {"ppo": "IPPO", "a2c": "IA2C", "sac": "ISAC", "ddpg": "IDDPG", "td3": "ITD3"}
-"""A simultaneous update over independent critics (``[critic] kind = "independent_v"`` or
-``"independent_q"``: each agent's value of its own observation): objective kind -> its name."""
-
-VALUE_MIXERS = {"none": "IQL", "vdn": "VDN", "qmix": "QMIX"}
-"""The value family (``[updater] kind = "q_learning"``): its ``[critic] kind``, the mixer, names the
-algorithm (QMIX, the family's default, where the pipeline names none)."""
 
 TASK_KEYS = ("scenario", "task", "map_name", "env", "id", "factory", "agent_conf")
 """``[env]`` keys that name a task, in the order they are joined (``HalfCheetah-2x3``)."""
@@ -86,19 +71,10 @@ class RunRecord:
 
 
 def algorithm_of(pipeline: Mapping[str, Any]) -> str:
-    """HAPPO, MAPPO, ... from ``[updater] kind`` and ``[updater.objective] kind`` (IQL, VDN, QMIX:
-    the value family's mixer, ``[critic] kind``; IPPO, ISAC, ...: an independent critic); a pair
-    the README's table does not name reads ``<objective>/<updater>``."""
-    updater = pipeline.get("updater", {})
-    pair = (str(updater.get("kind", "?")), str(updater.get("objective", {}).get("kind", "?")))
-    critic = str(pipeline.get("critic", {}).get("kind", ""))
-    if pair[0] == "q_learning":
-        mixer = critic or "qmix"
-        if mixer in VALUE_MIXERS:
-            return VALUE_MIXERS[mixer]
-    if pair[0] == "simultaneous" and critic.startswith("independent_") and pair[1] in INDEPENDENT:
-        return INDEPENDENT[pair[1]]
-    return ALGORITHMS.get(pair, f"{pair[1]}/{pair[0]}")
+    """The name harl.algorithms' table gives the pipeline's kinds (HAPPO, IPPO, QMIX, ...); kinds
+    the table does not name read ``<objective>/<updater>``."""
+    kinds = kinds_of(pipeline)
+    return name_of(kinds) or f"{kinds.objective or '?'}/{kinds.updater or '?'}"
 
 
 def task_of(pipeline: Mapping[str, Any]) -> tuple[str, str]:

@@ -51,7 +51,7 @@ def load_team(run_dir: Path, checkpoint: Path | None = None) -> LoadedTeam:
         venv = run.stages.eval_venv
         _, _, avail = venv.reset(seed=0)
         dims = [int(torch.tensor(s.shape).prod()) for s in venv.observation_spaces]
-        return LoadedTeam(run.stages.team, dims, list(venv.action_spaces), avail is not None, run.pipeline_text,
+        return LoadedTeam(run.stages.policy, dims, list(venv.action_spaces), avail is not None, run.pipeline_text,
                           run.checkpoint)
 
 

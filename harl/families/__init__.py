@@ -7,7 +7,7 @@ imported (naming one of its stage kinds, ``"my_pkg.family:CollectorConfig"``, do
 
     spec (validated) --family.checks--> problems, one paragraph each
     family.memory(spec, spaces)       -> what its buffers will take, refused before allocation
-    family.build(spec, parts)         -> Built(team, critic, returns, buffer, collector, updater)
+    family.build(spec, parts)         -> Built(policy, critic, returns, buffer, collector, updater)
     Trainer: collector.collect -> returns.compute -> updater.update -> evaluator (the one loop)
 
 A pipeline's family is its collector kind's (``register("collector", ..., family="value")``);
@@ -30,7 +30,7 @@ Problem = tuple[list[str], str]
 class Built:
     """The stages a family builds; the composition root adds the envs and the Evaluator."""
 
-    team: Any
+    policy: Any
     """The agents' acting networks (``torch.nn.Module``): what evaluation, rendering and export act with
     (``initial_hidden(n_envs, device)``, ``act(obs, avail, deterministic, hidden=, starts=)``)."""
     critic: Any

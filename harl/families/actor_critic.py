@@ -15,7 +15,7 @@ import attrs
 
 from harl import registry
 from harl.families import Built, Problem
-from harl.policy.on_policy import stochastic_team
+from harl.policy.on_policy import stochastic_policy
 
 UpdaterBuilder = Callable[[Any, list[Any], Any, registry.Parts], Any]
 """``build(updater_config, learners, critic_learner, parts)`` -> the family's updater."""
@@ -45,16 +45,16 @@ class Wiring:
 def build_actor_critic(spec: Any, parts: registry.Parts, make_updater: UpdaterBuilder) -> Built:
     """The stages of an actor-critic pipeline, in the order above."""
     objective = spec.updater.objective
-    team_builder = registry.entry_of(objective).parts.get("team", stochastic_team)
-    parts.team = team_builder(objective, parts).to(parts.device)
+    policy_builder = registry.entry_of(objective).extra("policy", stochastic_policy)
+    parts.policy = policy_builder(objective, parts).to(parts.device)
     parts.critic = registry.build(spec.critic, parts).to(parts.device)
     parts.returns = registry.build(spec.returns, parts)
-    learners = [registry.build(objective, parts, i) for i in range(len(parts.team.actors))]
+    learners = [registry.build(objective, parts, i) for i in range(len(parts.policy.actors))]
     critic_learner = registry.entry_of(spec.critic).parts["learner"](parts.critic, spec.critic, parts)
     updater = make_updater(spec.updater, learners, critic_learner, parts)
     buffer = registry.build(spec.buffer, parts)
     collector = registry.build(spec.collector, parts)
-    return Built(parts.team, parts.critic, parts.returns, buffer, collector, updater)
+    return Built(parts.policy, parts.critic, parts.returns, buffer, collector, updater)
 
 
 def sequential_needs_own_actors(built: Mapping[str, Any]) -> Iterable[Problem]:

@@ -104,7 +104,7 @@ def collect_population(population: Any, fresh: bool) -> dict[int, CollectStats]:
     lead = members[0].collector
     for m in members:
         m.collector.begin()
-    actors = [Stack([m.team.actors[i] for m in members]) for i in range(population.venv.n_agents)]
+    actors = [Stack([m.policy.actors[i] for m in members]) for i in range(population.venv.n_agents)]
     episodes: dict[int, list[dict[str, Any]]] = {s: [] for s in alive}
     for _ in range(lead.config.train_interval):
         inputs = [m.collector.inputs() for m in members]

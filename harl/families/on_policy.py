@@ -84,7 +84,7 @@ def describe(stages: Any) -> dict[str, str]:
     if not hasattr(buffer, "fp_state"):  # a user's buffer kind: the generic row
         return {}
     per = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces, int(np.prod(venv.state_space.shape)),
-                                 buffer.fp_state, stages.team.hidden_size, stages.critic.hidden_size,
+                                 buffer.fp_state, stages.policy.hidden_size, stages.critic.hidden_size,
                                  venv.state_space)
     return {"buffer": f"{per:,} bytes per env step, {buffer.length} x {buffer.n_envs} steps"}
 
@@ -125,7 +125,7 @@ def collect_population(population: Any, fresh: bool) -> dict[int, CollectStats]:
         for m in members:
             m.buffer.roll_over()
     n_agents = population.venv.n_agents
-    actors = [Stack([m.team.actor(i) for m in members]) for i in range(n_agents)]
+    actors = [Stack([m.policy.actor(i) for m in members]) for i in range(n_agents)]
     critic = Stack([m.critic for m in members])
     episodes: dict[int, list[dict[str, Any]]] = {s: [] for s in alive}
     for t in range(population.trainers[alive[0]].spec.collector.rollout_length):

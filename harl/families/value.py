@@ -22,7 +22,7 @@ from harl import registry
 from harl.buffers.episodes import episode_bytes
 from harl.errors import ConfigError
 from harl.families import Built, Family, Need, Problem
-from harl.policy.agent_q import AgentQTeam
+from harl.policy.agent_q import AgentQNetworks
 from harl.policy.on_policy import PolicyConfig
 from harl.sizes import human
 from harl.update.q_learning import JointTD, QUpdater
@@ -103,16 +103,16 @@ def _state_checks(spec: Any, parts: registry.Parts) -> None:
 def build(spec: Any, parts: registry.Parts) -> Built:
     _state_checks(spec, parts)
     objective = spec.updater.objective
-    team = AgentQTeam(parts.obs_spaces, parts.act_spaces, objective.hidden_dim, objective.recurrent,
+    team = AgentQNetworks(parts.obs_spaces, parts.act_spaces, objective.hidden_dim, objective.recurrent,
                       objective.share_parameters, objective.agent_id, objective.last_action, parts.source)
-    parts.team = team.to(parts.device)
+    parts.policy = team.to(parts.device)
     parts.critic = registry.build(spec.critic, parts).to(parts.device)
     parts.returns = registry.build(spec.returns, parts)
     learner: JointTD = registry.build(objective, parts)
     updater = QUpdater(spec.updater, learner, spec.buffer.batch_size, parts.generator)
     buffer = registry.build(spec.buffer, parts)
     collector = registry.build(spec.collector, parts)
-    return Built(parts.team, parts.critic, parts.returns, buffer, collector, updater)
+    return Built(parts.policy, parts.critic, parts.returns, buffer, collector, updater)
 
 
 def _per_episode(spec: Any, spaces: Any) -> int:
@@ -132,8 +132,8 @@ def save_buffer(spec: Any) -> bool:
 
 
 def describe(stages: Any) -> dict[str, str]:
-    spec, team = stages.spec, stages.team
-    if not isinstance(team, AgentQTeam):
+    spec, team = stages.spec, stages.policy
+    if not isinstance(team, AgentQNetworks):
         return {}
     per, capacity = _per_episode(spec, stages.venv), spec.buffer.capacity
     nets = "1 shared network" if team.share_parameters else f"{team.n_agents} networks"

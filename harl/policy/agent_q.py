@@ -18,14 +18,14 @@ what the Evaluator asks of any team: ``deterministic`` acting is greedy (epsilon
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
 
-from harl.errors import ConfigError
+from harl.errors import ConfigError, deprecated
 
 MASKED_Q = -1e9
 """What an unavailable action's Q value becomes before a max or an argmax."""
@@ -64,7 +64,7 @@ def discrete_sizes(action_spaces: Sequence[spaces.Space], source: str = "pipelin
     return sizes
 
 
-class AgentQTeam(nn.Module):
+class AgentQNetworks(nn.Module):
     """Every agent's Q network; see the module docstring for the shapes."""
 
     def __init__(self, observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
@@ -200,7 +200,7 @@ class AgentQTeam(nn.Module):
 
 
 class AgentQActor(nn.Module):
-    """One agent's greedy policy out of an ``AgentQTeam``, with nothing but tensors in and out.
+    """One agent's greedy policy out of an ``AgentQNetworks``, with nothing but tensors in and out.
 
     ``forward(obs (B, d_i), avail (B, n_i) | None, hidden (B, H) | None, last (B,) long | None)``
     -> ``(action (B,) long, Q (B, n_i), next hidden (B, H))``: the agent's observation is
@@ -213,7 +213,7 @@ class AgentQActor(nn.Module):
     id_row: torch.Tensor
     action_index: torch.Tensor
 
-    def __init__(self, team: AgentQTeam, agent: int) -> None:
+    def __init__(self, team: AgentQNetworks, agent: int) -> None:
         super().__init__()
         self.net = team.nets[0 if team.share_parameters else agent]
         self.obs_dim, self.pad = team.obs_dims[agent], team.obs_dim - team.obs_dims[agent]
@@ -264,3 +264,12 @@ def epsilon_greedy(q: torch.Tensor, masks: torch.Tensor, epsilon: float,
     random = torch.multinomial(flat, 1, generator=generator).squeeze(-1)
     pick = (coin < epsilon).view(best.shape).to(best.device)
     return torch.where(pick, random.view(best.shape).to(best.device), best)
+
+
+if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
+    def __getattr__(name: str) -> Any:
+        """``AgentQTeam``: ``AgentQNetworks``'s older name (a *team* is now a set of agents), with a ``HarlDeprecationWarning``."""
+        if name == "AgentQTeam":
+            deprecated("harl.policy.agent_q.AgentQTeam", "harl.policy.agent_q.AgentQNetworks")
+            return AgentQNetworks
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional as F
 
+from harl.errors import deprecated
 from harl.nets.heads import MASKED_LOGIT, add_up
 from harl.nets.mlp import MLP, init_linear
 from harl.nets.plain import EdgeLinear, masked_argmax, off_policy_encoder, plain_mlp, prefixed
@@ -328,7 +329,7 @@ class KeptForward:
         return compute()
 
 
-class OffPolicyTeam(nn.Module):
+class OffPolicyActors(nn.Module):
     """One actor per agent, with polyak-averaged target copies where the objective uses them.
 
     Meets what the ``Evaluator`` needs: ``n_agents`` and ``act(obs, avail, deterministic)``.
@@ -395,19 +396,28 @@ class OffPolicyTeam(nn.Module):
         return out
 
 
-def team_builder(make_actor: Callable[..., nn.Module], with_targets: bool,
-                 extra: Callable[[Any], dict[str, Any]] = lambda parts: {}) -> Callable[[Any, Any], OffPolicyTeam]:
+def policy_builder(make_actor: Callable[..., nn.Module], with_targets: bool,
+                 extra: Callable[[Any], dict[str, Any]] = lambda parts: {}) -> Callable[[Any, Any], OffPolicyActors]:
     """An off-policy objective's team: ``make_actor`` per agent, with target copies if it uses them.
 
     ``extra(parts)``: further keyword arguments of ``make_actor`` (d3qn's warm-up length).
     """
-    def build(config: Any, parts: Any) -> OffPolicyTeam:
-        policy, actors = parts.policy, []
+    def build(config: Any, parts: Any) -> OffPolicyActors:
+        policy, actors = parts.policy_config, []
         for i in range(parts.n_agents):
             encoder, width = off_policy_encoder(parts.obs_spaces[i], policy.encoder, policy.channel_order,
                                                 policy.hidden_sizes[0], policy.activation, "policy", parts.source)
             kwargs = extra(parts) if encoder is None else {**extra(parts), "encoder": encoder}
             actors.append(make_actor(width, parts.act_spaces[i], policy, config, i, parts.source, **kwargs))
-        return OffPolicyTeam(actors, with_targets, policy.batch_agents)
+        return OffPolicyActors(actors, with_targets, policy.batch_agents)
 
     return build
+
+
+if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
+    def __getattr__(name: str) -> Any:
+        """``OffPolicyTeam``: ``OffPolicyActors``'s older name (a *team* is now a set of agents), with a ``HarlDeprecationWarning``."""
+        if name == "OffPolicyTeam":
+            deprecated("harl.policy.off_policy.OffPolicyTeam", "harl.policy.off_policy.OffPolicyActors")
+            return OffPolicyActors
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

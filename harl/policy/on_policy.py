@@ -183,7 +183,7 @@ def with_agent_id(obs: torch.Tensor, agent: int, n_agents: int) -> torch.Tensor:
                       .to(torch.float32).expand(*obs.shape[:-1], n_agents)], -1)
 
 
-class OnPolicyTeam(nn.Module):
+class OnPolicyActors(nn.Module):
     """The team: all agents' actors, indexed by agent; a shared actor appears once per agent.
 
     ``[policy] agent_id``: the shared actor reads each agent's observation with the agent's
@@ -316,7 +316,7 @@ class OnPolicyTeam(nn.Module):
         return actions, log_probs
 
 
-def batched_groups(team: OnPolicyTeam) -> tuple[list[list[int]], dict[int, StackedActors]]:
+def batched_groups(team: OnPolicyActors) -> tuple[list[list[int]], dict[int, StackedActors]]:
     """``team``'s agents grouped for ``[policy] batch_agents``: a shared actor's agents form one
     group (one call on their rows); distinct actors of one shape form a stack; the rest act alone."""
     if team.shared:
@@ -326,15 +326,15 @@ def batched_groups(team: OnPolicyTeam) -> tuple[list[list[int]], dict[int, Stack
     return groups, stacks
 
 
-def stochastic_team(config: object, parts: Any) -> OnPolicyTeam:
+def stochastic_policy(config: object, parts: Any) -> OnPolicyActors:
     """The team an on-policy objective trains: ``[policy]``'s actors over the env's spaces."""
-    return OnPolicyTeam(parts.obs_spaces, parts.act_spaces, parts.policy, parts.source)
+    return OnPolicyActors(parts.obs_spaces, parts.act_spaces, parts.policy_config, parts.source)
 
 
 if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
     def __getattr__(name: str) -> Any:
-        """``TeamPolicy``: ``OnPolicyTeam``'s older name, with a ``HarlDeprecationWarning``."""
-        if name == "TeamPolicy":
-            deprecated("harl.policy.on_policy.TeamPolicy", "harl.policy.on_policy.OnPolicyTeam")
-            return OnPolicyTeam
+        """``TeamPolicy`` and ``OnPolicyTeam``: ``OnPolicyActors``'s older names, with a ``HarlDeprecationWarning``."""
+        if name in ("TeamPolicy", "OnPolicyTeam"):
+            deprecated(f"harl.policy.on_policy.{name}", "harl.policy.on_policy.OnPolicyActors")
+            return OnPolicyActors
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -88,7 +88,7 @@ def rollout_length(stages: Any) -> int:
 
 def hidden_size(stages: Any) -> tuple[int, int]:
     """(actor, critic) GRU widths; 0 where feed-forward."""
-    return int(stages.team.hidden_size), int(getattr(stages.critic, "hidden_size", 0) or 0)
+    return int(stages.policy.hidden_size), int(getattr(stages.critic, "hidden_size", 0) or 0)
 
 
 def fp_state(stages: Any) -> bool:
@@ -109,11 +109,11 @@ def random(stages: Any, agent_masks: Sequence[torch.Tensor | None], n: int) -> l
 
 def explore(stages: Any, obs: Sequence[Any], agent_masks: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
     """Actions with the objective's exploration (noise, sampling, epsilon) at the collector's step count."""
-    return stages.team.explore([_tensor(o, stages.device) for o in obs], agent_masks, stages.collector.env_steps)
+    return stages.policy.explore([_tensor(o, stages.device) for o in obs], agent_masks, stages.collector.env_steps)
 
 
 def greedy(stages: Any, obs: Sequence[Any], agent_masks: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
-    actions, _ = stages.team.act([_tensor(o, stages.device) for o in obs], agent_masks, deterministic=True)
+    actions, _ = stages.policy.act([_tensor(o, stages.device) for o in obs], agent_masks, deterministic=True)
     return actions
 
 

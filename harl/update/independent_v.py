@@ -365,10 +365,10 @@ class IndependentVLearner(VCriticLearner):
 
 def _independent_v(config: IndependentVConfig, parts: Any) -> IndependentVCritic:
     shapes = obs_shapes(parts.obs_spaces, "independent_v", parts.source)
-    return IndependentVCritic(shapes, config, recurrent=parts.policy.recurrent != "none")
+    return IndependentVCritic(shapes, config, recurrent=parts.policy_config.recurrent != "none")
 
 
 register("critic", IndependentVConfig, _independent_v, family="on_policy", provides=("state_values",),
          check=independent_v_checks,
          learner=lambda critic, config, parts: IndependentVLearner(critic, config, parts.generator,
-                                                                   getattr(parts.policy, "compile", False)))
+                                                                   getattr(parts.policy_config, "compile", False)))

@@ -220,7 +220,7 @@ def build_off_policy_updater(config: SequentialConfig | SimultaneousConfig, lear
                              critic_learner: QCriticLearner, parts: Any) -> OffPolicyUpdater:
     """The off-policy family's updater, from the composition root's parts."""
     w = parts.wiring
-    batched = BatchedOffPolicy(learners) if parts.policy.batch_agents and len(learners) > 1 else None
+    batched = BatchedOffPolicy(learners) if parts.policy_config.batch_agents and len(learners) > 1 else None
     return OffPolicyUpdater(config, learners, critic_learner, parts.returns, w.batch_size, w.updates_per_round,
                             w.warmup_steps, w.policy_freq, parts.generator, w.precision, batched)
 

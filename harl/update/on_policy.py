@@ -132,5 +132,5 @@ def build_on_policy_updater(config: UpdaterConfig, learners: list[Any], critic_l
                             parts: Any) -> OnPolicyUpdater:
     """The on-policy family's updater, from the composition root's parts."""
     return OnPolicyUpdater(config, learners, critic_learner, parts.n_agents, parts.generator,
-                           batch_agents=getattr(parts.policy, "batch_agents", False))
+                           batch_agents=getattr(parts.policy_config, "batch_agents", False))
 

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from harl.buffers.episodes import EpisodeBatch, EpisodeBuffer
-from harl.policy.agent_q import MASKED_Q, AgentQTeam, greedy
+from harl.policy.agent_q import MASKED_Q, AgentQNetworks, greedy
 from harl.registry import register
 from harl.returns.episode_td import EpisodeTD
 from harl.returns.running_stats import RunningMeanStd
@@ -99,14 +99,14 @@ def next_action_values(online: torch.Tensor, target: torch.Tensor, masks: torch.
 class JointTD:
     """The loss and its optimiser; the online and target agents and mixers (see the module docstring)."""
 
-    def __init__(self, config: JointTDConfig, team: AgentQTeam, mixer: nn.Module, returns: EpisodeTD) -> None:
+    def __init__(self, config: JointTDConfig, team: AgentQNetworks, mixer: nn.Module, returns: EpisodeTD) -> None:
         self.config = config
-        self.team = team
+        self.policy = team
         self.mixer = mixer
         self.returns = returns
-        self.target_team = copy.deepcopy(team)
+        self.target_policy = copy.deepcopy(team)
         self.target_mixer = copy.deepcopy(mixer)
-        for p in (*self.target_team.parameters(), *self.target_mixer.parameters()):
+        for p in (*self.target_policy.parameters(), *self.target_mixer.parameters()):
             p.requires_grad_(False)
         self.params = [*team.parameters(), *mixer.parameters()]
         if config.optimizer == "rmsprop":
@@ -118,7 +118,7 @@ class JointTD:
         device = next(iter(self.params)).device
         self.reward_stats = RunningMeanStd((), device)
 
-    def q_values(self, team: AgentQTeam, batch: EpisodeBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    def q_values(self, team: AgentQNetworks, batch: EpisodeBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q (B, T+1, A, n) of ``team`` over the batch's episodes, available actions (B, T+1, A, n))."""
         B, T1 = batch.state.shape[:2]
         device = batch.state.device
@@ -130,12 +130,12 @@ class JointTD:
         """The masked mean squared TD error of ``batch`` and its statistics (``update_stats``: fold the batch's
         rewards into the running reward statistics first, as a gradient step does)."""
         c = self.config
-        q, masks = self.q_values(self.team, batch)
+        q, masks = self.q_values(self.policy, batch)
         chosen = q[:, :-1].gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)   # (B, T, A)
         state = batch.state.float()
         filled = batch.filled
         with torch.no_grad():
-            target_q, _ = self.q_values(self.target_team, batch)
+            target_q, _ = self.q_values(self.target_policy, batch)
             next_q = next_action_values(q.detach()[:, 1:], target_q[:, 1:], masks[:, 1:], c.double_q)
             next_total = self.target_mixer(next_q, state[:, 1:])                  # (B, T, K)
             rewards = batch.rewards
@@ -166,7 +166,7 @@ class JointTD:
     def sync_targets(self, tau: float | None) -> None:
         """Copy the online networks into the targets (``tau`` None), or move them by ``tau``."""
         with torch.no_grad():
-            for online, target in ((self.team, self.target_team), (self.mixer, self.target_mixer)):
+            for online, target in ((self.policy, self.target_policy), (self.mixer, self.target_mixer)):
                 if tau is None:
                     target.load_state_dict(online.state_dict())
                     continue
@@ -174,11 +174,11 @@ class JointTD:
                     t.mul_(1.0 - tau).add_(p, alpha=tau)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"target_team": self.target_team.state_dict(), "target_mixer": self.target_mixer.state_dict(),
+        return {"target_policy": self.target_policy.state_dict(), "target_mixer": self.target_mixer.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "reward_stats": self.reward_stats.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.target_team.load_state_dict(state["target_team"])
+        self.target_policy.load_state_dict(state["target_policy"])
         self.target_mixer.load_state_dict(state["target_mixer"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.reward_stats.load_state_dict(state["reward_stats"])
@@ -246,6 +246,6 @@ class QUpdater:
         self.generator.set_state(state["generator"])
 
 
-register("updater.objective", JointTDConfig, lambda config, parts: JointTD(config, parts.team, parts.critic, parts.returns),
+register("updater.objective", JointTDConfig, lambda config, parts: JointTD(config, parts.policy, parts.critic, parts.returns),
          family="value", requires={"critic": "mixer"})
 register("updater", QUpdaterConfig, None, family="value")

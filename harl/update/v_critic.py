@@ -236,7 +236,7 @@ class VCriticLearner:
 register("critic", VCriticConfig, family="on_policy", default=True, provides=("state_values",),
          # a GRU critic with GRU actors, as in HARL
          factory=lambda config, parts: VCritic(parts.state_dim, parts.n_agents, config,
-                                               recurrent=parts.policy.recurrent != "none",
+                                               recurrent=parts.policy_config.recurrent != "none",
                                                state_space=parts.state_space, source=parts.source),
          learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator,
-                                                              getattr(parts.policy, "compile", False)))
+                                                              getattr(parts.policy_config, "compile", False)))

@@ -118,7 +118,7 @@ def test_recurrent_rollouts_re_evaluate_to_the_collected_log_probs(mode: str, le
         stages.collector.collect(stages.buffer)  # steps 6..11: an episode continues, another starts at 8
         buf = stages.buffer
         assert buf.starts[:, 0].tolist() == [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-        for i, actor in enumerate(stages.team.actors):
+        for i, actor in enumerate(stages.policy.actors):
             torch.testing.assert_close(buf.hidden[i][0], carried[i])  # carried across rollouts
             assert bool(buf.hidden[i][1:].abs().sum(-1).gt(0).all())
             batch = buf.agent_batch(i)

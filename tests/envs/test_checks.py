@@ -17,7 +17,7 @@ from harl.envs.checks import FULL_CHECK_STEPS, check_finite, stack_avail
 from harl.envs.python_env import PythonEnvConfig
 from harl.envs.vector import make_vector_env
 from harl.errors import EnvCrashedError, EnvProtocolError, NonFiniteError
-from harl.policy.on_policy import OnPolicyTeam, PolicyConfig
+from harl.policy.on_policy import OnPolicyActors, PolicyConfig
 from harl.update.v_critic import VCritic, VCriticConfig
 from tests.fakes.bad_env import write_pipeline
 
@@ -133,7 +133,7 @@ class TestCastsAndMasks:
     def test_collector_with_a_mask_for_one_agent_only(self) -> None:
         """The mixed team that crashed the collector (object arrays) collects, masked actions never taken."""
         env = venv("ok")
-        policy = OnPolicyTeam(env.observation_spaces, env.action_spaces, PolicyConfig(hidden_sizes=(8,)))
+        policy = OnPolicyActors(env.observation_spaces, env.action_spaces, PolicyConfig(hidden_sizes=(8,)))
         critic = VCritic(4, 2, VCriticConfig(hidden_sizes=(8,)))
         buffer = RolloutBuffer(env.observation_spaces, env.action_spaces, 4, 2, 20, fp_state=False)
         collector = OnPolicyCollector(OnPolicyCollectorConfig(rollout_length=20, n_envs=2), env, policy,

@@ -236,11 +236,11 @@ def _build(pipeline: dict, numpy_envs: bool):  # noqa: ANN202
     if numpy_envs:
         c, e = stages.collector, stages.evaluator
         if isinstance(c, OnPolicyCollector):
-            stages.collector = OnPolicyCollector(c.config, NumpyVectorEnv(c.venv), c.team, c.critic,
+            stages.collector = OnPolicyCollector(c.config, NumpyVectorEnv(c.venv), c.policy, c.critic,
                                                  c.device, c.seed)
         else:
-            stages.collector = OffPolicyCollector(c.config, NumpyVectorEnv(c.venv), c.team, c.device, c.seed)
-        stages.evaluator = Evaluator(e.config, NumpyVectorEnv(e.venv), e.team, e.device, e.seed)
+            stages.collector = OffPolicyCollector(c.config, NumpyVectorEnv(c.venv), c.policy, c.device, c.seed)
+        stages.evaluator = Evaluator(e.config, NumpyVectorEnv(e.venv), e.policy, e.device, e.seed)
     return stages
 
 

@@ -20,7 +20,7 @@ from harl.cli import main
 from harl.export import load_team
 from harl.export.deploy import team_actors
 from harl.nets.heads import avail_size
-from harl.policy.agent_q import AgentQActor, AgentQTeam
+from harl.policy.agent_q import AgentQActor, AgentQNetworks
 from harl.policy.on_policy import Actor
 from tests.fakes import counting, images
 from tests.train_briefly import train_briefly
@@ -128,7 +128,7 @@ def random_inputs(team: Any, rng: np.random.Generator) -> list[dict[str, np.ndar
 
 def harl_actions(team: Any, per_agent: list[dict[str, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """harl's own deterministic actions as the env receives them (and the next GRU state)."""
-    if isinstance(team.policy, AgentQTeam):
+    if isinstance(team.policy, AgentQNetworks):
         return value_actions(team.policy, per_agent)
     out = []
     with torch.no_grad():
@@ -140,7 +140,7 @@ def harl_actions(team: Any, per_agent: list[dict[str, np.ndarray]]) -> list[tupl
                 h = torch.as_tensor(inputs["hidden"]) if "hidden" in inputs else None
                 starts = torch.zeros(N) if h is not None else None
                 action, _, hidden = actor.act(obs, avail, True, h, starts)
-            else:  # off-policy actors: OffPolicyTeam.act calls each actor's act
+            else:  # off-policy actors: OffPolicyActors.act calls each actor's act
                 action = actor.act(obs, avail, True)
             action = action.numpy()
             if isinstance(space, spaces.Box):  # every harl env adapter clips into the Box
@@ -152,7 +152,7 @@ def harl_actions(team: Any, per_agent: list[dict[str, np.ndarray]]) -> list[tupl
     return out
 
 
-def value_actions(policy: AgentQTeam, per_agent: list[dict[str, np.ndarray]]
+def value_actions(policy: AgentQNetworks, per_agent: list[dict[str, np.ndarray]]
                   ) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """The value team's own greedy step (``act``, every agent at once) on each agent's inputs."""
     def column(name: str, default: torch.Tensor) -> torch.Tensor:

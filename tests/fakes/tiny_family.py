@@ -102,7 +102,7 @@ class Stats:
 
 class BanditCollector:
     def __init__(self, config: BanditCollectorConfig, parts: registry.Parts) -> None:
-        self.config, self.venv, self.team, self.seed = config, parts.venv, parts.team, parts.env_seed
+        self.config, self.venv, self.policy, self.seed = config, parts.venv, parts.policy, parts.env_seed
         self.generator = torch.Generator().manual_seed(parts.env_seed)
         self.obs: Any = None
 
@@ -117,7 +117,7 @@ class BanditCollector:
         episodes: list[dict[str, Any]] = []
         for _ in range(self.config.steps):
             obs = [torch.as_tensor(o) for o in self.obs]
-            actions, _ = self.team.act(obs, None, deterministic=False, generator=self.generator)
+            actions, _ = self.policy.act(obs, None, deterministic=False, generator=self.generator)
             step = self.venv.step([a.numpy() for a in actions])
             buffer.insert((actions, torch.as_tensor(step.rewards)))
             self.obs = step.obs
@@ -204,14 +204,14 @@ class UpdateStats:
 
 class ReinforceUpdater:
     def __init__(self, team: LogitTeam, baseline: Baseline, lr: float) -> None:
-        self.team, self.baseline = team, baseline
+        self.policy, self.baseline = team, baseline
         self.optimizer = torch.optim.Adam(team.parameters(), lr=lr)
 
     def update(self, buffer: BanditBuffer, progress: float) -> UpdateStats:
         actions, rewards = buffer.take()
         advantage = rewards - self.baseline.mean
         loss = -sum((lg.log_softmax(-1)[a] * advantage[:, i]).mean()
-                    for i, (lg, a) in enumerate(zip(self.team.logits, actions)))
+                    for i, (lg, a) in enumerate(zip(self.policy.logits, actions)))
         self.optimizer.zero_grad()
         loss.backward()  # type: ignore[union-attr]
         self.optimizer.step()
@@ -236,10 +236,10 @@ for slot, config in (("collector", BanditCollectorConfig), ("buffer", BanditBuff
 
 def build(spec: Any, parts: registry.Parts) -> Built:
     """The team first, then the baseline, the buffer, the collector (which acts with the team)."""
-    parts.team = LogitTeam(parts.act_spaces)
+    parts.policy = LogitTeam(parts.act_spaces)
     baseline = Baseline(spec.critic.rate)
-    updater = ReinforceUpdater(parts.team, baseline, spec.updater.objective.lr)
-    return Built(parts.team, baseline, NoReturns(), BanditBuffer(), BanditCollector(spec.collector, parts), updater)
+    updater = ReinforceUpdater(parts.policy, baseline, spec.updater.objective.lr)
+    return Built(parts.policy, baseline, NoReturns(), BanditBuffer(), BanditCollector(spec.collector, parts), updater)
 
 
 def checks(tables: Mapping[str, Any]) -> Iterable[tuple[list[str], str]]:

@@ -12,7 +12,7 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.rollout import AgentBatch
-from harl.policy.on_policy import OnPolicyTeam, PolicyConfig
+from harl.policy.on_policy import OnPolicyActors, PolicyConfig
 from harl.update.batched import BatchedSimultaneous
 from harl.update.objectives.a2c import A2CConfig, a2c_learner
 from harl.update.objectives.ppo import PPOConfig, ppo_learner
@@ -26,10 +26,10 @@ def obs_space(n: int) -> spaces.Box:
     return spaces.Box(-1, 1, (n,), np.float32)
 
 
-def team_pair(obs: list[int], act: list[spaces.Space], **cfg: object) -> tuple[OnPolicyTeam, OnPolicyTeam]:
+def team_pair(obs: list[int], act: list[spaces.Space], **cfg: object) -> tuple[OnPolicyActors, OnPolicyActors]:
     torch.manual_seed(0)
-    plain = OnPolicyTeam([obs_space(n) for n in obs], act, PolicyConfig(hidden_sizes=(16, 16), **cfg))  # type: ignore[arg-type]
-    batched = OnPolicyTeam([obs_space(n) for n in obs], act,
+    plain = OnPolicyActors([obs_space(n) for n in obs], act, PolicyConfig(hidden_sizes=(16, 16), **cfg))  # type: ignore[arg-type]
+    batched = OnPolicyActors([obs_space(n) for n in obs], act,
                            PolicyConfig(hidden_sizes=(16, 16), batch_agents=True, **cfg))  # type: ignore[arg-type]
     batched.load_state_dict(plain.state_dict())
     with torch.no_grad():

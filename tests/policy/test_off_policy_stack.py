@@ -15,7 +15,7 @@ from harl.policy.off_policy import (
     CategoricalActor,
     DeterministicActor,
     DuelingQActor,
-    OffPolicyTeam,
+    OffPolicyActors,
     SquashedGaussianActor,
 )
 from harl.policy.off_policy_stack import OffPolicyStack, group_off_policy, off_policy_signature
@@ -109,10 +109,10 @@ def test_what_stacks() -> None:
         OffPolicyStack([a, others[1]])
 
 
-def teams(actors: list[nn.Module]) -> tuple[OffPolicyTeam, OffPolicyTeam]:
+def teams(actors: list[nn.Module]) -> tuple[OffPolicyActors, OffPolicyActors]:
     """The same actors' weights in a per-agent team and a batched one."""
-    loop = OffPolicyTeam(actors, with_targets=True)
-    return loop, OffPolicyTeam([copy.deepcopy(a) for a in actors], with_targets=True, batch_agents=True)
+    loop = OffPolicyActors(actors, with_targets=True)
+    return loop, OffPolicyActors([copy.deepcopy(a) for a in actors], with_targets=True, batch_agents=True)
 
 
 @pytest.mark.parametrize("method", ["act", "explore"])
@@ -130,7 +130,7 @@ def test_batched_team_equals_the_loop(method: str, monkeypatch: pytest.MonkeyPat
     blocks = [torch.stack([noise[0], noise[2]]), torch.stack([noise[1], noise[3]]), noise[4]]
     loop_draws = Draws([torch.stack(noise)])
 
-    def call(team: OffPolicyTeam) -> list[torch.Tensor]:
+    def call(team: OffPolicyActors) -> list[torch.Tensor]:
         if method == "act":
             return team.act(obs, None, deterministic=False)[0]
         return team.explore(obs, None, 0)

@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 
 from harl.errors import ConfigError
-from harl.policy.on_policy import OnPolicyTeam, PolicyConfig
+from harl.policy.on_policy import OnPolicyActors, PolicyConfig
 
 OBS = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (5,), np.float32)]
 ACT = [spaces.Box(-2, 2, (2,), np.float32), spaces.Discrete(4)]
@@ -17,7 +17,7 @@ ACT = [spaces.Box(-2, 2, (2,), np.float32), spaces.Discrete(4)]
 def test_act_gives_each_agent_its_actions_and_per_dimension_log_probs() -> None:
     """Agents with different spaces: (E, k_i) actions and log-probs; a masked category is never drawn."""
     torch.manual_seed(0)
-    team = OnPolicyTeam(OBS, ACT, PolicyConfig(hidden_sizes=(8, 8)))
+    team = OnPolicyActors(OBS, ACT, PolicyConfig(hidden_sizes=(8, 8)))
     obs = [torch.randn(64, 3), torch.randn(64, 5)]
     avail = [None, torch.tensor([[1.0, 0.0, 1.0, 0.0]]).repeat(64, 1)]
     actions, log_probs = team.act(obs, avail)
@@ -30,7 +30,7 @@ def test_act_gives_each_agent_its_actions_and_per_dimension_log_probs() -> None:
 def test_deterministic_actions_repeat_and_sampled_ones_vary() -> None:
     """deterministic=True is the mode (the same each call); sampling draws different actions."""
     torch.manual_seed(0)
-    team = OnPolicyTeam(OBS, ACT, PolicyConfig(hidden_sizes=(8, 8)))
+    team = OnPolicyActors(OBS, ACT, PolicyConfig(hidden_sizes=(8, 8)))
     obs = [torch.randn(32, 3), torch.randn(32, 5)]
     first, _ = team.act(obs, None, deterministic=True)
     again, _ = team.act(obs, None, deterministic=True)
@@ -44,11 +44,11 @@ def test_shared_parameters_refused_when_spaces_differ() -> None:
     obs = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (11,), np.float32)]
     act = [spaces.Discrete(3), spaces.Discrete(5)]
     with pytest.raises(ConfigError) as err:
-        OnPolicyTeam(obs, act, PolicyConfig(share_parameters=True))
+        OnPolicyActors(obs, act, PolicyConfig(share_parameters=True))
     assert str(err.value) == (
         "policy.share_parameters: the agents' spaces differ (agent 0: obs (3,), Discrete(3); "
         "agent 1: obs (11,), Discrete(5)), so one actor cannot serve them all; set "
         "share_parameters = false"
     )
-    shared = OnPolicyTeam(obs[:1] * 2, act[:1] * 2, PolicyConfig(share_parameters=True))
+    shared = OnPolicyActors(obs[:1] * 2, act[:1] * 2, PolicyConfig(share_parameters=True))
     assert shared.actor(0) is shared.actor(1)

@@ -92,15 +92,15 @@ def test_batched_acting_is_each_members_acting(pipeline: str, extra: list[str]) 
         teams[0].collector.begin()
         obs, masks = teams[0].collector.inputs()
         n = len(obs)
-        stacked = [Stack([t.team.actors[i] for t in teams]) for i in range(n)]
+        stacked = [Stack([t.policy.actors[i] for t in teams]) for i in range(n)]
         for i in range(n):
             o = torch.stack([obs[i]] * 3)
             m = None if masks[i] is None else torch.stack([masks[i]] * 3)
             greedy = stacked[i].call("act", o, m, True)
             for j, t in enumerate(teams):
-                own = t.team.act(obs, masks, deterministic=True)[0][i]
+                own = t.policy.act(obs, masks, deterministic=True)[0][i]
                 torch.testing.assert_close(greedy[j], own, rtol=1e-5, atol=1e-6)  # batched matmuls round
-        same = Stack([teams[0].team.actors[0]] * 3)
+        same = Stack([teams[0].policy.actors[0]] * 3)
         rows = 50  # x 4 envs: D3QN explores one row in 20 (epsilon 0.05)
         o = torch.stack([obs[0].repeat(rows, 1)] * 3)
         m = None if masks[0] is None else torch.stack([masks[0].repeat(rows, 1)] * 3)

@@ -189,7 +189,7 @@ def test_per_member_update_is_a_separate_runs_update(tmp_path: Path) -> None:
             m.updater.update(m.buffer, progress=0.0)
         population_update([m.updater for m in together], [m.buffer for m in together], 0.0, batched=False)
         for a, b in zip(alone, together):
-            for p, q in zip(a.team.parameters(), b.team.parameters()):
+            for p, q in zip(a.policy.parameters(), b.policy.parameters()):
                 assert torch.equal(p, q)
     finally:
         for m in (*alone, *together):

@@ -55,7 +55,7 @@ def test_population_update_is_each_members_update(case: str) -> None:
             assert len(orders) > 1, "the members' agent orders should differ (their own generators)"
         for a, b, e, g in zip(alone, together, expected, got):
             assert g.order == e.order
-            for (name, p), q in zip(a.team.named_parameters(), b.team.parameters()):
+            for (name, p), q in zip(a.policy.named_parameters(), b.policy.parameters()):
                 torch.testing.assert_close(q, p, rtol=1e-4, atol=2e-5, msg=name)
             for (name, p), q in zip(a.critic.named_parameters(), b.critic.parameters()):
                 torch.testing.assert_close(q, p, rtol=1e-4, atol=2e-5, msg=name)

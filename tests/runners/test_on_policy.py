@@ -92,7 +92,7 @@ def test_harls_loop_trains_exactly_as_harls_collector(tmp_path: Path) -> None:
     r = runner(tmp_path, steps=16)
     try:
         harl_loop(r, 2)
-        facade = {k: v.clone() for k, v in r.stages.team.state_dict().items()}
+        facade = {k: v.clone() for k, v in r.stages.policy.state_dict().items()}
     finally:
         r.close()
     stages = build_stages(structure_pipeline(on_policy(steps=16), "reference"))
@@ -101,7 +101,7 @@ def test_harls_loop_trains_exactly_as_harls_collector(tmp_path: Path) -> None:
             stages.collector.collect(stages.buffer)
             stages.returns.compute(stages.buffer)
             stages.updater.update(stages.buffer, progress=it * 8 / 16)
-        reference = stages.team.state_dict()
+        reference = stages.policy.state_dict()
     finally:
         stages.close()
     assert facade.keys() == reference.keys()

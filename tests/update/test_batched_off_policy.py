@@ -15,7 +15,12 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.buffers.replay import ReplayBatch
-from harl.policy.off_policy import CategoricalActor, DeterministicActor, OffPolicyTeam, SquashedGaussianActor
+from harl.policy.off_policy import (
+    CategoricalActor,
+    DeterministicActor,
+    OffPolicyActors,
+    SquashedGaussianActor,
+)
 from harl.update.batched_off_policy import BatchedOffPolicy
 from harl.update.objectives import ddpg, sac, td3
 from harl.update.off_policy import actor_round
@@ -45,7 +50,7 @@ def config(kind: str, clip: float) -> Any:
 
 
 def side(kind: str, obs: list[int], acts: list[spaces.Space], state_type: str, clip: float, seed: int
-         ) -> tuple[OffPolicyTeam, list[Any]]:
+         ) -> tuple[OffPolicyActors, list[Any]]:
     """One team, critic and learners, all from ``seed`` (built twice: one side loops, one batches)."""
     torch.manual_seed(seed)
     actors = [actor(kind, d, s) for d, s in zip(obs, acts)]
@@ -53,7 +58,7 @@ def side(kind: str, obs: list[int], acts: list[spaces.Space], state_type: str, c
         for a in actors:
             for p in a.parameters():
                 p.add_(0.1 * torch.randn_like(p))
-    team = OffPolicyTeam(actors, with_targets=kind != "sac")
+    team = OffPolicyActors(actors, with_targets=kind != "sac")
     if team.targets is not None:  # targets off the actors, so the polyak step moves them
         with torch.no_grad():
             for p in team.targets.parameters():
@@ -258,13 +263,13 @@ def test_off_builds_no_groups(tmp_path: Path) -> None:
         spec, _ = load_spec_and_notes(str(PIPELINE), [*SMALL, f"policy.batch_agents={value}", "logging.progress=false"])
         stages = build_stages(spec)
         try:
-            assert (stages.team.groups is not None) == batched
+            assert (stages.policy.groups is not None) == batched
             assert (stages.updater.batched is not None) == batched
             if batched:
-                assert stages.team.groups == [[0, 1, 2]] and stages.updater.batched.groups == [[0, 1, 2]]
+                assert stages.policy.groups == [[0, 1, 2]] and stages.updater.batched.groups == [[0, 1, 2]]
         finally:
             stages.close()
-    copy.deepcopy(stages.team)  # the stacks travel with a copied team
+    copy.deepcopy(stages.policy)  # the stacks travel with a copied team
 
 
 def test_batched_run_resumes_exactly(tmp_path: Path) -> None:

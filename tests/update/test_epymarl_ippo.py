@@ -20,7 +20,7 @@ from torch import nn
 from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
-from harl.policy.on_policy import OnPolicyTeam, PolicyConfig
+from harl.policy.on_policy import OnPolicyActors, PolicyConfig
 from harl.returns.n_step_v import NStepVConfig
 from harl.update.independent_v import IndependentVConfig, IndependentVCritic, IndependentVLearner
 from tests.fakes import matrix
@@ -118,7 +118,7 @@ def test_epymarls_networks() -> None:
 
     config = PolicyConfig(hidden_sizes=(16,), input_norm=False, layer_norm=False, init="torch", recurrent="naive",
                           share_parameters=True, agent_id=True)
-    team = OnPolicyTeam([spaces.Box(-1, 1, (3,))] * 2, [spaces.Discrete(4)] * 2, config)
+    team = OnPolicyActors([spaces.Box(-1, 1, (3,))] * 2, [spaces.Discrete(4)] * 2, config)
     actor = team.actor(0)
     assert [type(m) for m in actor.base.body] == [nn.Linear, nn.ReLU]  # type: ignore[union-attr]
     assert actor.base.body[0].in_features == 3 + 2  # type: ignore[union-attr,index]
@@ -139,7 +139,7 @@ def test_the_shared_actor_reads_the_agents_id_when_acting_and_learning() -> None
             assert batch.obs.shape == (8, 1 + 2)
             torch.testing.assert_close(batch.obs[:, 1:], torch.eye(2)[i].expand(8, 2))
         same = [torch.zeros(3, 1), torch.zeros(3, 1)]
-        probs = [stages.team.actor(0).distribution(stages.team.actor_input(i, same[i]), None)[0] for i in range(2)]
+        probs = [stages.policy.actor(0).distribution(stages.policy.actor_input(i, same[i]), None)[0] for i in range(2)]
         assert not torch.allclose(probs[0], probs[1])  # the same observation, told apart by the id
 
 
@@ -149,13 +149,13 @@ def test_an_exported_agent_appends_its_own_id() -> None:
 
     stages = build_stages(structure_pipeline(epymarl_pipeline(), "p.toml"))
     with stages:
-        modules = deploy_team(stages.team, stages.venv.action_spaces, masked=False, with_params=True)
+        modules = deploy_team(stages.policy, stages.venv.action_spaces, masked=False, with_params=True)
         obs = [torch.randn(5, 1), torch.randn(5, 1)]
-        actions, _ = stages.team.act(obs, None, deterministic=True)
+        actions, _ = stages.policy.act(obs, None, deterministic=True)
         for i, module in enumerate(modules):
             action, logits = module(obs[i])
             assert action.equal(actions[i][:, 0].long())
-            expected = stages.team.actor(i).distribution(stages.team.actor_input(i, obs[i]), None)[0]
+            expected = stages.policy.actor(i).distribution(stages.policy.actor_input(i, obs[i]), None)[0]
             torch.testing.assert_close(logits, expected)
 
 
@@ -170,7 +170,7 @@ def test_the_interleaved_update_replays_epymarls_ppo_learner(recurrent: str) -> 
         stages.collector.collect(stages.buffer)
         stages.returns.compute(stages.buffer)
         buf = stages.buffer
-        actor, critic = copy.deepcopy(stages.team.actor(0)), copy.deepcopy(stages.critic)
+        actor, critic = copy.deepcopy(stages.policy.actor(0)), copy.deepcopy(stages.critic)
         actor_opt = torch.optim.Adam(actor.parameters(), lr=3e-4, eps=1e-8)
         critic_opt = torch.optim.Adam(list(critic.online().parameters()), lr=3e-4, eps=1e-8)
         states, _, returns, _, _ = buf.critic_batch()
@@ -195,7 +195,7 @@ def test_the_interleaved_update_replays_epymarls_ppo_learner(recurrent: str) -> 
             actor_opt.step()
         critic.update_target(0.01)
         stages.updater.update(buf, 0.0)
-        for mine, theirs in zip(stages.team.actor(0).parameters(), actor.parameters()):
+        for mine, theirs in zip(stages.policy.actor(0).parameters(), actor.parameters()):
             torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-5)
         for mine, theirs in zip(stages.critic.parameters(), critic.parameters()):
             torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-5)

@@ -19,7 +19,7 @@ from harl.buffers.replay import ReplayBatch
 from harl.compose import build_stages
 from harl.config.loading import structure_pipeline
 from harl.errors import ConfigError
-from harl.policy.off_policy import DeterministicActor, OffPolicyTeam
+from harl.policy.off_policy import DeterministicActor, OffPolicyActors
 from harl.returns.n_step import NStepConfig, NStepReturns
 from harl.update.independent_q import IndependentQConfig, IndependentQCritic, IndependentQLearner
 from harl.update.objectives.ddpg import DDPGConfig, DeterministicLearner
@@ -137,7 +137,7 @@ def test_a_ddpg_actor_maximises_its_own_q_alone() -> None:
     torch.manual_seed(0)
     boxes = [spaces.Box(-1, 1, (1,), np.float32)] * 2
     critic = IndependentQCritic(OBS, boxes, IndependentQConfig(hidden_sizes=(8,)))
-    team = OffPolicyTeam([DeterministicActor(2, boxes[0], (8,), "relu", False, 0.1),
+    team = OffPolicyActors([DeterministicActor(2, boxes[0], (8,), "relu", False, 0.1),
                           DeterministicActor(3, boxes[1], (8,), "relu", False, 0.1)], with_targets=True)
     learner = DeterministicLearner(0, team, critic, DDPGConfig(lr=1e-3))
     b = attrs.evolve(batch(), actions=[torch.rand(4, 1), torch.rand(4, 1)])

@@ -12,7 +12,7 @@ from torch import nn
 
 from harl.buffers.records import Transition
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
-from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam, SquashedGaussianActor
+from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyActors, SquashedGaussianActor
 from harl.returns.n_step import NStepConfig, NStepReturns
 from harl.update.objectives.ddpg import DeterministicLearner
 from harl.update.objectives.sac import SACConfig, SACLearner
@@ -152,7 +152,7 @@ def team_round(kind: str, seed: int = 0) -> tuple[list[nn.Module], list[Any], QC
         actors: list[nn.Module] = [DeterministicActor(3, BOX2, (8,), "relu", False, 0.1) for _ in range(3)]
     else:
         actors = [SquashedGaussianActor(3, BOX2, (8,), "relu", False) for _ in range(3)]
-    team = OffPolicyTeam(actors, with_targets=kind == "ddpg")
+    team = OffPolicyActors(actors, with_targets=kind == "ddpg")
     critic = QCritic(4, [BOX2] * 3, QCriticConfig(twin=True, hidden_sizes=(16,)))
     if kind == "ddpg":
         agents: list[Any] = [DeterministicLearner(i, team, critic, TD3Config()) for i in range(3)]

@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.episodes import Episode, EpisodeBuffer
-from harl.policy.agent_q import AgentQTeam, epsilon_greedy, greedy, one_hot
+from harl.policy.agent_q import AgentQNetworks, epsilon_greedy, greedy, one_hot
 from harl.returns.episode_td import (
     EpisodeTD,
     EpisodeTDConfig,
@@ -168,11 +168,11 @@ def test_running_mean_std_by_hand() -> None:
 # --------------------------------------------------------------------------- padding never reaches the loss
 
 
-def _team(recurrent: bool, last_action: bool) -> AgentQTeam:
+def _team(recurrent: bool, last_action: bool) -> AgentQNetworks:
     torch.manual_seed(0)
     obs = [spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (2,), np.float32)]
     acts: list[spaces.Space] = [spaces.Discrete(3), spaces.Discrete(2)]
-    return AgentQTeam(obs, acts, hidden_dim=8, recurrent=recurrent, share_parameters=not recurrent,
+    return AgentQNetworks(obs, acts, hidden_dim=8, recurrent=recurrent, share_parameters=not recurrent,
                       last_action=last_action)
 
 
@@ -206,7 +206,7 @@ def test_padding_values_never_change_the_loss(recurrent: bool, mode: str, mixer:
     mix = QMixer(2, 4, embed_dim=4, hypernet_embed=8) if mixer == "qmix" else NoMixer()
     returns = EpisodeTD(EpisodeTDConfig(mode=mode, n_step=3, lam=0.7))
     learner = JointTD(JointTDConfig(standardise_rewards=True), team, mix, returns)
-    learner.target_team.load_state_dict({k: v + 0.1 for k, v in team.state_dict().items()})
+    learner.target_policy.load_state_dict({k: v + 0.1 for k, v in team.state_dict().items()})
     loss, _ = learner.loss(batch, update_stats=False)
     grads = torch.autograd.grad(loss, learner.params)
 

@@ -11,7 +11,7 @@ from harl.buffers.episodes import Episode, EpisodeBuffer, episode_bytes
 from harl.collect.episodes import EpisodeCollector, EpisodeCollectorConfig, epsilon_at
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError
-from harl.policy.agent_q import AgentQTeam
+from harl.policy.agent_q import AgentQNetworks
 from tests.value.fake_envs import GuessConfig
 
 OBS = [spaces.Box(0, 1, (4,), np.float32)] * 2
@@ -70,7 +70,7 @@ def test_epsilon_falls_linearly_then_stays() -> None:
 def _collector(n_envs: int = 2, rollout_length: int = 3, max_length: int = 4, **extra: object
                ) -> tuple[EpisodeCollector, EpisodeBuffer]:
     venv = make_vector_env(GuessConfig(max_steps=4), n_envs, "inline", seed=7)
-    team = AgentQTeam(venv.observation_spaces, venv.action_spaces, hidden_dim=8, recurrent=True, last_action=True)
+    team = AgentQNetworks(venv.observation_spaces, venv.action_spaces, hidden_dim=8, recurrent=True, last_action=True)
     config = EpisodeCollectorConfig(n_envs=n_envs, rollout_length=rollout_length, **extra)  # type: ignore[arg-type]
     collector = EpisodeCollector(config, venv, team, torch.device("cpu"), seed=7, max_length=max_length)
     buffer = EpisodeBuffer(venv.observation_spaces, venv.action_spaces, 4, capacity=50, max_length=max_length)
@@ -113,7 +113,7 @@ def test_an_episode_longer_than_max_length_is_refused_with_the_key() -> None:
 
 def test_greedy_acting_as_the_evaluator_calls_it() -> None:
     collector, _ = _collector()
-    team = collector.team
+    team = collector.policy
     hidden = team.initial_hidden(2, "cpu")
     obs = [torch.rand(2, 4), torch.rand(2, 4)]
     avail = [None, torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])]

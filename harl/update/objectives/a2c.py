@@ -49,4 +49,4 @@ def a2c_learner(actor: Actor, config: A2CConfig, generator: torch.Generator) -> 
 
 
 register("updater.objective", A2CConfig, family="on_policy", requires={"critic": "state_values"},
-         factory=lambda config, parts, agent: a2c_learner(parts.team.actors[agent], config, parts.generator))
+         factory=lambda config, parts, agent: a2c_learner(parts.policy.actors[agent], config, parts.generator))

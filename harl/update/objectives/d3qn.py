@@ -27,7 +27,7 @@ from torch import nn
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
 from harl.nets.plain import OFF_POLICY_ACTIVATIONS, masked_argmax
-from harl.policy.off_policy import DuelingQActor, KeptForward, OffPolicyTeam, team_builder
+from harl.policy.off_policy import DuelingQActor, KeptForward, OffPolicyActors, policy_builder
 from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
@@ -71,7 +71,7 @@ class D3QNLearner:
 
     stat_names = ("actor_loss",)
 
-    def __init__(self, index: int, team: OffPolicyTeam, critic: JointQCritic, config: D3QNConfig) -> None:
+    def __init__(self, index: int, team: OffPolicyActors, critic: JointQCritic, config: D3QNConfig) -> None:
         self.index = index
         self.actor: DuelingQActor = team.actors[index]  # type: ignore[assignment]
         assert team.targets is not None
@@ -119,13 +119,13 @@ class D3QNLearner:
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-def make_learner(index: int, team: OffPolicyTeam, critic: JointQCritic, config: D3QNConfig,
+def make_learner(index: int, team: OffPolicyActors, critic: JointQCritic, config: D3QNConfig,
                  space: spaces.Space) -> D3QNLearner:
     return D3QNLearner(index, team, critic, config)
 
 
 register("updater.objective", D3QNConfig, family="off_policy", requires={"critic": "joint_q_values"},
-         factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
+         factory=lambda config, parts, agent: make_learner(agent, parts.policy, parts.critic, config,
                                                            parts.act_spaces[agent]),
-         team=team_builder(make_actor, with_targets=True,
+         policy=policy_builder(make_actor, with_targets=True,
                           extra=lambda parts: {"warmup_steps": parts.wiring.warmup_steps}))

@@ -23,7 +23,7 @@ from torch import nn
 
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
-from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyTeam, team_builder
+from harl.policy.off_policy import DeterministicActor, KeptForward, OffPolicyActors, policy_builder
 from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
@@ -84,7 +84,7 @@ class DeterministicLearner:
     reduce = "first"
     """The critic value the actor maximises: the first network's (``agent_value``)."""
 
-    def __init__(self, index: int, team: OffPolicyTeam, critic: QCritic, config: Any,
+    def __init__(self, index: int, team: OffPolicyActors, critic: QCritic, config: Any,
                  smoothing: tuple[float, float] | None = None) -> None:
         self.index = index
         self.actor: DeterministicActor = team.actors[index]  # type: ignore[assignment]
@@ -146,12 +146,12 @@ class DeterministicLearner:
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: DDPGConfig,
+def make_learner(index: int, team: OffPolicyActors, critic: QCritic, config: DDPGConfig,
                  space: spaces.Space) -> DeterministicLearner:
     return DeterministicLearner(index, team, critic, config)
 
 
 register("updater.objective", DDPGConfig, family="off_policy", requires={"critic": "q_values"},
-         factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
+         factory=lambda config, parts, agent: make_learner(agent, parts.policy, parts.critic, config,
                                                            parts.act_spaces[agent]),
-         team=team_builder(make_actor, with_targets=True))
+         policy=policy_builder(make_actor, with_targets=True))

@@ -50,4 +50,4 @@ def ppo_learner(actor: Actor, config: PPOConfig, generator: torch.Generator) -> 
 
 
 register("updater.objective", PPOConfig, family="on_policy", requires={"critic": "state_values"}, default=True,
-         factory=lambda config, parts, agent: ppo_learner(parts.team.actors[agent], config, parts.generator))
+         factory=lambda config, parts, agent: ppo_learner(parts.policy.actors[agent], config, parts.generator))

@@ -36,10 +36,10 @@ from harl.policy.off_policy import (
     SQUASHES,
     CategoricalActor,
     KeptForward,
-    OffPolicyTeam,
+    OffPolicyActors,
     SquashedGaussianActor,
+    policy_builder,
     squash_range,
-    team_builder,
 )
 from harl.policy.on_policy import PolicyConfig, describe_space
 from harl.registry import register
@@ -122,7 +122,7 @@ class SACLearner:
     reduce = "min"
     """The critic value the actor maximises: the twins' minimum (``agent_value``)."""
 
-    def __init__(self, index: int, team: OffPolicyTeam, critic: QCritic, config: SACConfig,
+    def __init__(self, index: int, team: OffPolicyActors, critic: QCritic, config: SACConfig,
                  target_entropy: float, critic_temp: CriticTemperature | None = None) -> None:
         self.index = index
         self.actor: SquashedGaussianActor | CategoricalActor = team.actors[index]  # type: ignore[assignment]
@@ -210,7 +210,7 @@ class SACLearner:
             self.critic_temp.load_state_dict(state["critic_temperature"])
 
 
-def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: SACConfig,
+def make_learner(index: int, team: OffPolicyActors, critic: QCritic, config: SACConfig,
                  space: spaces.Space, shared: dict[str, Any]) -> SACLearner:
     """Agent ``index``'s learner; ``shared`` carries what the team's learners share (one dict per team)."""
     def target(s: spaces.Space) -> float:
@@ -225,6 +225,6 @@ def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: SACCo
 
 
 register("updater.objective", SACConfig, family="off_policy", requires={"critic": "q_values"},
-         factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
+         factory=lambda config, parts, agent: make_learner(agent, parts.policy, parts.critic, config,
                                                            parts.act_spaces[agent], parts.shared),
-         team=team_builder(make_actor, with_targets=False))
+         policy=policy_builder(make_actor, with_targets=False))

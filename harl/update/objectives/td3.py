@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 from gymnasium import spaces
 
-from harl.policy.off_policy import OffPolicyTeam, team_builder
+from harl.policy.off_policy import OffPolicyActors, policy_builder
 from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.objectives.ddpg import DeterministicLearner, make_actor, smoothed_target_actions
@@ -37,7 +37,7 @@ class TD3Config:
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
 
 
-def make_learner(index: int, team: OffPolicyTeam, critic: QCritic, config: TD3Config,
+def make_learner(index: int, team: OffPolicyActors, critic: QCritic, config: TD3Config,
                  space: spaces.Space) -> DeterministicLearner:
     return DeterministicLearner(index, team, critic, config, (config.policy_noise, config.noise_clip))
 
@@ -52,6 +52,6 @@ def _needs_twin(config: TD3Config, built: Any) -> Any:
 
 register("updater.objective", TD3Config, family="off_policy", requires={"critic": "q_values"},
          check=_needs_twin,
-         factory=lambda config, parts, agent: make_learner(agent, parts.team, parts.critic, config,
+         factory=lambda config, parts, agent: make_learner(agent, parts.policy, parts.critic, config,
                                                            parts.act_spaces[agent]),
-         team=team_builder(make_actor, with_targets=True))
+         policy=policy_builder(make_actor, with_targets=True))

@@ -313,4 +313,4 @@ class TRPOLearner:
 
 
 register("updater.objective", TRPOConfig, family="on_policy", requires={"critic": "state_values"},
-         factory=lambda config, parts, agent: TRPOLearner(parts.team.actors[agent], config, parts.generator))
+         factory=lambda config, parts, agent: TRPOLearner(parts.policy.actors[agent], config, parts.generator))

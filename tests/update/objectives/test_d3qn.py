@@ -8,7 +8,7 @@ from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
-from harl.policy.off_policy import OffPolicyTeam
+from harl.policy.off_policy import OffPolicyActors
 from harl.policy.on_policy import PolicyConfig
 from harl.update.objectives.d3qn import D3QNConfig, make_actor, make_learner
 from harl.update.q_critic import JointQCritic, JointQCriticConfig
@@ -20,7 +20,7 @@ CONFIG = D3QNConfig(lr=1e-2, polyak=0.25)
 def setup(seed: int = 0) -> tuple[list, JointQCritic, ReplayBatch]:
     torch.manual_seed(seed)
     policy = PolicyConfig(hidden_sizes=(8,), input_norm=False)
-    team = OffPolicyTeam([make_actor(4, s, policy, CONFIG, i, "t.toml") for i, s in enumerate(SPACES)], True)
+    team = OffPolicyActors([make_actor(4, s, policy, CONFIG, i, "t.toml") for i, s in enumerate(SPACES)], True)
     critic = JointQCritic(5, SPACES, JointQCriticConfig(hidden_sizes=(8,), dueling_hidden_sizes=(4,)))
     learners = [make_learner(i, team, critic, CONFIG, s) for i, s in enumerate(SPACES)]
     n = 6

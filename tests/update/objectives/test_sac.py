@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBatch
 from harl.errors import ConfigError
-from harl.policy.off_policy import CategoricalActor, OffPolicyTeam, SquashedGaussianActor
+from harl.policy.off_policy import CategoricalActor, OffPolicyActors, SquashedGaussianActor
 from harl.policy.on_policy import PolicyConfig
 from harl.update.objectives.sac import SACConfig, SACLearner, alpha_loss, default_target_entropy, make_actor
 from harl.update.q_critic import QCritic, QCriticConfig
@@ -21,7 +21,7 @@ BOX = spaces.Box(-2.0, 2.0, (2,), np.float32)
 
 def learner(target_entropy: float, alpha: float = 0.2) -> tuple[SACLearner, ReplayBatch]:
     torch.manual_seed(0)
-    team = OffPolicyTeam([SquashedGaussianActor(3, BOX, (16,), "relu", False)], with_targets=False)
+    team = OffPolicyActors([SquashedGaussianActor(3, BOX, (16,), "relu", False)], with_targets=False)
     critic = QCritic(4, [BOX], QCriticConfig(hidden_sizes=(8,)))
     sac = SACLearner(0, team, critic, SACConfig(alpha=alpha, alpha_lr=0.05), target_entropy)
     n = 64
@@ -55,7 +55,7 @@ def test_alpha_loss_gradient_sign() -> None:
 def test_fixed_alpha_does_not_move() -> None:
     """auto_alpha = false keeps the configured temperature."""
     torch.manual_seed(0)
-    team = OffPolicyTeam([SquashedGaussianActor(3, BOX, (8,), "relu", False)], with_targets=False)
+    team = OffPolicyActors([SquashedGaussianActor(3, BOX, (8,), "relu", False)], with_targets=False)
     critic = QCritic(4, [BOX], QCriticConfig(hidden_sizes=(8,)))
     sac = SACLearner(0, team, critic, SACConfig(alpha=0.3, auto_alpha=False), -2.0)
     _, batch = learner(0.0)
@@ -157,7 +157,7 @@ class TestHARLDefaults:
         """auto_alpha: log alpha = 0 (torch.zeros(1) in HARL) whatever ``alpha``; initial_alpha = 0.2 is harl's old start."""
         sac, _ = learner(0.0, alpha=0.2)
         assert float(sac.log_alpha.detach()) == 0.0 and float(sac.alpha) == 1.0
-        team = OffPolicyTeam([SquashedGaussianActor(3, BOX, (8,), "relu", False)], with_targets=False)
+        team = OffPolicyActors([SquashedGaussianActor(3, BOX, (8,), "relu", False)], with_targets=False)
         critic = QCritic(4, [BOX], QCriticConfig(hidden_sizes=(8,)))
         old = SACLearner(0, team, critic, SACConfig(initial_alpha=0.2), -2.0)
         assert float(old.alpha) == pytest.approx(0.2)

@@ -9,7 +9,7 @@ import torch
 from gymnasium import spaces
 
 from harl.buffers.replay import ReplayBatch
-from harl.policy.off_policy import CategoricalActor, OffPolicyTeam
+from harl.policy.off_policy import CategoricalActor, OffPolicyActors
 from harl.update.objectives.sac import SACConfig, make_learner
 from harl.update.objectives.sac_temperature import CriticTemperature, critic_alpha_loss
 from harl.update.q_critic import QCritic, QCriticConfig
@@ -45,7 +45,7 @@ def test_fixed_alpha_keeps_the_critic_temperature() -> None:
 
 def team(config: SACConfig) -> tuple[list, ReplayBatch]:
     torch.manual_seed(0)
-    actors = OffPolicyTeam([CategoricalActor(2, DISCRETE, (8,), "relu", False, 0.01) for _ in range(2)],
+    actors = OffPolicyActors([CategoricalActor(2, DISCRETE, (8,), "relu", False, 0.01) for _ in range(2)],
                            with_targets=False)
     critic = QCritic(3, [DISCRETE] * 2, QCriticConfig(hidden_sizes=(8,)))
     shared: dict = {}  # one team: its learners share the critic's temperature
