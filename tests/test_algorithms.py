@@ -87,3 +87,16 @@ def test_a_new_algorithm_is_one_entry() -> None:
 
         del module._ALGORITHMS["MAT"]
     assert "MAT" not in [a.name for a in algorithms()]
+
+
+def test_harl_stages_families_lists_every_algorithm(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each family's row names all of its algorithms in the table (IPPO, MASAC, ... included)."""
+    from harl.cli import main
+
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["stages", "families"]) == 0
+    out = capsys.readouterr().out
+    for family in ("on_policy", "off_policy", "value"):
+        row = next(line for line in out.splitlines() if f" {family} " in line)
+        assert ", ".join(a.name for a in algorithms(family)) in row
