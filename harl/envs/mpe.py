@@ -23,13 +23,13 @@ import attrs
 import numpy as np
 from gymnasium import spaces
 
-from harl.envs import mpe_legacy
+from harl.envs import mpe_keys, mpe_legacy
 from harl.envs.protocol import EnvStep
 from harl.errors import MissingExtraError
 from harl.registry import register
-from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.settings import kind_field, one_of, setting
 
-# Scenario name -> the versioned mpe2 module that defines its ``raw_env``.
+# Scenario name (``mpe_keys.SCENARIOS``) -> the versioned mpe2 module that defines its ``raw_env``.
 _SCENARIO_MODULES = {
     "simple_spread": "mpe2.simple_spread_v3",
     "simple_reference": "mpe2.simple_reference_v3",
@@ -42,18 +42,11 @@ class MPEConfig:
     """Which MPE scenario to play and how."""
 
     kind: str = kind_field("mpe")
-    scenario: str = setting(
-        "simple_spread", "MPE scenario to play", one_of(_SCENARIO_MODULES)
-    )
-    continuous_actions: bool = setting(
-        True, "Box actions in [0, 1] when true, Discrete actions when false"
-    )
-    max_cycles: int = setting(25, "steps per episode before truncation", positive())
-    n_agents: int = setting(3, "agents (and landmarks); only used by simple_spread", in_range(1))
-    local_ratio: float = setting(
-        0.5, "weight of the local vs global reward (simple_spread, simple_reference)",
-        in_range(0.0, 1.0),
-    )
+    scenario: str = mpe_keys.scenario()
+    continuous_actions: bool = mpe_keys.continuous_actions()
+    max_cycles: int = mpe_keys.max_cycles()
+    n_agents: int = mpe_keys.n_agents()
+    local_ratio: float = mpe_keys.local_ratio()
     team_reward: bool = setting(
         True, "every agent gets the sum of all agents' rewards (HARL's MPE convention; "
         "returns then compare with HARL's), else each agent its own mpe2 reward",

@@ -3,8 +3,8 @@
 A kind of its own (not a ``backend`` key on ``kind = "mpe"``) because the env registry
 dispatches on the config class: a second class registers (``vectorised=True``) without
 touching the mpe2 adapter, and a shipped MPE pipeline switches by changing one word.
-The keys are declared here rather than derived from ``MPEConfig`` so this backend accepts
-exactly the options it implements.
+Its own class rather than derived from ``MPEConfig`` so this backend accepts exactly the
+options it implements; the keys both kinds have are made by ``harl.envs.mpe_keys``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from typing import Any
 
 import attrs
 
+from harl.envs import mpe_keys
+from harl.envs.mpe_keys import SCENARIOS
 from harl.envs.mpe_legacy import VARIANTS
-from harl.settings import InvalidSetting, in_range, kind_field, one_of, positive, setting
+from harl.settings import InvalidSetting, kind_field, one_of, setting
 
-SCENARIOS = ("simple_spread", "simple_reference", "simple_speaker_listener")
+__all__ = ["SCENARIOS", "MPETorchConfig"]
 
 
 def _device(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
@@ -31,16 +33,11 @@ class MPETorchConfig:
     """Which MPE scenario to play, how, and on which torch device."""
 
     kind: str = kind_field("mpe_torch")
-    scenario: str = setting("simple_spread", "MPE scenario to play", one_of(SCENARIOS))
-    continuous_actions: bool = setting(
-        True, "Box actions in [0, 1] when true, Discrete actions when false"
-    )
-    max_cycles: int = setting(25, "steps per episode before truncation", positive())
-    n_agents: int = setting(3, "agents (and landmarks); only used by simple_spread", in_range(1))
-    local_ratio: float = setting(
-        0.5, "weight of the local vs global reward (simple_spread, simple_reference)",
-        in_range(0.0, 1.0),
-    )
+    scenario: str = mpe_keys.scenario()
+    continuous_actions: bool = mpe_keys.continuous_actions()
+    max_cycles: int = mpe_keys.max_cycles()
+    n_agents: int = mpe_keys.n_agents()
+    local_ratio: float = mpe_keys.local_ratio()
     team_reward: bool = setting(
         True, "every agent gets the sum of all agents' rewards (HARL's MPE convention), "
         "else each agent its own mpe2 reward",
