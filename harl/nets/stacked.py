@@ -18,6 +18,13 @@ The parts any stack of actors shares live here too: ``ParamStack`` (the paramete
 stacked, cached while they do not change), ``layers_signature`` and ``run_layers`` (a
 ``Sequential`` of ``Linear``, ``LayerNorm`` and activations run over the agent axis).  The
 off-policy actors stack through them (``harl.policy.off_policy_stack``).
+
+Why not ``torch.func.vmap`` as ``harl.population.stack``: that batches whole population members
+(any network, RNNs too, stacked copies written back after its own Adam step); this batches the
+agents of one run, whose parameters stay their own ``Actor``'s under their own optimisers, read
+as a cached stacked view in the hot acting loop, where vmap would add its per-call dispatch
+(``functional_call``, batching rules) to a step of a few small matmuls (not measured against
+this), and LayerNorm folding and fp32 edge layers are done by hand here.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ gradients come back stacked the same way.  ``MemberAdam`` then takes one Adam st
 every member at once (Adam is elementwise, so a stacked step is S independent steps; the
 step counts are per member) after clipping each member's gradient norm on its own.
 Nothing here knows an algorithm: ``harl.population.update`` says what is stacked when.
+
+Why not ``harl.nets.stacked``'s ``baddbmm`` stacks: those batch the agents of one run, and only
+feed-forward MLP actors with a Gaussian or categorical head, their gradients flowing back to each
+agent's own parameters; a population batches every network of whole runs (critics, RNN actors,
+any shape vmap can trace) and steps the members' optimisers itself, which a hand-written
+layer-by-layer stack cannot cover.
 """
 
 from __future__ import annotations
