@@ -154,11 +154,13 @@ def group_runs(runs: Sequence[Run], metric: str, window: int = 1) -> list[Group]
         by_key.setdefault(json.dumps(run.key, sort_keys=True, default=str), []).append(run)
     flat = [flatten(members[0].key) for members in by_key.values()]
     differing = sorted(k for k in set().union(*flat) if len({json.dumps(f.get(k)) for f in flat}) > 1)
+    last = [k.rpartition(".")[2] for k in differing]
+    short_keys = {k: end if last.count(end) == 1 else k for k, end in zip(differing, last)}  # clip, not updater.objective.clip
     groups = []
     for members, settings in zip(by_key.values(), flat):
         names = sorted({r.name for r in members})
         label = " / ".join(names)
-        shown = [f"{k}={settings.get(k, '-')}" for k in differing[:3]]
+        shown = [f"{short_keys[k]}={_short(settings.get(k, '-'))}" for k in differing[:3]]
         if shown:
             label += f" ({', '.join(shown)}{', ...' if len(differing) > 3 else ''})"
         seeds = sorted({r.seed for r in members})
@@ -169,6 +171,16 @@ def group_runs(runs: Sequence[Run], metric: str, window: int = 1) -> list[Group]
         x, mean, std = band([(x, smooth(y, window)) for x, y in (curve(r, metric) for r in members)])
         groups.append(Group(label, members, x, mean, std))
     return groups
+
+
+def _short(value: Any) -> str:
+    """A setting as a legend shows it: floats to 3 significant digits (a tuned ``clip`` is
+    ``0.362``, not ``0.3621205502737279``, which squeezed the axes), lists element by element."""
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_short(v) for v in value) + "]"
+    return str(value)
 
 
 def band(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -198,6 +210,12 @@ def _steps(value: float, _: object = None) -> str:
     return f"{value:g}"
 
 
+def legend_below(figure: Any, columns: int) -> Any:
+    """The legend under the axes, outside them (inside, ``loc="best"`` covered a y tick); the
+    figure is made taller by its rows, so the axes keep their size."""
+    return figure.legend(loc="outside lower center", ncols=columns, fontsize="small", frameon=False)
+
+
 def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None,
          window: int = 1) -> tuple[Path, list[Group]]:
     """Draw the curves of the runs under ``paths`` (each a trailing mean over ``window`` of its
@@ -225,7 +243,9 @@ def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None,
     if not groups:
         raise HarlError(f"--metric {metric}: the runs' curves share no range of env steps to plot")
 
-    figure = Figure(figsize=(7.5, 4.5), dpi=120, layout="constrained")
+    columns = 2 if len(groups) > 1 and max(len(g.label) for g in groups) <= 45 else 1
+    rows = -(-len(groups) // columns)
+    figure = Figure(figsize=(7.5, 4.5 + 0.22 * rows), dpi=120, layout="constrained")
     ax = figure.add_subplot()
     for index, group in enumerate(groups):
         color = f"C{index % 10}"
@@ -241,7 +261,7 @@ def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None,
                            f" ({smoothed[2:]})" if smoothed else ""))
     ax.xaxis.set_major_formatter(FuncFormatter(_steps))
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize="small", frameon=False)
+    legend_below(figure, columns)
     if out is None:
         single = len(paths) == 1 and Path(paths[0]).is_dir()
         out = (Path(paths[0]) if single else Path()) / f"{metric}.png"
