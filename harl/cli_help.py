@@ -239,7 +239,7 @@ def add_tune_parser(sub: Any, overrides: Callable[[argparse.ArgumentParser], Non
     u.add_argument("--jobs", type=int, default=1, metavar="N", help="runs at once, each its own process "
                    "(default 1; with --ray: default the cluster's CPUs)")
     u.add_argument("--vectorize", action="store_true", help="train each trial's seeds as one population "
-                   "(docs/population.md; no pruning)")
+                   "in one process (docs/population.md), pruned the same way as seeds run side by side")
     u.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS", help="run the trials' runs as Ray "
                    "tasks (docs/ray.md)")
     u.add_argument("--storage", metavar="PATH", help="make the tune directory under PATH (with --ray: a shared "

@@ -78,6 +78,12 @@ class SMAXConfig:
         "mixing weights start ~30x too large (qmix_smax_*.toml set it)")
 
 
+MISSING_JAXMARL = ("pip install --no-deps jaxmarl (its dependency gymnax would pin gymnasium < 1.4; "
+                   "SMAX needs only what the extra installs)")
+"""The second install step, in both errors: the first (no jax) once named only the extra, so
+installing SMAX took two rounds."""
+
+
 def _import_smax() -> tuple[Any, Any, Any]:
     """jax, jax.numpy and jaxmarl's smax module; a clear error when the extra is missing.
 
@@ -91,7 +97,9 @@ def _import_smax() -> tuple[Any, Any, Any]:
         import jax
         import jax.numpy as jnp
     except ImportError as exc:
-        raise MissingExtraError('env kind "smax"', "smax", "jax") from exc
+        error = MissingExtraError('env kind "smax"', "smax", "jax")
+        error.args = (f"{error}, then: {MISSING_JAXMARL}",)
+        raise error from exc
     if not getattr(jax.config, "jax_platforms", None):  # imported before us, with no platform chosen
         jax.config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
     try:
@@ -99,8 +107,7 @@ def _import_smax() -> tuple[Any, Any, Any]:
             from jaxmarl.environments import smax
     except ImportError as exc:
         error = MissingExtraError('env kind "smax"', "smax", "jaxmarl")
-        error.args = (f"{error}, then: pip install --no-deps jaxmarl (its dependency gymnax "
-                      "would pin gymnasium < 1.4; SMAX needs only what the extra installs)",)
+        error.args = (f"{error}, then: {MISSING_JAXMARL}",)
         raise error from exc
     return jax, jnp, smax
 

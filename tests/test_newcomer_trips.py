@@ -1,0 +1,73 @@
+"""The trips a newcomer met following the README and docs literally (issue 44, item 6): each
+pointer leads somewhere, each help text says what the docs say."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_tune_help_prunes_vectorize_as_the_docs_say(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/tune.md: populations "are pruned the same way"; the help once said "no pruning"."""
+    from harl.cli_help import parser
+
+    with pytest.raises(SystemExit):
+        parser().parse_args(["tune", "--help"])
+    help_text = one_line(capsys.readouterr().out)
+    vectorize = help_text[help_text.index("--vectorize train"):help_text.index("--ray [ADDRESS] run")]
+    assert "no pruning" not in vectorize
+    assert "pruned the same way" in vectorize
+    docs = one_line((ROOT / "docs" / "tune.md").read_text(encoding="utf-8"))
+    populations = docs[docs.index("**Populations** (`--vectorize`)"):docs.index("**Ray**")]
+    assert "are pruned the same way" in populations
+
+
+def readme_headings() -> set[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return {m.group(1).strip() for m in re.finditer(r"^#+ (.+)$", text, flags=re.MULTILINE)}
+
+
+def test_every_readme_pointer_names_a_heading() -> None:
+    """``see the README's "X" section`` in pipelines/ and pyproject.toml: X is a README heading;
+    a pointer with no section named is refused (the qmix pipeline's "the one --no-deps step"
+    pointed at nothing)."""
+    files = [*sorted((ROOT / "pipelines").glob("*.toml")), ROOT / "pyproject.toml"]
+    headings = readme_headings()
+    pointers = 0
+    for path in files:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if "README" not in line or not line.lstrip().startswith("#"):
+                continue
+            pointers += 1
+            named = re.search(r'README\'s "([^"]+)"', line)
+            assert named, f"{path.name}: a README pointer without a section: {line.strip()}"
+            assert named.group(1) in headings, f"{path.name}: no README heading {named.group(1)!r}"
+    assert pointers >= 2
+
+
+@pytest.mark.parametrize("missing", ["jax", "jaxmarl.environments"])
+def test_missing_smax_packages_name_the_no_deps_step(missing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SMAX's first error (no jax at all, or no jaxmarl) gives both install steps, so one round
+    installs it; the README's "Installing extras" section gives the same step."""
+    from harl.envs import smax
+    from harl.errors import MissingExtraError
+
+    for name in ("XLA_FLAGS", "JAX_PLATFORMS"):
+        monkeypatch.delenv(name, raising=False)  # put back as they were after _import_smax sets them
+    monkeypatch.setitem(sys.modules, missing, None)
+    with pytest.raises(MissingExtraError) as error:
+        smax._import_smax()
+    assert 'pip install "harl[smax]"' in str(error.value)
+    assert "pip install --no-deps jaxmarl" in str(error.value)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Installing extras"):readme.index("## The commands")]
+    assert "pip install --no-deps jaxmarl" in section
