@@ -24,17 +24,24 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs import mpe_keys, mpe_legacy
+from harl.envs.names import group_indices
 from harl.envs.protocol import EnvStep
 from harl.errors import MissingExtraError
 from harl.registry import register
-from harl.settings import kind_field, one_of, setting
+from harl.settings import in_range, kind_field, one_of, setting
 
 # Scenario name (``mpe_keys.SCENARIOS``) -> the versioned mpe2 module that defines its ``raw_env``.
 _SCENARIO_MODULES = {
     "simple_spread": "mpe2.simple_spread_v3",
     "simple_reference": "mpe2.simple_reference_v3",
     "simple_speaker_listener": "mpe2.simple_speaker_listener_v4",
+    "simple_tag": "mpe2.simple_tag_v3",
+    "simple_adversary": "mpe2.simple_adversary_v3",
+    "simple_push": "mpe2.simple_push_v3",
+    "simple_world_comm": "mpe2.simple_world_comm_v3",
 }
+_CAPTURES = ("simple_tag", "simple_world_comm")
+"""The predator-prey scenarios, whose episodes report ``captures``."""
 
 
 @attrs.frozen
@@ -42,19 +49,32 @@ class MPEConfig:
     """Which MPE scenario to play and how."""
 
     kind: str = kind_field("mpe")
-    scenario: str = mpe_keys.scenario()
+    scenario: str = mpe_keys.scenario(mpe_keys.SCENARIOS + mpe_keys.COMPETITIVE_SCENARIOS)
     continuous_actions: bool = mpe_keys.continuous_actions()
     max_cycles: int = mpe_keys.max_cycles()
     n_agents: int = mpe_keys.n_agents()
     local_ratio: float = mpe_keys.local_ratio()
     team_reward: bool = setting(
-        True, "every agent gets the sum of all agents' rewards (HARL's MPE convention; "
-        "returns then compare with HARL's), else each agent its own mpe2 reward",
+        True, "every agent gets the sum of its side's rewards (a cooperative scenario has one side: the "
+        "sum of all agents' rewards, HARL's MPE convention, returns then compare with HARL's; "
+        "simple_tag, simple_adversary, simple_push, simple_world_comm: the adversaries' sum and "
+        "the good agents' sum), else each agent its own mpe2 reward",
     )
     variant: str = setting(
         "mpe2", "mpe2: mpe2's scenarios; pettingzoo_1.22: the MPE HARL's published results "
         "were measured on (an action moves its agent in the same step, simple_spread's "
         "self-collision term; see harl/envs/mpe_legacy.py)", one_of(mpe_legacy.VARIANTS),
+    )
+    num_good: int = setting(
+        -1, "good agents (prey): simple_tag, simple_world_comm, simple_adversary (its N); "
+        "-1: the scenario's own count (1, 2, 2)", in_range(-1),
+    )
+    num_adversaries: int = setting(
+        -1, "adversaries (predators): simple_tag, simple_world_comm (the leader among them); "
+        "-1: the scenario's own count (3, 4)", in_range(-1),
+    )
+    num_obstacles: int = setting(
+        -1, "obstacles: simple_tag, simple_world_comm; -1: the scenario's own count (2, 1)", in_range(-1),
     )
 
 
@@ -69,7 +89,21 @@ def _raw_env_kwargs(config: MPEConfig, render_mode: str | None) -> dict[str, Any
         kwargs["local_ratio"] = config.local_ratio
     if config.scenario == "simple_spread":
         kwargs["N"] = config.n_agents
+    counts = {"num_good": config.num_good, "num_adversaries": config.num_adversaries,
+              "num_obstacles": config.num_obstacles}
+    if config.scenario in _CAPTURES:
+        kwargs.update({key: value for key, value in counts.items() if value >= 0})
+    if config.scenario == "simple_adversary" and config.num_good >= 0:
+        kwargs["N"] = config.num_good
     return kwargs
+
+
+def _sides(agents: Sequence[Any]) -> dict[str, list[str]]:
+    """mpe2's sides: ``adversary`` (agents whose ``adversary`` flag is set, in a competitive
+    scenario) and ``agent`` (the good agents; every agent of a cooperative scenario)."""
+    adversaries = [agent.name for agent in agents if getattr(agent, "adversary", False)]
+    good = [agent.name for agent in agents if not getattr(agent, "adversary", False)]
+    return {"adversary": adversaries, "agent": good} if adversaries and good else {"agent": [a.name for a in agents]}
 
 
 def _import_scenario(scenario: str) -> Any:
@@ -105,6 +139,15 @@ class MPEEnv:
         )
 
         self.n_agents = len(self._agents)
+        self.agent_names: list[str] = list(self._names)
+        self.agent_groups: dict[str, list[str]] = _sides(self._agents)
+        # Scenarios with two sides: per-side reward sums and episode metrics (None: one side).
+        self._sides = group_indices(self._names, self.agent_groups) if len(self.agent_groups) > 1 else None
+        self._side_returns = np.zeros(len(self._sides or ()))
+        adversaries = [agent for agent in self._agents if getattr(agent, "adversary", False)]
+        good = [agent for agent in self._agents if not getattr(agent, "adversary", False)]
+        self._pairs = [(a, g) for a in adversaries for g in good] if config.scenario in _CAPTURES else None
+        self._captures = 0
         self.observation_spaces: list[spaces.Box] = [
             raw.observation_spaces[name] for name in self._names
         ]
@@ -137,6 +180,8 @@ class MPEEnv:
         """Start an episode; a seed re-seeds mpe2's generator exactly as ``raw_env.reset`` does."""
         self._raw.reset(seed=seed)
         self._steps = 0
+        self._side_returns[:] = 0.0
+        self._captures = 0
         obs, state = self._observe()
         return obs, state, self._avail
 
@@ -169,14 +214,31 @@ class MPEEnv:
         rewards_by_name = self._raw.rewards
         rewards = np.array([rewards_by_name[name] for name in self._names], dtype=np.float32)
         rewards += self._reward_offset
-        if self.config.team_reward:
+        if self._sides is not None:
+            self._side_returns += [rewards[side].mean(dtype=np.float64) for side in self._sides]
+            if self.config.team_reward:
+                for side in self._sides:
+                    rewards[side] = rewards[side].sum()
+        elif self.config.team_reward:
             rewards[:] = rewards.sum()
+        if self._pairs is not None:
+            collides = self._scenario.is_collision
+            self._captures += sum(1 for a, g in self._pairs if collides(g, a))
         obs, state = self._observe()
         # A terminal state wins over the time limit: its value is zero either way.
         terminated = self._is_terminal is not None and bool(self._is_terminal(self._world))
         truncated = not terminated and self._steps >= self._max_cycles
         avail: list[np.ndarray | None] | None = None if self._avail is None else [*self._avail]
-        return EnvStep(obs, state, avail, rewards, terminated, truncated)
+        info = self._episode_info() if (terminated or truncated) and self._sides is not None else {}
+        return EnvStep(obs, state, avail, rewards, terminated, truncated, info=info)
+
+    def _episode_info(self) -> dict[str, float]:
+        """A two-sided episode's metrics: each side's return (its agents' own mpe2 rewards, mean over
+        the side, summed over the steps) and, in a predator-prey scenario, ``captures``."""
+        info = {f"return_{side}": float(value) for side, value in zip(self.agent_groups, self._side_returns)}
+        if self._pairs is not None:
+            info["captures"] = float(self._captures)
+        return info
 
     def get_rng_state(self) -> dict[str, Any]:
         """The state of mpe2's generator (MPE draws random numbers only in ``reset``)."""

@@ -14,10 +14,13 @@ from typing import Any
 from harl.settings import in_range, one_of, positive, setting
 
 SCENARIOS = ("simple_spread", "simple_reference", "simple_speaker_listener")
+"""The cooperative scenarios, which both kinds play."""
+COMPETITIVE_SCENARIOS = ("simple_tag", "simple_adversary", "simple_push", "simple_world_comm")
+"""mpe2's scenarios with two sides (adversaries and good agents); ``kind = "mpe"`` plays them."""
 
 
-def scenario() -> Any:
-    return setting("simple_spread", "MPE scenario to play", one_of(SCENARIOS))
+def scenario(choices: tuple[str, ...] = SCENARIOS) -> Any:
+    return setting("simple_spread", "MPE scenario to play", one_of(choices))
 
 
 def continuous_actions() -> Any:

@@ -71,6 +71,12 @@ class MultiAgentEnv(Protocol):
     replay how each episode began (``VectorEnv.episode_starts`` / ``restart``); without
     them a resumed env starts from its first seed again.  Optional too: ``summary``, a short
     line ``harl check`` shows beside the env (e.g. where the global state comes from).
+
+    Optional, for teams: ``agent_names: list[str]`` (one unique name per agent, in agent
+    order; default ``agent_0 .. agent_{n-1}``) and ``agent_groups: dict[str, list[str]]``
+    (the env's own sides, each naming its agents, e.g. ``{"adversary": ["adversary_0"],
+    "agent": ["agent_0", "agent_1"]}``; default ``{}``: none declared).  Read them with
+    ``harl.envs.names.agent_names`` / ``agent_groups``, which fill in the defaults.
     """
 
     n_agents: int
@@ -143,6 +149,9 @@ class VectorEnv(Protocol):
     then hand the policy's action tensors straight to the env and copy the results into
     their buffers without a numpy round trip (``is_tensor_native``).  Both attributes are
     optional: without them an env is a numpy env.
+
+    Optional too: ``agent_names`` and ``agent_groups``, taken from its envs (see
+    ``MultiAgentEnv``; ``harl.envs.names`` reads them with their defaults).
     """
 
     n_envs: int

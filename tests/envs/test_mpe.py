@@ -17,7 +17,8 @@ from harl.settings import InvalidSetting
 
 pytest.importorskip("mpe2")
 
-SCENARIOS = ("simple_spread", "simple_reference", "simple_speaker_listener")
+SCENARIOS = ("simple_spread", "simple_reference", "simple_speaker_listener",
+             "simple_tag", "simple_adversary", "simple_push", "simple_world_comm")
 CASES = [(scenario, continuous) for scenario in SCENARIOS for continuous in (True, False)]
 
 
@@ -30,10 +31,14 @@ def _parallel_env(config: MPEConfig):
             "simple_spread": "mpe2.simple_spread_v3",
             "simple_reference": "mpe2.simple_reference_v3",
             "simple_speaker_listener": "mpe2.simple_speaker_listener_v4",
+            "simple_tag": "mpe2.simple_tag_v3",
+            "simple_adversary": "mpe2.simple_adversary_v3",
+            "simple_push": "mpe2.simple_push_v3",
+            "simple_world_comm": "mpe2.simple_world_comm_v3",
         }[config.scenario]
     )
     kwargs = {"max_cycles": config.max_cycles, "continuous_actions": config.continuous_actions}
-    if config.scenario != "simple_speaker_listener":
+    if config.scenario in ("simple_spread", "simple_reference"):
         kwargs["local_ratio"] = config.local_ratio
     if config.scenario == "simple_spread":
         kwargs["N"] = config.n_agents
@@ -145,7 +150,9 @@ def test_render_rgb_array() -> None:
 def test_config_validation() -> None:
     """Out-of-range settings are rejected with the field name."""
     with pytest.raises(InvalidSetting, match="scenario"):
-        MPEConfig(scenario="simple_tag")
+        MPEConfig(scenario="simple_tagg")
+    with pytest.raises(InvalidSetting, match="num_good"):
+        MPEConfig(scenario="simple_tag", num_good=-2)
     with pytest.raises(InvalidSetting, match="local_ratio"):
         MPEConfig(local_ratio=1.5)
     with pytest.raises(InvalidSetting, match="max_cycles"):

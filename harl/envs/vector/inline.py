@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 from gymnasium import spaces
 
+from harl.envs import names
 from harl.envs.checks import EnvOutputCheck, as_stored, check_finite, describe_env, stack_avail
 from harl.envs.protocol import EnvStep, VectorStep
 from harl.envs.registry import make_env
@@ -63,6 +64,8 @@ class InlineVectorEnv:
         self.observation_spaces: Sequence[spaces.Box] = first.observation_spaces
         self.action_spaces: Sequence[spaces.Space] = first.action_spaces
         self.state_space: spaces.Box = first.state_space
+        self.agent_names: list[str] = names.agent_names(first)
+        self.agent_groups: dict[str, list[str]] = names.agent_groups(first)
         self._check = EnvOutputCheck(describe_env(env_config), self.n_agents, self.observation_spaces,
                                      self.action_spaces, self.state_space)
         self._seed = seed

@@ -7,6 +7,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from harl.envs import names
 from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.envs.vector.inline import Reset
 
@@ -50,6 +51,8 @@ class NumpyVectorEnv:
         self.observation_spaces = venv.observation_spaces
         self.action_spaces = venv.action_spaces
         self.state_space = venv.state_space
+        self.agent_names = names.agent_names(venv)
+        self.agent_groups = names.agent_groups(venv)
 
     def reset(self, seed: int | None = None) -> Reset:
         obs, state, avail = self.venv.reset(seed)

@@ -102,7 +102,8 @@ class EnvWorker:
             raise self.error
         venv = self.venv
         return pickle.dumps((venv.n_agents, venv.observation_spaces, venv.action_spaces, venv.state_space,
-                             socket.gethostname(), os.getpid(), ray.get_runtime_context().get_node_id()))
+                             socket.gethostname(), os.getpid(), ray.get_runtime_context().get_node_id(),
+                             venv.agent_names, venv.agent_groups))
 
     def call(self, command: str, *args: Any) -> bytes:
         return pickle.dumps(getattr(self.venv, command)(*args))
@@ -185,6 +186,8 @@ class RayVectorEnv:
         self.observation_spaces: Sequence[spaces.Box] = ready[1]
         self.action_spaces: Sequence[spaces.Space] = ready[2]
         self.state_space: spaces.Box = ready[3]
+        self.agent_names: list[str] = ready[7]
+        self.agent_groups: dict[str, list[str]] = ready[8]
 
     def _start(self, workers: list[_Worker], seeds: list[int]) -> tuple[Any, ...]:
         """Create the actors of ``workers`` and wait until their envs are built."""

@@ -132,7 +132,8 @@ def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) 
     try:
         venv = InlineVectorEnv(pickle.loads(config_bytes), n_envs, seed, wrap_errors=False)
         conn.send(
-            ("ok", (venv.n_agents, venv.observation_spaces, venv.action_spaces, venv.state_space))
+            ("ok", (venv.n_agents, venv.observation_spaces, venv.action_spaces, venv.state_space,
+                    venv.agent_names, venv.agent_groups))
         )
         while True:
             try:
@@ -244,6 +245,8 @@ class SubprocessVectorEnv:
         self.observation_spaces: Sequence[spaces.Box] = ready[0][1]
         self.action_spaces: Sequence[spaces.Space] = ready[0][2]
         self.state_space: spaces.Box = ready[0][3]
+        self.agent_names: list[str] = ready[0][4]
+        self.agent_groups: dict[str, list[str]] = ready[0][5]
 
         self._layout = StepLayout.build(n_envs, self.observation_spaces, self.state_space, self.action_spaces)
         try:
