@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.compare.helpers import needs_rliable
+from tests.compare.synthetic import make_run
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -71,3 +74,24 @@ def test_missing_smax_packages_name_the_no_deps_step(missing: str, monkeypatch: 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Installing extras"):readme.index("## The commands")]
     assert "pip install --no-deps jaxmarl" in section
+
+
+@needs_rliable
+def test_compare_of_two_folders_writes_beside_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``harl compare runs/a runs/b`` from a checkout: ``runs/compare``, not ``./compare``; and
+    ``compare/`` is ignored by git should one be written there anyway."""
+    from harl.compare import compare
+    from harl.compare.report import default_out
+
+    runs = tmp_path / "runs"
+    for seed in (1, 2, 3):
+        make_run(runs / "happo", "sequential", "ppo", seed, [-100.0 + 10 * k + seed for k in range(4)])
+        make_run(runs / "mappo", "simultaneous", "ppo", seed, [-100.0 + 9 * k + seed for k in range(4)])
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    monkeypatch.chdir(checkout)
+    assert default_out(["../runs/happo"]) == Path("../runs/happo/compare")
+    result = compare([runs / "happo", runs / "mappo"], draw=False)
+    assert {f.parent for f in result.files} == {runs / "compare"}
+    assert list(checkout.iterdir()) == []
+    assert "compare/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()

@@ -17,7 +17,7 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                    help="run directories, or directories holding runs (sweeps, runs/)")
     p.add_argument("--out", metavar="DIR", help="folder for the tables and figures (default: compare/ in the "
-                   "one directory given, else in the current directory)")
+                   "one directory given, else in the folder that holds them all)")
     p.add_argument("--bounds", action="append", default=[], metavar="TASK=RANDOM,BEST",
                    help="normalise TASK's returns to (return - RANDOM) / (BEST - RANDOM) (repeatable; TASK or "
                    "env/task), e.g. --bounds simple_spread=-180,-60")

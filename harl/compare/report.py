@@ -3,6 +3,7 @@ output written to one folder (tables, CSV, figures) and shown in the terminal.""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,8 +37,11 @@ def _slug(text: str) -> str:
 
 
 def default_out(paths: Sequence[str | Path]) -> Path:
-    """``compare/`` in the one directory given, else in the current directory."""
-    return (Path(paths[0]) if len(paths) == 1 else Path()) / "compare"
+    """``compare/`` in the one directory given, else in the deepest folder that holds them all
+    (``runs/`` for two sweeps in it): the current folder, a checkout, once got an untracked one."""
+    if len(paths) == 1:
+        return Path(paths[0]) / "compare"
+    return Path(os.path.commonpath([os.path.abspath(p) for p in paths])) / "compare"
 
 
 def compare(paths: Sequence[str | Path], out: Path | None = None, *, labels: Mapping[str, str] | None = None,
