@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from harl.config.dump import dump_pipeline
 from harl.config.loading import load_spec_and_notes
 from harl.errors import ConfigError, HarlError
 from harl.run.lifecycle import spec_of_run
+from harl.rundir.naming import stamped
 from harl.sweep import local, population, ray_backend
 from harl.sweep.grid import Trial, parse_grid, parse_seeds, point_label, trials
 from harl.sweep.report import write_summary, write_trials
@@ -53,9 +53,25 @@ class Request:
                    parse_grid(grid, overrides))
 
 
+def _named_by_its_algorithm(spec: Any) -> Any:
+    """The spec with ``run.name``'s algorithm word the one its stages compose (harl.algorithms):
+    ``--set updater.kind=simultaneous`` on ``happo-mpe-spread`` names the runs, their folders and
+    plot legends ``mappo-mpe-spread``."""
+    from harl.algorithms import Kinds, rename
+    from harl.registry import kind_name
+
+    kinds = Kinds(kind_name(spec.collector), kind_name(spec.critic), bool(getattr(spec.critic, "twin", False)),
+                  kind_name(spec.updater), kind_name(spec.updater.objective))
+    name = rename(spec.run.name, kinds)
+    return spec if name == spec.run.name else attrs.evolve(spec, run=attrs.evolve(spec.run, name=name))
+
+
 def _validate(request: Request) -> tuple[list[tuple[Trial, Any, str]], list[str]]:
-    """Every trial's spec and resolved pipeline text; the notes of the first."""
+    """Every trial's spec and resolved pipeline text, named by its algorithm; the notes of the first."""
     first, notes = load_spec_and_notes(request.pipeline, request.overrides)
+    if _named_by_its_algorithm(first).run.name != first.run.name:
+        notes.append(f'run.name "{first.run.name}" names another algorithm than the stages compose: '
+                     f'the runs are named "{_named_by_its_algorithm(first).run.name}"')
     seeds = request.seeds or [first.run.seed]
     planned = []
     for trial in trials(seeds, request.grid):
@@ -63,6 +79,7 @@ def _validate(request: Request) -> tuple[list[tuple[Trial, Any, str]], list[str]
             spec, _ = load_spec_and_notes(request.pipeline, [*request.overrides, *trial.overrides])
         except ConfigError as exc:
             raise ConfigError(f"--grid point {point_label(trial.point)}: {exc}") from None
+        spec = _named_by_its_algorithm(spec)
         planned.append((trial, spec, dump_pipeline(spec)))
     return planned, notes
 
@@ -84,12 +101,7 @@ class Sweep:
 
             check_population([trial_spec for _, trial_spec, _ in planned], request.pipeline)
         if sweep_dir is None:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            base = (storage or Path(spec.logging.dir)) / f"{spec.run.name}-sweep-{stamp}"
-            sweep_dir, n = base, 1
-            while sweep_dir.exists():
-                n += 1
-                sweep_dir = base.with_name(f"{base.name}-{n}")
+            sweep_dir = stamped(storage or Path(spec.logging.dir), f"{spec.run.name}-sweep")
         elif sweep_dir.exists() and any(sweep_dir.iterdir()):
             raise HarlError(f"--run-dir {sweep_dir}: not empty; a sweep needs a new (or empty) directory "
                             f"(continue a stopped sweep with harl train --resume {sweep_dir})")

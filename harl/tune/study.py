@@ -12,7 +12,6 @@ study (``study.db``, SQLite, written by the driving process only) and one folder
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import attrs
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_spec_and_notes
 from harl.errors import HarlError, import_extra
+from harl.rundir.naming import stamped
 from harl.tune.space import Space, read_space
 
 RECORD = "tune.json"
@@ -68,13 +68,7 @@ def new_dir(pipeline: str, overrides: Sequence[str], run_dir: Path | None, stora
             raise HarlError(f"--run-dir {run_dir}: not an empty directory{held}; a new study needs a new "
                             "(or empty) directory")
         return run_dir.resolve()
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = (storage or Path(spec.logging.dir)) / f"{spec.run.name}-tune-{stamp}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path.resolve()
+    return stamped(storage or Path(spec.logging.dir), f"{spec.run.name}-tune").resolve()
 
 
 def write_record(tune_dir: Path, request: Request, space: Space) -> None:
