@@ -38,9 +38,12 @@ def slow(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the package, tests and benchmarks; mypy over the package ([tool.mypy] in pyproject.toml)."""
-    session.install("ruff")
+    """ruff over the package, tests and benchmarks; pylint's duplicate-code check over the package
+    (tests/duplicate_check.py: six identical lines or more fail); mypy over the package ([tool.mypy] in
+    pyproject.toml)."""
+    session.install("ruff", "pylint>=4")
     session.run("ruff", "check", "harl", "tests", "benchmarks", "examples", "noxfile.py")
+    session.run("python", "tests/duplicate_check.py", "harl")
     session.install(TORCH)  # mypy reads torch's, numpy's, gymnasium's and attrs' own types
     session.install("-e", ".", "mypy>=1.10")
     session.run("mypy", "harl")
