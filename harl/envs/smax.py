@@ -250,6 +250,9 @@ class SMAXVectorEnv:
         env, self._reset_fn, self._step_fn = _batched_functions(config)
         self.n_envs = n_envs
         self.n_agents: int = env.num_allies
+        self.agent_names: list[str] = [str(name) for name in env.agents]
+        self.agent_groups: dict[str, list[str]] = {"ally": list(self.agent_names)}
+        """jaxmarl's names (``ally_0`` ...); only the allies play (the enemy is the heuristic)."""
         self.observation_spaces: list[spaces.Box] = [
             spaces.Box(-1.0, 1.0, (env.obs_size,), np.float32) for _ in range(self.n_agents)
         ]

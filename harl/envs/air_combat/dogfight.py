@@ -24,6 +24,9 @@ metrics: mean posture, the share of a learner's flying steps in a firing positio
 opponent (``advantage``: nose within 30 degrees, on the target's rear hemisphere, within
 the sound range) or with an opponent in that position on it (``threatened``), and the
 aircraft each side lost.
+
+The learners are the ``blue`` side (``agent_names`` ``blue_0``, ``blue_1``; ``agent_groups``
+``{"blue": [...]}``); the scripted opponents are red and are not agents.
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ class DogfightEnv:
         self.observation_spaces = [obs_box] * N_LEARNERS
         self.action_spaces = [action_space(config.action_type) for _ in range(N_LEARNERS)]
         self.state_space = spaces.Box(-np.inf, np.inf, (4 * STATE_FEATURES,), np.float32)
+        self.agent_names = [f"blue_{i}" for i in range(N_LEARNERS)]
+        self.agent_groups = {"blue": list(self.agent_names)}
+        """The learners' side; the scripted opponents (red) are not agents."""
         self._rng = np.random.default_rng()
         self._states: list[FlightState] = []
         self._alive = np.ones(4, dtype=bool)

@@ -59,6 +59,13 @@ def _scenario(config: MPETorchConfig, device: torch.device, dtype: torch.dtype
     return SpeakerListener(device, dtype)
 
 
+def _agent_names(scenario: str, n_agents: int) -> list[str]:
+    """mpe2's agent names for the scenario (``harl.envs.mpe`` reads them from mpe2's world)."""
+    if scenario == "simple_speaker_listener":
+        return ["speaker_0", "listener_0"]
+    return [f"agent_{i}" for i in range(n_agents)]
+
+
 class MPETorchVectorEnv:
     """``n_envs`` MPE environments of one scenario, in torch (see the module docstring)."""
 
@@ -82,6 +89,9 @@ class MPETorchVectorEnv:
         self._seed = seed
         self._reset_before = False
         self.n_agents = layout.n_agents
+        self.agent_names = _agent_names(config.scenario, self.n_agents)
+        self.agent_groups = {"agent": list(self.agent_names)}
+        """mpe2's names; every scenario here is cooperative: one side (as ``kind = "mpe"``)."""
         self.action_spaces: list[spaces.Space] = [
             layout.action_space(i, config.continuous_actions) for i in range(self.n_agents)
         ]

@@ -6,6 +6,10 @@ inactive from then on: its observation is zeros, its reward 0, it is sent no act
 ``EnvStep.active`` says so, so its steps do not train.  The episode ends when no agent is
 left (or every agent that acted was done): ``truncated`` when any of the last ones was
 truncated (a time limit: bootstrap), else ``terminated``.
+
+``agent_names`` are the ``possible_agents`` (as strings); ``agent_groups`` groups them by the
+part of the name before its last ``_`` (``archer_0``, ``archer_1``, ``knight_0``: ``archer``
+and ``knight``), PettingZoo's naming convention for an agent's kind or side.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from harl.envs.actions import env_action, unsupported_action
+from harl.envs.names import groups_by_prefix
 from harl.envs.pettingzoo.build import build_parallel
 from harl.envs.pettingzoo.spaces import (
     ObservationView,
@@ -55,6 +60,8 @@ class PettingZooEnv:
             raise _refuse(config, "the env has no possible_agents")
         self._index = {name: i for i, name in enumerate(self._names)}
         self.n_agents = len(self._names)
+        self.agent_names: list[str] = [str(name) for name in self._names]
+        self.agent_groups: dict[str, list[str]] = groups_by_prefix(self.agent_names)
         self.action_spaces: list[spaces.Space] = [env.action_space(name) for name in self._names]
         views: list[ObservationView] = []
         for name, action_space in zip(self._names, self.action_spaces):
