@@ -66,5 +66,15 @@ class Updater(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-SLOT_PROTOCOLS: dict[str, type] = {"collector": Collector, "returns": ReturnComputer}
+class Script(Protocol):
+    """A scripted team's agents (``harl.teams.scripted``): built by ``factory(config, obs_spaces,
+    act_spaces, seed)``, they act from what they observe and never learn."""
+
+    def act(self, obs: list[Any], avail: list[Any] | None, starts: Any) -> list[Any]:
+        """Per agent ``(E, obs_dim)`` observations, ``(E, n)`` masks (1 = allowed; None: all) and the
+        ``(E,)`` episode starts -> one action per agent, as a policy gives them: ``(E, k)`` floats."""
+        ...
+
+
+SLOT_PROTOCOLS: dict[str, type] = {"collector": Collector, "returns": ReturnComputer, "script": Script}
 """The slots whose ``registry.PROTOCOLS`` names these Protocols' members must include."""

@@ -47,9 +47,11 @@ ANY_FAMILY = "both"
 """The family of a kind that any family may use (an env, a sink, a shared objective); a kind
 shared by some families only names them as a tuple: ``family=("on_policy", "off_policy")``."""
 
-SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective", "sink")
+SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective", "sink", "script")
 """Slots whose table has a ``kind``; ``updater.objective`` is nested in ``[updater]``; ``sink``:
-the run's logging sinks (csv, tensorboard, mlflow, wandb, a user's own), set by ``[logging]``."""
+the run's logging sinks (csv, tensorboard, mlflow, wandb, a user's own), set by ``[logging]``;
+``script``: a scripted team's agents (``harl.teams.scripted``; built by
+``factory(config, obs_spaces, act_spaces, seed)``)."""
 
 PROTOCOLS: dict[str, tuple[str, ...]] = {
     "collector": ("collect", "steps_per_iteration"),
@@ -61,6 +63,7 @@ PROTOCOLS: dict[str, tuple[str, ...]] = {
     "updater.objective/off_policy": ("stat_names", "next_action", "initial_action", "updated_action", "soft_update",
                                      "state_dict", "load_state_dict"),
     "sink": ("write", "close"),
+    "script": ("act",),
 }
 """The attributes a built stage of each slot must have (docs/your-own-stage.md explains them)."""
 
@@ -68,9 +71,10 @@ STAGE_PACKAGES = ("harl.collect", "harl.buffers", "harl.returns", "harl.update")
 """Packages whose modules (all, recursively) register harl's own stage kinds on import."""
 
 BUILTIN: dict[str, tuple[tuple[str, bool], ...]] = {
-    **{slot: tuple((p, True) for p in STAGE_PACKAGES) for slot in SLOTS if slot not in ("env", "sink")},
+    **{slot: tuple((p, True) for p in STAGE_PACKAGES) for slot in SLOTS if slot not in ("env", "sink", "script")},
     "env": (("harl.envs", False),),
     "sink": (("harl.logging", False),),
+    "script": (("harl.teams.scripted", False),),
     "family": (("harl.families", False),),
 }
 """slot -> (package, recursive): where harl's own kinds of the slot are defined.  Env adapters and
