@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from harl.rundir.signals import EXIT_STATUS_BASE, STOP_SIGNALS
 from harl.sweep.state import Display, TrialState
@@ -32,38 +34,92 @@ def in_process(states: list[TrialState], display: Display, quiet: bool) -> None:
             break
 
 
+K = TypeVar("K")
+
+
+class Processes(Generic[K]):
+    """Child processes ``python -m MODULE ARGS...`` by key, each one's output appended to a log.
+
+    What ``--jobs N`` trials (``in_processes``) and ``harl tune``'s local runs
+    (``harl.tune.runners.Local``) share: starting, polling, passing a signal on, and stopping
+    them all when the driver fails.  ``new_session``: a terminal's Ctrl-C reaches the driver
+    only (harl tune passes each signal on itself); else the children get it too (a sweep).
+    """
+
+    def __init__(self, new_session: bool = False) -> None:
+        self.new_session = new_session
+        self.running: dict[subprocess.Popen[bytes], K] = {}
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    def launch(self, key: K, module: str, args: Sequence[str], log: Path) -> None:
+        with log.open("ab") as out:
+            process = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=self.new_session)
+        self.running[process] = key
+
+    def ended(self) -> list[tuple[K, int]]:
+        """(key, exit status; -N: killed by signal N) of each process that ended since the last call."""
+        done = [(p, k) for p, k in self.running.items() if p.poll() is not None]
+        for process, _ in done:
+            del self.running[process]
+        return [(key, int(process.returncode)) for process, key in done]
+
+    def stop(self, signum: int) -> None:
+        for process in self.running:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signum)
+
+    def close(self) -> None:
+        """The driver itself failed: stop what it started rather than leave it orphaned."""
+        self.stop(signal.SIGTERM)
+        for process in self.running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(10)
+
+
 def in_processes(states: list[TrialState], jobs: int, max_retries: int, display: Display) -> None:
     """Up to ``jobs`` trial processes at once; one killed by a signal runs again (resumes)."""
     waiting = list(states)
-    running: dict[TrialState, subprocess.Popen[bytes]] = {}
+    pool: Processes[TrialState] = Processes()
     interrupts = 0
-    with display, _terminate_on_error(running):
-        while waiting or running:
-            try:
-                while waiting and len(running) < jobs and not interrupts:
-                    state = waiting.pop(0)
-                    running[state] = _start(state, display)
-                    state.status = "running"
-                for state, process in list(running.items()):
-                    code = process.poll()
-                    if code is not None:
-                        del running[state]
-                        if code >= 0 or interrupts:
-                            _finish(state, code)
-                        elif state.died(f"its process was killed (signal {-code})", max_retries, display.say):
-                            waiting.insert(0, state)
-                    display.update(state)
-                time.sleep(0.5)
-            except KeyboardInterrupt:
-                # A terminal's Ctrl-C reaches the trials too (one process group): each stops
-                # after its iteration, or at once on a second Ctrl-C.  Start no more.
-                interrupts += 1
-                for state in waiting:
-                    state.left_waiting()
-                waiting.clear()
-                if interrupts == 1:
-                    display.say("Ctrl-C: the running trials stop after their iteration, with a "
-                                "checkpoint (Ctrl-C again to stop them now)")
+    with display:
+        try:
+            while waiting or pool:
+                try:
+                    _poll(pool, waiting, jobs, interrupts, max_retries, display)
+                except KeyboardInterrupt:
+                    # A terminal's Ctrl-C reaches the trials too (one process group): each stops
+                    # after its iteration, or at once on a second Ctrl-C.  Start no more.
+                    interrupts += 1
+                    for state in waiting:
+                        state.left_waiting()
+                    waiting.clear()
+                    if interrupts == 1:
+                        display.say("Ctrl-C: the running trials stop after their iteration, with a "
+                                    "checkpoint (Ctrl-C again to stop them now)")
+        except BaseException:
+            pool.close()
+            raise
+
+
+def _poll(pool: Processes[TrialState], waiting: list[TrialState], jobs: int, interrupts: int, max_retries: int,
+          display: Display) -> None:
+    """Start trials up to ``jobs``, settle those that ended, wait half a second."""
+    while waiting and len(pool) < jobs and not interrupts:
+        state = waiting.pop(0)
+        _start(pool, state, display)
+        state.status = "running"
+    for state, code in pool.ended():
+        if code >= 0 or interrupts:
+            _finish(state, code)
+        elif state.died(f"its process was killed (signal {-code})", max_retries, display.say):
+            waiting.insert(0, state)
+        display.update(state)
+    for state in pool.running.values():
+        display.update(state)
+    time.sleep(0.5)
 
 
 def _finish(state: TrialState, code: int) -> None:
@@ -87,24 +143,8 @@ def last_harl_error(log: Path) -> str:
     return found[-1].strip() if found else ""
 
 
-def _start(state: TrialState, display: Display) -> subprocess.Popen[bytes]:
+def _start(pool: Processes[TrialState], state: TrialState, display: Display) -> None:
     state.started_at.append(checkpoint_iteration(state.run_dir))
     if not display.live:
         display.say(f"{state.label}: {state.run_dir} (output in {state.run_dir / LOG})")
-    with (state.run_dir / LOG).open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "harl.sweep.trial", str(state.run_dir)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-
-@contextlib.contextmanager
-def _terminate_on_error(running: dict[TrialState, subprocess.Popen[bytes]]) -> Iterator[None]:
-    """If the sweep itself fails, stop the trials it started rather than leave them orphaned."""
-    try:
-        yield
-    except BaseException:
-        for process in running.values():
-            process.terminate()
-        for process in running.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(5)
-        raise
+    pool.launch(state, "harl.sweep.trial", [str(state.run_dir)], state.run_dir / LOG)

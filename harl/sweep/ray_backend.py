@@ -16,12 +16,13 @@ that each node sees it before any trial starts.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from harl.errors import HarlError, import_extra
 from harl.sweep.state import Display, TrialState
-from harl.sweep.trial import Outcome, run_logged
+from harl.sweep.trial import Outcome, checkpoint_iteration, run_logged
 
 
 def import_ray() -> Any:
@@ -63,19 +64,68 @@ def _node_sees(path: str) -> bool:
     return Path(path).is_file()
 
 
-def check_shared(ray: Any, sweep_dir: Path) -> None:
-    """Every alive node must see the sweep directory (its sweep.json) at the same path."""
+def check_shared(ray: Any, directory: Path, record: str, what: str) -> None:
+    """Every alive node must see ``directory`` (its ``record`` file: sweep.json, tune.json) at the
+    same path; ``what`` names the directory in the message (``sweep``, ``tune``)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     probe = ray.remote(num_cpus=0)(_node_sees)
     nodes = [n for n in ray.nodes() if n["Alive"]]
     seen = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                    .remote(str(sweep_dir / "sweep.json")) for n in nodes])
+                    .remote(str(directory / record)) for n in nodes])
     blind = [n["NodeManagerAddress"] for n, ok in zip(nodes, seen) if not ok]
     if blind:
-        raise HarlError(f"{sweep_dir}: not reachable from the Ray node(s) {', '.join(blind)}; the sweep "
+        raise HarlError(f"{directory}: not reachable from the Ray node(s) {', '.join(blind)}; the {what} "
                         "directory must be the same path on every node (a shared filesystem): pass one "
                         "with --storage PATH (or --run-dir)")
+
+
+K = TypeVar("K")
+
+
+class Tasks(Generic[K]):
+    """Ray tasks of ``body(run_dir)``, each in a fresh worker (``max_calls=1``, no Ray retry), by key.
+
+    What a sweep's trials (``on_ray``) and ``harl tune --ray`` (``harl.tune.runners.OnRay``) share:
+    the connection, the cluster's size, starting, polling, cancelling and disconnecting.  What each
+    does with a task that ended (retry, report, score) stays with its caller.
+    """
+
+    def __init__(self, address: str, body: Callable[[str], Any]) -> None:
+        self.ray = import_ray()
+        self.connected = connect(address)
+        alive = [n["Resources"] for n in self.ray.nodes() if n["Alive"]]
+        self.nodes = len(alive)
+        self.cpus = float(sum(n.get("CPU", 0) for n in alive))
+        self.largest = float(max((n.get("CPU", 0) for n in alive), default=0))
+        """The CPUs of the largest node: no task may ask for more."""
+        self.gpus = float(sum(n.get("GPU", 0) for n in alive))
+        self.remote = self.ray.remote(max_calls=1, max_retries=0)(body)
+        self.running: dict[Any, K] = {}
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    def launch(self, key: K, run_dir: Path, cpus: float, gpus: float) -> None:
+        self.running[self.remote.options(num_cpus=cpus, num_gpus=gpus).remote(str(run_dir))] = key
+
+    def ready(self, timeout: float) -> list[tuple[K, Any]]:
+        """(key, object ref) of the tasks that ended, waiting up to ``timeout`` s; ``ray.get`` the ref."""
+        if not self.running:
+            return []
+        done, _ = self.ray.wait(list(self.running), num_returns=len(self.running), timeout=timeout)
+        return [(self.running.pop(ref), ref) for ref in done]
+
+    def cancel(self, force: bool) -> None:
+        """SIGINT to each running task's worker (its run stops after its iteration); ``force``: kill it."""
+        for ref in self.running:
+            self.ray.cancel(ref, force=force)
+
+    def close(self) -> None:
+        """Kill what still runs; disconnect when this pool connected."""
+        self.cancel(force=True)
+        if self.connected:
+            self.ray.shutdown()
 
 
 def _ray_trial(run_dir: str) -> Outcome:
@@ -84,50 +134,39 @@ def _ray_trial(run_dir: str) -> Outcome:
 
 def on_ray(states: list[TrialState], address: str, max_retries: int, display: Display) -> None:
     """Run the trials as Ray tasks until each finished, failed or stopped (see the module doc)."""
-    ray = import_ray()
-    connected_here = connect(address)
+    tasks: Tasks[TrialState] = Tasks(address, _ray_trial)
     try:
-        _run(ray, states, max_retries, display)
+        _run(tasks, states, max_retries, display)
     finally:
-        if connected_here:
-            ray.shutdown()
+        tasks.close()
 
 
-def _run(ray: Any, states: list[TrialState], max_retries: int, display: Display) -> None:
+def _run(tasks: Tasks[TrialState], states: list[TrialState], max_retries: int, display: Display) -> None:
     from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
-    nodes = [n["Resources"] for n in ray.nodes() if n["Alive"]]
-    largest = max((n.get("CPU", 0) for n in nodes), default=0)
-    gpus = sum(n.get("GPU", 0) for n in nodes)
-    resources = {s: trial_resources(s.spec, largest, gpus) for s in states}
+    ray = tasks.ray
+    resources = {s: trial_resources(s.spec, tasks.largest, tasks.gpus) for s in states}
     for state, (cpus, _) in resources.items():
-        if cpus > largest:
+        if cpus > tasks.largest:
             raise HarlError(f"{state.label}: needs {cpus:g} CPUs ([run] torch_threads plus the collector's "
-                            f"subprocess workers) but the largest Ray node has {largest:g}; run the envs "
+                            f"subprocess workers) but the largest Ray node has {tasks.largest:g}; run the envs "
                             "inline (--set collector.backend=inline) or with fewer workers")
-    check_shared(ray, states[0].run_dir.parent)
-    remote = ray.remote(max_calls=1, max_retries=0)(_ray_trial)
-    refs: dict[Any, TrialState] = {}
+    check_shared(ray, states[0].run_dir.parent, "sweep.json", "sweep")
 
     def submit(state: TrialState) -> None:
-        from harl.sweep.trial import checkpoint_iteration
-
-        cpus, gpu = resources[state]
         state.status = "waiting"
         state.started_at.append(checkpoint_iteration(state.run_dir))
-        refs[remote.options(num_cpus=cpus, num_gpus=gpu).remote(str(state.run_dir))] = state
+        tasks.launch(state, state.run_dir, *resources[state])
 
-    display.say(f"Ray: {len(nodes)} node(s), {sum(n.get('CPU', 0) for n in nodes):g} CPUs, {gpus:g} GPUs; "
+    display.say(f"Ray: {tasks.nodes} node(s), {tasks.cpus:g} CPUs, {tasks.gpus:g} GPUs; "
                 f"every trial's output goes to train.log in its run directory")
     for state in states:
         submit(state)
     interrupts = 0
     with display:
-        while refs:
+        while tasks:
             try:
-                ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
-                for ref in ready:
-                    state = refs.pop(ref)
+                for state, ref in tasks.ready(0.5):
                     try:
                         outcome = ray.get(ref)
                     except TaskCancelledError:
@@ -143,7 +182,7 @@ def _run(ray: Any, states: list[TrialState], max_retries: int, display: Display)
                     else:
                         state.status, state.message = outcome.status, outcome.message
                         state.started_at[-1] = outcome.started_at
-                for state in refs.values():
+                for state in tasks.running.values():
                     if state.status == "waiting" and (state.run_dir / "metrics.csv").is_file():
                         state.status = "running"
                 for state in states:
@@ -153,8 +192,7 @@ def _run(ray: Any, states: list[TrialState], max_retries: int, display: Display)
                 if interrupts == 1:
                     display.say("Ctrl-C: the running trials stop after their iteration, with a checkpoint "
                                 "(Ctrl-C again to stop them now)")
-                for ref in refs:
-                    ray.cancel(ref, force=interrupts > 1)
+                tasks.cancel(force=interrupts > 1)
 
 
 def ray_address(option: str | None) -> str | None:
