@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,22 @@ def test_compare_of_two_folders_writes_beside_them(tmp_path: Path, monkeypatch: 
     assert {f.parent for f in result.files} == {runs / "compare"}
     assert list(checkout.iterdir()) == []
     assert "compare/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_sweep_run_as_another_algorithm_is_named_by_it(tmp_path: Path) -> None:
+    """``--set updater.kind=simultaneous`` on happo_mpe_spread: the sweep, its runs' folders and
+    their pipeline.toml (the plot legend's name) say mappo, from harl.algorithms' table."""
+    from harl.sweep.plan import Request, Sweep
+
+    request = Request.parse(str(ROOT / "pipelines" / "happo_mpe_spread.toml"),
+                            ["updater.kind=simultaneous", f"logging.dir={tmp_path.as_posix()!r}"], "1,2", [])
+    sweep = Sweep.new(request, None, None)
+    assert sweep.sweep_dir.name.startswith("mappo-mpe-spread-sweep-")
+    assert [s.run_dir.name for s in sweep.states] == ["mappo-mpe-spread-s1", "mappo-mpe-spread-s2"]
+    for state in sweep.states:
+        written = tomllib.loads((state.run_dir / "pipeline.toml").read_text(encoding="utf-8"))
+        assert written["run"]["name"] == "mappo-mpe-spread"
+    assert any('the runs are named "mappo-mpe-spread"' in note for note in sweep.notes)
+    kept = Sweep.new(Request.parse(str(ROOT / "pipelines" / "happo_mpe_spread.toml"),
+                                   [f"logging.dir={tmp_path.as_posix()!r}"], "1", []), None, None)
+    assert [s.run_dir.name for s in kept.states] == ["happo-mpe-spread-s1"]
