@@ -115,3 +115,25 @@ def test_a_sweep_run_as_another_algorithm_is_named_by_it(tmp_path: Path) -> None
     kept = Sweep.new(Request.parse(str(ROOT / "pipelines" / "happo_mpe_spread.toml"),
                                    [f"logging.dir={tmp_path.as_posix()!r}"], "1", []), None, None)
     assert [s.run_dir.name for s in kept.states] == ["happo-mpe-spread-s1"]
+
+
+def test_the_python_snippet_runs_from_the_clones_parent_folder(tmp_path: Path) -> None:
+    """The README's "From Python" snippet saved beside a clone named harl: ``import harl`` is the
+    package, not the clone's folder as a namespace package (pyproject's package-dir makes
+    ``pip install -e .`` a static .pth, searched before the clone's parent's folders win)."""
+    import importlib.metadata
+    import json
+    import subprocess
+
+    installed = [d for d in importlib.metadata.distributions(name="harl") if d.read_text("direct_url.json")]
+    if not installed or not json.loads(installed[0].read_text("direct_url.json") or "{}").get(
+            "dir_info", {}).get("editable"):
+        pytest.skip("harl is not an editable install")  # (a checkout's harl.egg-info has no direct_url.json)
+    site = Path(str(installed[0].locate_file("")))
+    if list(site.glob("__editable___harl_*_finder.py")):
+        pytest.skip("an editable install made before pyproject's package-dir (its import hook): pip install -e . again")
+    (tmp_path / "harl").symlink_to(ROOT, target_is_directory=True)
+    code = "import harl; assert callable(harl.train), harl; print(harl.__file__)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).resolve() == (ROOT / "harl" / "__init__.py").resolve()
