@@ -3,12 +3,21 @@ harl gives runs cannot drift from it."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
-from harl.algorithms import Algorithm, Kinds, algorithms, kinds_of, markdown_table, name_of, register_algorithm, rename
+from harl.algorithms import (
+    Algorithm,
+    Kinds,
+    algorithms,
+    kinds_of,
+    markdown_table,
+    name_of,
+    register_algorithm,
+    rename,
+)
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_spec_and_notes
 

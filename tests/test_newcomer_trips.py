@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.compare.helpers import needs_rliable
 from tests.compare.synthetic import make_run
