@@ -30,6 +30,8 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     def say(text: str) -> None:
         console.print(text, highlight=False)
 
+    if getattr(args, "opponent", None):
+        args.overrides = [*cli_rules.opponent_overrides(args.pipeline, args.opponent), *args.overrides]
     mode = cli_rules.train_mode(args)
     if mode == "sweep":
         return cli_rules.train_sweep(args, console)

@@ -155,6 +155,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--max-retries", type=int, default=2, metavar="N",
                    help="restart a trial whose process or Ray worker died up to N times, from its newest "
                    "checkpoint (default 2)")
+    t.add_argument("--opponent", metavar="RUN_DIR", help="a pipeline with [teams]: the run whose policy plays "
+                   "its frozen team (role = \"frozen\"; the same as --set teams.NAME.checkpoint=RUN_DIR; "
+                   "docs/teams.md)")
     t.add_argument("--quiet", action="store_true", help="no progress display or log lines (batch jobs)")
 
     def examples(name: str) -> dict[str, Any]:

@@ -87,3 +87,23 @@ def train_sweep(args: argparse.Namespace, console: Console) -> int:
         console.print(line, highlight=False, markup=False)
     console.print(f"curves: harl plot {sweep.sweep_dir}", highlight=False)
     return exit_code(sweep.states)
+
+
+def opponent_overrides(pipeline: str | None, opponent: str) -> list[str]:
+    """``--opponent RUN_DIR``: ``teams.NAME.checkpoint=RUN_DIR`` for the pipeline's frozen team."""
+    from harl.config.loading import read_toml
+    from harl.errors import ConfigError
+
+    if not pipeline:
+        raise ConfigError("--opponent needs a pipeline file with a frozen team (harl train PIPELINE --opponent RUN_DIR)")
+    teams = read_toml(Path(pipeline)).get("teams", {})
+    frozen = [name for name, table in teams.items() if isinstance(table, dict) and table.get("role") == "frozen"]
+    if len(frozen) != 1:
+        found = ", ".join(frozen) if frozen else "no team has role = \"frozen\""
+        raise ConfigError(f"{pipeline}: --opponent {opponent}: --opponent plays the one frozen team of "
+                          f"[teams], but there are {len(frozen)} ({found}); give one team "
+                          'role = "frozen", or set each with --set teams.NAME.checkpoint=RUN_DIR')
+    if not Path(opponent).exists():
+        raise ConfigError(f"--opponent {opponent}: no such run directory; name a folder harl train wrote "
+                          "(runs/<run-dir>)")
+    return [f"teams.{frozen[0]}.checkpoint={opponent}"]

@@ -1,7 +1,7 @@
 """The composition root: a PipelineSpec becomes Stages, whatever its family.
 
-It opens the envs, seeds, fills the ``Parts`` every factory gets, and asks the pipeline's
-family (``harl.families``; the collector kind's) to build its stages in its own order; it
+It opens the envs, seeds, makes the ``Parts`` every factory gets (``harl.parts``), and asks the
+pipeline's family (``harl.families``; the collector kind's) to build its stages in its own order; it
 adds the Evaluator.  Which class a kind builds is the registry's business; what one stage
 needs from another table is the family's ``wiring``.  Every stage gets its parts through its
 constructor (docs/architecture.md, "Families" and "Where a new X goes").
@@ -14,20 +14,24 @@ besides the policy (a V or Q critic, a mixer) and the *critic learner* what fits
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
 import torch
 
 from harl import registry
+from harl.collect.workers import EnvWorkers
 from harl.config.checks import wiring
 from harl.config.spec import PipelineSpec
 from harl.envs.footprint import check_sizes
 from harl.envs.protocol import VectorEnv
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError, deprecated
-from harl.evaluator import Evaluator
+from harl.evaluator import ActingPolicy, Evaluator
+from harl.parts import FamilyWiring, Parts
+from harl.team_build import build_teams
+from harl.teams.world import TeamWorld
 from harl.nets.cnn import CNNBase, PlainCNN
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater
 from harl.sizes import allocating
@@ -63,13 +67,13 @@ def seed_everything(seed: int) -> None:
 
 
 BACKEND_KEYS = {"backend": "inline", "workers": 0, "restart_workers": False, "step_timeout_s": None}
-"""The collector keys that say how the training envs run (``make_vector_env``'s options), with what a
-collector without them (a user family's) gets."""
+"""What a collector config that is not an ``EnvWorkers`` (a user family's) gets: inline envs, no timeout."""
 
 
-def env_backend(collector: Any) -> dict[str, Any]:
-    """How the training envs run, from the collector's table (``[collector] backend``, ``workers``, ...)."""
-    return {key: getattr(collector, key, default) for key, default in BACKEND_KEYS.items()}
+def env_backend(collector: object) -> dict[str, Any]:
+    """How the training envs run (``make_vector_env``'s options): the collector's ``[collector] backend``,
+    ``workers``, ``restart_workers`` and ``step_timeout_s`` (``harl.collect.workers.EnvWorkers``)."""
+    return collector.vector_options() if isinstance(collector, EnvWorkers) else dict(BACKEND_KEYS)
 
 
 @attrs.define
@@ -97,7 +101,8 @@ class Stages:
     spec: PipelineSpec | None = None
     """The pipeline these stages were built from (``describe`` reads its kinds and settings)."""
     family: Any = None
-    """The family that built them (``harl.families.Family``; ``describe`` asks it for its rows)."""
+    """The family that built them (``harl.families.Family``; ``describe`` asks it for its rows).  Not typed
+    as one: compose importing ``harl.families`` would close a folder cycle (families -> population -> compose)."""
     notes: list[str] = attrs.field(factory=list)
     """What building changed of the pipeline's asks (more torch threads than cores: capped), one line each."""
 
@@ -176,19 +181,26 @@ class Stages:
         ]
 
 
+def acting(policy: torch.nn.Module) -> ActingPolicy:
+    """A family's policy as what evaluates and renders with it: every family's policy is an ``nn.Module``
+    that acts (``harl.families.Built.policy``), which no one type says."""
+    return cast(ActingPolicy, policy)
+
+
 def _encoders(module: torch.nn.Module) -> str:
     """What reads the inputs of ``module``'s networks: cnn (an image encoder is among them) or mlp."""
     return "cnn" if any(isinstance(m, (CNNBase, PlainCNN)) for m in module.modules()) else "mlp"
 
 
-def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None, eval_venv: Any = None) -> Stages:
+def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: VectorEnv | None = None,
+                 eval_venv: VectorEnv | None = None) -> Stages:
     """Build every stage of ``spec``.  Close the result when done.
 
     ``venv`` / ``eval_venv``: pre-built vector envs (a test's fakes) instead of ``[env]``'s;
     the Stages own and close them.  ``source`` names the pipeline file in errors.
     """
     run, col = spec.run, spec.collector
-    opened: list[Any] = []
+    opened: list[VectorEnv] = []
     try:
         device = resolve_device(run.device, source)
         notes: list[str] = []
@@ -215,14 +227,21 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: Any = None,
         raise
 
 
-def _compose(spec: PipelineSpec, source: str, venv: Any, eval_venv: Any, device: torch.device, w: Any) -> Stages:
+def _compose(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: VectorEnv, device: torch.device,
+             w: FamilyWiring) -> Stages:
     run = spec.run
     family = registry.family_of(spec.collector)
-    parts = registry.Parts(list(venv.observation_spaces), list(venv.action_spaces),
-                           int(np.prod(venv.state_space.shape)), venv.n_agents, venv, device,
-                           torch.Generator().manual_seed(run.seed), run.seed * 1000, spec.policy, w, source,
-                           venv.state_space)
+    if spec.teams:  # several teams in one world: each team's stages, joined slot by slot
+        t = build_teams(spec, source, venv, device)
+        evaluator = Evaluator(spec.evaluator, TeamWorld(eval_venv, t.teams), acting(t.policy), device,
+                              seed=run.seed * 1000 + 500)
+        return Stages(t.world, eval_venv, t.policy, t.critic, t.buffer, t.collector, t.returns, t.updater,
+                      evaluator, device, save_buffer=family.save_buffer(spec), spec=spec, family=family)
+    parts = Parts(list(venv.observation_spaces), list(venv.action_spaces),
+                  int(np.prod(venv.state_space.shape)), venv.n_agents, venv, device,
+                  torch.Generator().manual_seed(run.seed), run.seed * 1000, spec.policy, w, source,
+                  venv.state_space)
     built = family.build(spec, parts)
-    evaluator = Evaluator(spec.evaluator, eval_venv, built.policy, device, seed=run.seed * 1000 + 500)
+    evaluator = Evaluator(spec.evaluator, eval_venv, acting(built.policy), device, seed=run.seed * 1000 + 500)
     return Stages(venv, eval_venv, built.policy, built.critic, built.buffer, built.collector, built.returns,
                   built.updater, evaluator, device, save_buffer=family.save_buffer(spec), spec=spec, family=family)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,75 +30,32 @@ from typing import Any
 
 import attrs
 import numpy as np
-import torch
 
 from harl import registry
 from harl.callbacks import Callback, Callbacks
-from harl.errors import HarlError, ResourceError, StageError
+from harl.config.spec import PipelineSpec
+from harl.errors import HarlError, StageError
 from harl.evaluator import EvalStats
-from harl.finite import NonFiniteUpdateError, check_update
+from harl.finite import check_update
 from harl.logging.csv_log import metrics_state
 from harl.logging.progress import ProgressView, StageTimes
 from harl.logging.sink import Sink, close_sinks
+from harl.loop import (Counters, Iterate, Member, Phase, Row, TrainResult, Work, drive, rng_state,
+                       set_rng_state)
+from harl.protocols import Collected, UpdateResult
 from harl.rundir.checkpoint import list_checkpoints, save_checkpoint
-from harl.rundir.signals import GracefulStop, hold_stops, release_stops
+from harl.rundir.lock import RunLock
+from harl.rundir.signals import hold_stops
 
-Row = dict[str, int | float | str | None]
-"""One iteration's metrics: the columns of metrics.csv, as numbers (text only for ``agent_order``)."""
-
-
-@attrs.define
-class Counters:
-    """How far a run is: iterations, env steps and episodes done, seconds spent in iterations."""
-
-    iteration: int = 0
-    env_steps: int = 0
-    episodes: int = 0
-    wall_time: float = 0.0
-
-
-@attrs.define
-class TrainResult:
-    """What a ``train()`` call did: where, how far, its last evaluation and its rows."""
-
-    counters: Counters
-    last_eval: EvalStats | None
-    interrupted: bool
-    """Stopped early by a signal (Ctrl-C, SIGTERM) or a callback: resume continues it."""
-    run_dir: Path
-    signum: int = 0
-    """The signal that stopped the run (0: none; see ``harl.rundir.signals``)."""
-    stopped_by: str = "budget"
-    """budget (run.total_env_steps spent), max_iterations, callback, signal or failed (a population
-    member whose update was not finite: ``failure`` says why)."""
-    metrics: list[Row] = attrs.field(factory=list)
-    """The rows of this call's iterations (a resumed run's earlier rows: ``harl.read_metrics``)."""
-    failure: str = ""
-    """Why a population member stopped alone (its update was not finite); empty otherwise."""
-
-
-def rng_state() -> dict[str, Any]:
-    """Every global generator a run draws from; CUDA's too once a GPU run has used it
-    (policy sampling on a GPU draws from CUDA's generator, not the CPU's)."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
+# The loop and its records live in harl.loop; they are named here too, where they always were.
+__all__ = ["Counters", "Iterate", "Member", "Phase", "Row", "TrainResult", "Trainer", "Work", "calling", "drive",
+           "rng_state", "set_rng_state"]
 
 HARL_DIR = Path(__file__).resolve().parent
 
 
 @contextlib.contextmanager
-def calling(slot: str, stage: Any, config: Any) -> Iterator[None]:
+def calling(slot: str, stage: object, config: object | None) -> Iterator[None]:
     """A stage's own exception becomes a ``StageError`` naming the slot, its kind and module, and
     the frames of the traceback outside harl (a user's stage, objective or env), innermost last.
     harl's own errors (a crashed env worker, a full disk, a non-finite update) pass as they are."""
@@ -132,11 +88,15 @@ class Trainer:
     run directory's lock (``harl.rundir.lock``), and constructs none: ``harl.run.lifecycle``
     does.  ``train()`` closes the sinks and releases the lock when it ends (a second call
     trains on without them).
+
+    ``stages`` is a ``harl.compose.Stages`` (or a test's stand-in), and ``update()`` hands back the
+    family's own result: both stay untyped here because the population driver and HARL's runner
+    facades read a family's members off them (an on-policy collector's ``start``, the per-agent stats).
     """
 
-    def __init__(self, stages: Any, spec: Any, run_dir: Path, pipeline_text: str,
+    def __init__(self, stages: Any, spec: PipelineSpec, run_dir: Path, pipeline_text: str,
                  counters: Counters | None = None, sinks: Sequence[Sink] = (),
-                 callbacks: Iterable[Callback | Callable[..., Any]] = (), lock: Any = None) -> None:
+                 callbacks: Iterable[Callback | Callable[..., Any]] = (), lock: RunLock | None = None) -> None:
         self.stages = stages
         self.spec = spec
         self.run_dir = run_dir
@@ -185,7 +145,7 @@ class Trainer:
 
     # ------------------------------------------------------------ the steps of one iteration
 
-    def collect(self) -> Any:
+    def collect(self) -> Collected:
         """Env steps with the current policy into the buffer: the collector's stats."""
         with calling("collector", self.stages.collector, self.spec.collector):
             return self.stages.collector.collect(self.stages.buffer)
@@ -207,7 +167,7 @@ class Trainer:
         with calling("updater", self.stages.updater, self.spec.updater):
             return self.stages.updater.update(self.stages.buffer, progress=self.progress, **options)
 
-    def check(self, update: Any) -> None:
+    def check(self, update: UpdateResult) -> None:
         """A ``NonFiniteUpdateError`` when the update left a non-finite loss or weight."""
         check_update(update.row(), self.counters.iteration + 1, self.stages, self.run_dir)
 
@@ -315,7 +275,7 @@ class Trainer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _row(self, rollout: Any, update: Any, evaluation: EvalStats | None,
+    def _row(self, rollout: Collected, update: UpdateResult, evaluation: EvalStats | None,
              steps_per_s: float) -> Row:
         c = self.counters
         returns = [e["return"] for e in rollout.episodes]
@@ -327,6 +287,8 @@ class Trainer:
             "train_length": float(np.mean(lengths)) if lengths else None,
             "eval_return": None, "eval_return_std": None, "eval_length": None,
         }
+        if hasattr(rollout, "row"):  # a collector's own columns (a teams pipeline: each team's return)
+            row.update(rollout.row())
         if evaluation is not None:
             row.update(eval_return=evaluation.mean_return, eval_return_std=evaluation.std_return,
                        eval_length=evaluation.mean_length)
@@ -335,151 +297,3 @@ class Trainer:
             row.update({f"eval_{name}": value for name, value in evaluation.metrics.items()})
         row.update(update.row())
         return row
-
-
-@attrs.define
-class Work:
-    """One member's iteration before it is counted: what was collected, the update's stats, and the
-    seconds collection (with returns) and the update took."""
-
-    rollout: Any
-    update: Any
-    collect_s: float
-    update_s: float
-
-
-@attrs.define
-class Phase:
-    """Where the loop is inside an iteration: ``updating`` from the update's start to its check (a
-    failure there leaves half-updated networks, which no exit checkpoint may save)."""
-
-    updating: bool = False
-
-
-Iterate = Callable[[Phase, list[int]], dict[int, Work]]
-"""``iterate(phase, live)``: the work of one iteration of each live member, by member index."""
-
-
-def drive(trainers: Sequence[Trainer], iterate: Iterate, view: ProgressView, last: int,
-          say: Callable[[int, str], Any] | None = None) -> list[TrainResult]:
-    """The one training loop: ``iterate`` does the work of an iteration (one run's stages, or a
-    population's batched ones); the loop does the rest, per member, in this order: the non-finite
-    check, the evaluation where due, one RNG snapshot, counters and the row (sinks), the progress
-    view, the callbacks, the checkpoint schedule; then signals and callbacks may stop the run, and
-    on the way out every member whose newest iteration is unsaved is saved (docs/architecture.md,
-    "The loop").
-
-    One member (a run): any failure is raised and stops the run.  Several (a population): a member
-    whose update is not finite stops alone, named through ``say``; the others go on.
-    """
-    single = len(trainers) == 1
-    live = [s for s, t in enumerate(trainers) if not t.finished]
-    saved = {s: t.counters.iteration for s, t in enumerate(trainers)}
-    failed: dict[int, str] = {}
-    stop = GracefulStop(view.message)
-    phase = Phase()
-    interrupted, stopped_by = False, "max_iterations" if last < trainers[0].total_iterations else "budget"
-    poisoned = False  # a non-finite update, a failed write or a failed update: no exit-save
-    rows: dict[int, list[Row]] = {s: [] for s in range(len(trainers))}
-    try:
-        with stop:
-            while live and trainers[live[0]].counters.iteration < last:
-                start = time.perf_counter()
-                phase.updating = False
-                works = iterate(phase, live)
-                done: list[tuple[int, Work, EvalStats | None, Exception | None]] = []
-                for s, work in works.items():
-                    try:
-                        trainers[s].check(work.update)
-                    except NonFiniteUpdateError as exc:
-                        if single:
-                            raise
-                        _stop_member(trainers[s], s, str(exc), live, failed, say)
-                        continue
-                    done.append((s, work, None, None))
-                phase.updating = False
-                done = [(s, work, *trainers[s].evaluate_if_due(last)) for s, work, _, _ in done]
-                snapshot = rng_state()  # what a save of this iteration holds
-                seconds = time.perf_counter() - start
-                recorded = [(s, trainers[s].record(work, evaluation, seconds, snapshot), evaluation)
-                            for s, work, evaluation, _ in done]
-                for s, row, _ in recorded:
-                    rows[s].append(row)
-                for _, _, _, failure in done:
-                    if failure is not None:
-                        raise failure
-                release_stops()  # the iteration is whole: a second Ctrl-C held meanwhile stops here
-                if recorded:
-                    _show(view, [trainers[s] for s, _, _ in recorded], [row for _, row, _ in recorded], trainers)
-                wants_stop = False
-                for s, row, evaluation in recorded:
-                    wants_stop = trainers[s].notify(row, evaluation) or wants_stop
-                for s, _, _ in recorded:
-                    iteration = trainers[s].counters.iteration
-                    if iteration % trainers[s].spec.checkpoint.every_iterations == 0 or (
-                            not single and iteration == last):
-                        trainers[s].save()
-                        saved[s] = iteration
-                live[:] = [s for s in live if not trainers[s].finished and trainers[s].counters.iteration < last]
-                if (stop.requested or wants_stop) and live:
-                    interrupted = True
-                    stopped_by = "signal" if stop.requested else "callback"
-                    if wants_stop and not stop.requested:
-                        view.message("a callback asked the run to stop: writing a checkpoint")
-                    break
-    except (NonFiniteUpdateError, ResourceError):
-        poisoned = True
-        raise
-    except StageError:
-        poisoned = phase.updating  # networks half-updated: the newest checkpoint stays the newest
-        raise
-    except KeyboardInterrupt as exc:
-        interrupted, stopped_by = True, "signal"
-        if str(exc):  # why the wait was given up (a worker that hung while a stop was asked for)
-            view.message(f"interrupted: {exc}")
-        if single:
-            trainer = trainers[0]
-            if trainer.counters.iteration > saved[0]:
-                view.message("interrupted: writing a checkpoint before stopping")
-            elif saved[0]:
-                view.message(f"interrupted: the checkpoint of iteration {saved[0]} stays the newest")
-            else:
-                view.message("interrupted before the first iteration ended: no checkpoint")
-    finally:
-        # Not again when the newest checkpoint is of this iteration: a Ctrl-C inside the
-        # next iteration would overwrite its exact state with a half-done one.  Not at all
-        # after a non-finite update (it would save the poisoned networks) or a failed write.
-        stop.shutting_down()
-        try:
-            with stop:
-                for s, trainer in enumerate(trainers):
-                    if s not in failed and trainer.counters.iteration > saved[s] and not poisoned:
-                        trainer.save()
-        finally:
-            view.close()
-            for s, trainer in enumerate(trainers):
-                if s not in failed:
-                    trainer.close_sinks()
-    return [TrainResult(t.counters, t.last_eval, interrupted and s not in failed and not t.finished,
-                        t.run_dir, stop.signum, "failed" if s in failed else stopped_by, rows[s], failed.get(s, ""))
-            for s, t in enumerate(trainers)]
-
-
-def _stop_member(trainer: Trainer, s: int, why: str, live: list[int], failed: dict[int, str],
-                 say: Callable[[int, str], Any] | None) -> None:
-    """A population member whose update failed the non-finite check: stopped alone, unsaved, named."""
-    if say is not None:
-        say(s, why)
-    failed[s] = why
-    live.remove(s)
-    trainer.close_sinks()
-
-
-def _show(view: ProgressView, members: list[Trainer], rows: list[Row], everyone: Sequence[Trainer]) -> None:
-    """The progress view's line: the run's row, or a population's first member's with the
-    population's rates and env steps summed."""
-    lead, shown = members[0], rows[0]
-    if len(everyone) > 1:
-        shown = {**rows[0], "steps_per_s": sum(float(r["steps_per_s"] or 0) for r in rows),
-                 "env_steps": sum(t.counters.env_steps for t in everyone)}
-    view.update(shown, lead.last_eval.mean_return if lead.last_eval else None, lead.stage_times.shares())

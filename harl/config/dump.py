@@ -10,6 +10,7 @@ from harl import registry
 from harl.config.loading import Loader
 from harl.config.messages import field_default, toml_literal
 from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
+from harl.config.teams import TeamConfig
 
 DUMP_HEADER = ("# The resolved pipeline of this run: every key of every stage, defaults included\n"
                "# (an optional key that is not set is left out).  harl train --resume reads it;\n"
@@ -40,7 +41,7 @@ def dump_pipeline(spec: PipelineSpec) -> str:
 
 
 TYPE_NAMES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
-              "tuple[int, ...]": "list of integers", "dict[str, Any]": "table"}
+              "tuple[int, ...]": "list of integers", "tuple[str, ...]": "list of strings", "dict[str, Any]": "table"}
 
 
 def _keys(slot: str, cls: type) -> list[tuple[str, str, str, str]]:
@@ -63,10 +64,16 @@ def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, 
     rows: list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]] = []
     for slot in [*TOP_SLOTS, *sorted(NESTED_SLOTS)]:
         if slot in SINGLE_SLOTS:
-            rows.append((slot, None, SINGLE_SLOTS[slot], _keys(slot, SINGLE_SLOTS[slot])))
+            classes = [SINGLE_SLOTS[slot]]
+            if slot == "policy":  # a family with a [policy] class of its own (the value family's agent Qs)
+                classes += [c for c in dict.fromkeys(f.policy_config for f in registry.families())
+                            if c is not None and c not in classes]
+            rows.extend((slot, None, cls, _keys(slot, cls)) for cls in classes)
             continue
         for entry in registry.kinds(slot):
             rows.append((slot, entry.kind, entry.config, _keys(slot, entry.config)))
+    rows.append(("teams", None, TeamConfig, _keys("teams", TeamConfig)))  # [teams.NAME]: docs/teams.md
+    rows.extend(("teams.NAME.script", e.kind, e.config, _keys("script", e.config)) for e in registry.kinds("script"))
     for name, point in sorted(registry.entry_points().items()):
         try:
             target = point.load()

@@ -25,7 +25,9 @@ from harl import registry
 from harl.config.checks import cross_checks
 from harl.config.messages import SettingTypeError, fix_for, override_of, problems, show
 from harl.config.overrides import apply_overrides
+from harl.config.renames import renamed
 from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
+from harl.config.teams import TEAM_SLOTS, TeamConfig, TeamSpec, team_problems
 from harl.errors import ConfigError, MissingExtraError
 from harl.settings import InvalidSetting
 
@@ -107,16 +109,21 @@ class Loader:
         self._plain: dict[type, Callable[[Any, type], Any]] = {}
         self.defaults: Mapping[str, str] = {}
         """slot -> the kind a table without ``kind`` gets: the pipeline's family's (``use_family_of``)."""
+        self.single: dict[str, type] = dict(SINGLE_SLOTS)
+        """slot -> config class of the slots without ``kind``: ``[policy]``'s is the family's (``use_family_of``)."""
 
     def use_family_of(self, data: Mapping[str, Any]) -> None:
         """Tables without ``kind`` get the defaults of the family of ``data``'s collector (a value-
         decomposition pipeline need not name its episode buffer); the slot's default otherwise."""
         self.defaults = {}
+        self.single = dict(SINGLE_SLOTS)
         collector = data.get("collector", {})
         try:
             entry = self.entry("collector", collector if isinstance(collector, dict) else {})
             names = entry.family if isinstance(entry.family, tuple) else (entry.family,)
-            self.defaults = dict(getattr(registry.family(names[0]), "defaults", {}))
+            family = registry.family(names[0])
+            self.defaults = dict(getattr(family, "defaults", {}))
+            self.single["policy"] = getattr(family, "policy_config", None) or SINGLE_SLOTS["policy"]
         except (InvalidSetting, KeyError, ValueError):  # reported where the collector table is structured
             pass
 
@@ -134,6 +141,12 @@ class Loader:
                 cls, self.converter, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True, **nested
             )
         return self._plain[cls]
+
+    def structure_config(self, cls: type, data: Any) -> Any:
+        """A table of a class that is not a slot's (``[teams.NAME]``'s ``TeamConfig``), as strictly."""
+        if not isinstance(data, dict):
+            raise SettingTypeError("a table", data)
+        return self._structure_fn("", cls)(data, cls)
 
     def _slot_hook(self, slot: str) -> Callable[[Any, Any], Any]:
         """cattrs' hook for a nested slot's table: structured as its own ``kind`` says."""
@@ -160,8 +173,8 @@ class Loader:
     def structure_slot(self, slot: str, data: Any) -> Any:
         if not isinstance(data, dict):
             raise SettingTypeError("a table", data)
-        if slot in SINGLE_SLOTS:
-            return self._structure_fn(slot, SINGLE_SLOTS[slot])(data, SINGLE_SLOTS[slot])
+        if slot in self.single:
+            return self._structure_fn(slot, self.single[slot])(data, self.single[slot])
         cls = self.entry(slot, data).config
         for inner in NESTED_SLOTS:  # a nested table left out gets its family's default kind too
             parent, _, name = inner.rpartition(".")
@@ -173,8 +186,8 @@ class Loader:
 
     def class_at(self, slot: str, data: Any) -> type | None:
         """The config class of the table of ``slot`` (given its raw data); None for no slot."""
-        if slot in SINGLE_SLOTS:
-            return SINGLE_SLOTS[slot]
+        if slot in self.single:
+            return self.single[slot]
         if slot not in registry.SLOTS:
             return None
         try:
@@ -188,6 +201,8 @@ class Loader:
         for name in TOP_SLOTS:
             config = getattr(spec, name)
             out[name] = self._unstructure(name, config)
+        if spec.teams:  # as written: a team's tables replace the pipeline's, which hold every default
+            out["teams"] = {team.name: dict(team.tables) for team in spec.teams}
         return out
 
     def _unstructure(self, slot: str, config: Any) -> dict[str, Any]:
@@ -257,17 +272,21 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
 
 
 def structure_pipeline(data: dict[str, Any], source: str, loader: Loader | None = None,
-                       origins: dict[tuple[str, ...], str] | None = None) -> PipelineSpec:
+                       origins: dict[tuple[str, ...], str] | None = None,
+                       team: tuple[str, dict[str, Any]] | None = None) -> PipelineSpec:
     """Validate raw tables into a spec; every problem becomes one line of one ConfigError.
 
     A line reads ``SOURCE: key.path: what was expected, what was found; what to write``,
     and names the ``--set`` that wrote the key when there was one (see ``origins``).
+    ``team``: (name, its own tables) when ``data`` is a team's pipeline; a problem in one of the
+    team's tables is reported at ``teams.NAME.<table>``.
     """
     loader = loader or Loader()
     loader.use_family_of(data)
     origins = origins or {}
+    data = renamed(data, loader, source, origins)  # old keys in their new places, with a deprecation warning
     found: list[tuple[list[str], str, BaseException | None]] = []
-    for key in sorted(set(data) - set(TOP_SLOTS)):
+    for key in sorted(set(data) - set(TOP_SLOTS) - {"teams"}):
         hint = difflib.get_close_matches(key, TOP_SLOTS, n=1)
         near = f' (did you mean "{hint[0]}"?)' if hint else ""
         found.append(([key], f"unknown table{near}; valid tables: {', '.join(TOP_SLOTS)}", None))
@@ -279,6 +298,11 @@ def structure_pipeline(data: dict[str, Any], source: str, loader: Loader | None 
             found.extend(problems(exc, [slot]))
     if not found:
         found.extend((path, message, None) for path, message in cross_checks(built))
+    if not found and "teams" in data:
+        built["teams"] = _structure_teams(data, source, loader, origins, found)
+    if team is not None:  # the team's own tables are where its problems are
+        found = [(["teams", team[0], *path] if path and path[0] in team[1] else path, message, cause)
+                 for path, message, cause in found]
     missing = [cause for _, _, cause in found if isinstance(cause, MissingExtraError)]
     if missing:  # a package to install comes first: the other problems may be its echoes
         raise missing[0]
@@ -294,6 +318,44 @@ def structure_pipeline(data: dict[str, Any], source: str, loader: Loader | None 
             lines.append(f"{source}: {where}: {message}{fix}")
         raise ConfigError("\n".join(lines))
     return PipelineSpec(**built)
+
+
+def _structure_teams(data: dict[str, Any], source: str, loader: Loader, origins: dict[tuple[str, ...], str],
+                     found: list[tuple[list[str], str, BaseException | None]]) -> tuple[TeamSpec, ...]:
+    """``[teams.NAME]`` tables: each a ``TeamConfig``, its ``script`` table a registered script kind,
+    and for a learning team its pipeline (the pipeline's tables, the team's own in their place)."""
+    raw = data["teams"]
+    if not isinstance(raw, dict) or not raw:
+        found.append((["teams"], "expected one table per team: [teams.NAME] with agents = [...]", None))
+        return ()
+    base = {key: value for key, value in data.items() if key != "teams"}
+    teams: list[TeamSpec] = []
+    for name, table in raw.items():
+        if not isinstance(table, dict):
+            found.append((["teams", name], "expected a table: [teams.NAME] with agents = [...] and role", None))
+            continue
+        own = {key: value for key, value in table.items() if key in TEAM_SLOTS}
+        settings = {key: value for key, value in table.items() if key not in TEAM_SLOTS and key != "script"}
+        try:
+            config = loader.structure_config(TeamConfig, settings)
+            if "script" in table:
+                config = attrs.evolve(config, script=loader.structure_slot("script", table["script"]))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a located message
+            found.extend(problems(exc, ["teams", name]))
+            continue
+        spec = None
+        if config.role == "learning":
+            try:
+                spec = structure_pipeline({**base, **own}, source, loader, origins, team=(name, own))
+            except ConfigError as exc:
+                found.append((["teams", name], str(exc).replace(f"{source}: ", ""), None))
+                continue
+        elif own:
+            found.append((["teams", name, sorted(own)[0]], f'a {config.role} team has no stages of its own; '
+                          f"remove [teams.{name}.{sorted(own)[0]}], or set role = \"learning\"", None))
+        teams.append(TeamSpec(name, config, spec, dict(table)))
+    found.extend((path, message, None) for path, message in team_problems(teams))
+    return tuple(teams)
 
 
 def load_spec_and_notes(path: str | Path, overrides: Iterable[str] = ()) -> tuple[PipelineSpec, list[str]]:

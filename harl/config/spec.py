@@ -11,8 +11,9 @@ from typing import Any
 import attrs
 
 from harl.config.run import CheckpointConfig, LoggingConfig, RunConfig
+from harl.config.teams import TeamSpec
 from harl.evaluator import EvaluatorConfig
-from harl.policy.on_policy import PolicyConfig
+from harl.policy.config import AgentQPolicyConfig, PolicyConfig
 
 
 @attrs.frozen
@@ -26,16 +27,20 @@ class PipelineSpec:
     returns: Any
     critic: Any
     updater: Any
-    policy: PolicyConfig
+    policy: PolicyConfig | AgentQPolicyConfig
+    """``[policy]``: its class is the family's (``Family.policy_config``; ``PolicyConfig`` by default)."""
     evaluator: EvaluatorConfig
     logging: LoggingConfig
     checkpoint: CheckpointConfig
+    teams: tuple[TeamSpec, ...] = ()
+    """``[teams.NAME]`` (``harl.config.teams``); empty: one team of every agent, as before teams."""
 
 
 SINGLE_SLOTS: dict[str, type] = {"run": RunConfig, "policy": PolicyConfig, "evaluator": EvaluatorConfig,
                                  "logging": LoggingConfig, "checkpoint": CheckpointConfig}
-"""Slots with one config class and no ``kind``."""
+"""Slots with one config class and no ``kind`` (``[policy]``'s: the default; a family may name its own)."""
 
-TOP_SLOTS = [f.name for f in attrs.fields(PipelineSpec)]
+TOP_SLOTS = [f.name for f in attrs.fields(PipelineSpec) if f.name != "teams"]
+"""The slot tables; ``[teams]`` holds whole tables of its own (``harl.config.loading``)."""
 NESTED_SLOTS = {"updater.objective"}
 """Slots whose table sits inside another's (``[updater.objective]``)."""

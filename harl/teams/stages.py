@@ -1,0 +1,174 @@
+"""Several teams' stages as one pipeline's: the Trainer's one loop runs them unchanged.
+
+Each slot of ``Stages`` holds the teams' stages side by side (docs/architecture.md, "Teams"):
+
+    policy    TeamsPolicy    every team's acting (learning teams' policies, frozen, scripted, pool players)
+    critic    TeamsCritic    the learning teams' critics
+    buffer    TeamsBuffer    one buffer per learning team
+    returns   TeamsReturns   each learning team's returns on its own buffer
+    updater   TeamsUpdater   each learning team's update on its own data, then the pools' snapshots
+
+Columns of metrics.csv are the team's name, an underscore and the column a one-team run writes
+(``predators_critic_loss``, ``prey_agent0_actor_loss``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import torch
+from torch import nn
+
+from harl.teams.players import PoolPlayer, act_with
+from harl.teams.world import TeamAgents
+
+
+class TeamsPolicy(nn.Module):
+    """Every team's acting, joined into the world's per-agent action list."""
+
+    def __init__(self, teams: Sequence[TeamAgents], actors: Mapping[str, nn.Module], n_agents: int) -> None:
+        super().__init__()
+        self.teams = list(teams)
+        self.members = nn.ModuleDict(dict(actors))
+        self.n_agents = n_agents
+
+    def initial_hidden(self, n_envs: int, device: Any) -> dict[str, Any]:
+        return {t.name: self.members[t.name].initial_hidden(n_envs, device) for t in self.teams}  # type: ignore[operator]
+
+    def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+            deterministic: bool = True, hidden: Any = None,
+            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], dict[str, Any]]:
+        hidden = hidden if hidden is not None else self.initial_hidden(obs[0].shape[0], obs[0].device)
+        joint: list[Any] = [None] * self.n_agents
+        after = {}
+        for team in self.teams:
+            actions, after[team.name] = act_with(self.members[team.name], team.take(obs) or [],
+                                                 team.take(avail), deterministic, hidden[team.name], starts)
+            for i, action in zip(team.indices, actions):
+                joint[i] = action
+        return joint, after
+
+    def export_actors(self) -> list[nn.Module]:
+        """One module per world agent, in the world's order, from each team's own ``export_actors``."""
+        out: list[Any] = [None] * self.n_agents
+        for team in self.teams:
+            member: Any = self.members[team.name]
+            if not hasattr(member, "export_actors"):
+                raise ValueError(f"team {team.name!r} plays a script, which has no network to export; "
+                                 "export one learning team with harl export --team NAME")
+            for i, actor in zip(team.indices, member.export_actors()):
+                out[i] = actor
+        return out
+
+
+class TeamsCritic(nn.Module):
+    """The learning teams' critics (a checkpoint holds them all)."""
+
+    def __init__(self, critics: Mapping[str, nn.Module]) -> None:
+        super().__init__()
+        self.members = nn.ModuleDict(dict(critics))
+
+
+@attrs.define
+class TeamsBuffer:
+    """One buffer per learning team; the teams' collector fills each with its team's records."""
+
+    members: dict[str, Any]
+
+    def insert(self, record: Any) -> None:
+        raise TypeError("a teams pipeline's buffer is filled per team: insert into buffer.members[NAME]")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: buffer.state_dict() for name, buffer in self.members.items()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for name, buffer in self.members.items():
+            buffer.load_state_dict(state[name])
+
+
+@attrs.define
+class TeamsReturns:
+    """Each learning team's returns stage on its own buffer."""
+
+    members: dict[str, Any]
+
+    def compute(self, buffer: TeamsBuffer) -> None:
+        for name, returns in self.members.items():
+            returns.compute(buffer.members[name])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: r.state_dict() for name, r in self.members.items() if hasattr(r, "state_dict")}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for name, r in self.members.items():
+            if name in state and hasattr(r, "load_state_dict"):
+                r.load_state_dict(state[name])
+
+
+@attrs.frozen
+class TeamsUpdate:
+    """The teams' updates of one iteration; its row prefixes each team's columns with its name."""
+
+    members: dict[str, Any]
+    extra: dict[str, Any]
+
+    def row(self) -> dict[str, Any]:
+        row = {f"{name}_{key}": value for name, update in self.members.items() for key, value in update.row().items()}
+        row.update(self.extra)
+        return row
+
+
+@attrs.define
+class SelfPlay:
+    """A self-play team's pool, fed with snapshots of its learner every ``every`` iterations."""
+
+    team: str
+    learner: str
+    player: PoolPlayer
+    every: int
+
+
+class TeamsUpdater:
+    """Each learning team's updater on its own buffer; then snapshots into the self-play pools."""
+
+    def __init__(self, members: Mapping[str, Any], policies: Mapping[str, nn.Module],
+                 self_play: Sequence[SelfPlay]) -> None:
+        self.members = dict(members)
+        self.policies = dict(policies)
+        self.self_play = list(self_play)
+        self.iterations = 0
+
+    def snapshot_all(self) -> None:
+        """Each pool's snapshot of its learner as it is now (the first one: at build)."""
+        for play in self.self_play:
+            play.player.add(self.policies[play.learner].state_dict(), self.iterations)
+
+    def update(self, buffer: TeamsBuffer, progress: float = 0.0, **options: Any) -> TeamsUpdate:
+        updates = {name: updater.update(buffer.members[name], progress=progress, **options)
+                   for name, updater in self.members.items()}
+        self.iterations += 1
+        extra: dict[str, Any] = {}
+        for play in self.self_play:
+            if self.iterations % play.every == 0:
+                play.player.add(self.policies[play.learner].state_dict(), self.iterations)
+            extra.update(play.player.row(play.team))
+        return TeamsUpdate(updates, extra)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"members": {name: u.state_dict() for name, u in self.members.items()},
+                "iterations": self.iterations,
+                "pools": {p.team: p.player.pool.state_dict() for p in self.self_play},
+                "ratings": {p.team: p.player.ratings.state_dict() for p in self.self_play
+                            if p.player.ratings is not None}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for name, updater in self.members.items():
+            updater.load_state_dict(state["members"][name])
+        self.iterations = int(state["iterations"])
+        for play in self.self_play:
+            play.player.pool.load_state_dict(state["pools"][play.team])
+            play.player.reload()
+            if play.player.ratings is not None and play.team in state["ratings"]:
+                play.player.ratings.load_state_dict(state["ratings"][play.team])

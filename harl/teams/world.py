@@ -1,0 +1,149 @@
+"""One world, several teams: which agents each team holds, and the world's steps seen by each team.
+
+``resolve_teams`` turns each team's ``agents`` (names, patterns, the env's group names) into
+agent indices and refuses an agent claimed twice or by nobody.  ``TeamWorld`` wraps the world's
+vector env: it gives each team's agents the team's reward (``reward = "sum"``: the sum over the
+team's agents) and adds each team's return to the episode infos (``return_NAME``), so training
+and evaluation read every team's return the way they read the world's.  ``team_view`` is what a
+team's stages are built on: its agents' spaces, nothing stepped.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from harl.envs.names import agent_groups, agent_names
+from harl.envs.protocol import VectorEnv, VectorStep
+from harl.errors import ConfigError
+
+
+@attrs.frozen
+class TeamAgents:
+    """One team's agents in the world: indices in the world's agent order, and how it is rewarded."""
+
+    name: str
+    indices: tuple[int, ...]
+    reward: str = "sum"
+
+    def take(self, per_agent: Sequence[Any] | None) -> list[Any] | None:
+        """This team's entries of a per-agent list (observations, masks, actions)."""
+        return None if per_agent is None else [per_agent[i] for i in self.indices]
+
+
+def resolve_teams(claims: Sequence[tuple[str, Sequence[str], str]], names: list[str],
+                  groups: dict[str, list[str]], source: str = "pipeline") -> list[TeamAgents]:
+    """(team, agents as written, reward) -> each team's agent indices; every agent in exactly one team."""
+    owner: dict[int, str] = {}
+    teams, problems = [], []
+    for team, patterns, reward in claims:
+        picked: list[int] = []
+        for pattern in patterns:
+            members = groups.get(pattern) or [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+            if not members:
+                problems.append(f"teams.{team}.agents: {pattern!r} names no agent; the world's agents are "
+                                f"{', '.join(names)}" + (f" and its groups {', '.join(groups)}" if groups else ""))
+            for member in members:
+                i = names.index(member)
+                if i in owner and owner[i] != team:
+                    problems.append(f"teams.{team}.agents: {member} is already in team {owner[i]!r}; "
+                                    "give each agent to one team")
+                elif i not in picked:
+                    owner[i] = team
+                    picked.append(i)
+        teams.append(TeamAgents(team, tuple(sorted(picked)), reward))
+    orphans = [names[i] for i in range(len(names)) if i not in owner]
+    if orphans:
+        problems.append(f"teams: {', '.join(orphans)} in no team; add them to a team's agents "
+                        '(a pattern such as "agent_*" or a group name)')
+    if problems:
+        raise ConfigError("\n".join(f"{source}: {p}" for p in problems))
+    return teams
+
+
+@attrs.frozen
+class TeamView:
+    """A team's side of the world, as its stages are built on it (spaces and sizes; not stepped)."""
+
+    n_envs: int
+    n_agents: int
+    observation_spaces: list[spaces.Box]
+    action_spaces: list[spaces.Space[Any]]
+    state_space: spaces.Box
+    agent_names: list[str]
+    tensor_native: bool = False
+    device: Any = None
+
+
+def team_view(venv: VectorEnv, team: TeamAgents) -> TeamView:
+    names = agent_names(venv)
+    return TeamView(venv.n_envs, len(team.indices), [venv.observation_spaces[i] for i in team.indices],
+                    [venv.action_spaces[i] for i in team.indices], venv.state_space,
+                    [names[i] for i in team.indices], bool(getattr(venv, "tensor_native", False)),
+                    getattr(venv, "device", None))
+
+
+def team_step(step: VectorStep, team: TeamAgents) -> VectorStep:
+    """The world's step as one team sees it: its agents' observations, masks, rewards and activity."""
+    idx = list(team.indices)
+    return VectorStep(
+        obs=[step.obs[i] for i in idx], state=step.state, avail=team.take(step.avail),
+        rewards=step.rewards[:, idx], terminated=step.terminated, truncated=step.truncated,
+        active=step.active[:, idx], final_state=step.final_state, episode_infos=step.episode_infos,
+        final_obs=team.take(step.final_obs), final_avail=team.take(step.final_avail))
+
+
+class TeamWorld:
+    """The world's vector env with each team's reward and return (see the module docstring).
+
+    Everything else (reset, restart, RNG states, close, spaces) is the world's own.
+    """
+
+    def __init__(self, venv: VectorEnv, teams: Sequence[TeamAgents]) -> None:
+        self.venv = venv
+        self.teams = list(teams)
+        self._returns = np.zeros((venv.n_envs, len(self.teams)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.venv, name)
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        self._returns[:] = 0.0
+        return self.venv.reset(*args, **kwargs)
+
+    def restart(self, *args: Any, **kwargs: Any) -> Any:
+        self._returns[:] = 0.0
+        return self.venv.restart(*args, **kwargs)
+
+    def step(self, actions: Sequence[Any]) -> VectorStep:
+        step = self.venv.step(actions)
+        rewards = step.rewards
+        native = isinstance(rewards, torch.Tensor)
+        shaped: Any = rewards.clone() if isinstance(rewards, torch.Tensor) else np.array(rewards, copy=True)
+        means = np.empty((self.venv.n_envs, len(self.teams)))
+        for k, team in enumerate(self.teams):
+            own = rewards[:, list(team.indices)]
+            if team.reward == "sum":
+                shaped[:, list(team.indices)] = own.sum(1, keepdim=True) if isinstance(own, torch.Tensor) \
+                    else own.sum(1, keepdims=True)
+            team_mean = shaped[:, list(team.indices)].mean(1)
+            means[:, k] = team_mean.double().cpu().numpy() if native else team_mean
+        self._returns += means
+        ended = np.flatnonzero(_as_numpy(step.terminated) | _as_numpy(step.truncated))
+        infos = []
+        for k, info in zip(ended.tolist(), step.episode_infos):  # one per ended env, in env order
+            infos.append({**info, **{f"return_{t.name}": float(self._returns[k, j])
+                                     for j, t in enumerate(self.teams)}})
+            self._returns[k] = 0.0
+        step.rewards, step.episode_infos = shaped, infos
+        return step
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)

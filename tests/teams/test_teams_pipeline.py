@@ -1,0 +1,214 @@
+"""Teams in a pipeline: loading, refusals, the one loop over two learning teams, players, exact resume.
+
+The world is MPE simple_tag (3 predators ``adversary_*`` against 1 prey ``agent_0``), small.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from harl.cli import main
+from harl.compose import build_stages
+from harl.config.loading import load_spec_and_notes
+from harl.errors import ConfigError
+from harl.logging.csv_log import read_metrics
+from harl.teams.players import outcome_of
+from harl.teams.world import TeamAgents, resolve_teams
+
+pytest.importorskip("mpe2", reason="these runs use MPE (pip install harl[mpe])")
+
+ROOT = Path(__file__).parents[2]
+TAG = ROOT / "pipelines" / "happo_mappo_mpe_tag.toml"
+WALL_CLOCK = ("wall_time", "steps_per_s")
+SMALL = ["collector.n_envs=2", "collector.rollout_length=25", "run.total_env_steps=150", "evaluator.episodes=2",
+         "evaluator.n_envs=2", "evaluator.every_iterations=2", "policy.hidden_sizes=[16]", "critic.hidden_sizes=[16]",
+         "updater.objective.epochs=1", "critic.epochs=1", "checkpoint.every_iterations=1", "checkpoint.keep=100",
+         "logging.progress=false"]
+
+
+def sets(values: list[str]) -> list[str]:
+    return [arg for value in values for arg in ("--set", value)]
+
+
+def write(tmp_path: Path, teams: str) -> Path:
+    """The tag pipeline with its [teams] tables replaced by ``teams``."""
+    text = TAG.read_text(encoding="utf-8")
+    head = text[:text.index("[teams.predators]")]
+    tail = text[text.index("[evaluator]"):]
+    path = tmp_path / "pipeline.toml"
+    path.write_text(head + teams + "\n" + tail, encoding="utf-8")
+    return path
+
+
+def test_the_shipped_pipeline_loads_its_teams() -> None:
+    spec, _ = load_spec_and_notes(TAG)
+    assert [t.name for t in spec.teams] == ["predators", "prey"]
+    predators, prey = spec.teams
+    assert predators.spec.updater.kind == "sequential"
+    assert prey.spec.updater.kind == "simultaneous"  # its own [teams.prey.updater] in the pipeline's place
+    assert prey.spec.critic == spec.critic  # the pipeline's table where the team has none
+
+
+def test_one_team_pipelines_have_no_teams() -> None:
+    spec, _ = load_spec_and_notes(ROOT / "pipelines" / "happo_mpe_spread.toml")
+    assert spec.teams == ()
+
+
+@pytest.mark.parametrize(("teams", "message"), [
+    ('[teams.a]\nagents = ["agent_*"]\nrole = "frozen"\n', r"teams: no team learns"),
+    ('[teams.a]\nagents = ["adversary"]\n[teams.b]\nagents = ["agent_*"]\nrole = "self_play"\nof = "c"\n',
+     r"teams\.b\.of: 'c' is not a learning team of this pipeline; write one of: a"),
+    ('[teams.a]\nagents = ["adversary"]\n[teams.b]\nagents = ["agent_*"]\nrole = "scripted"\n',
+     r"teams\.b\.script: a scripted team needs its script"),
+    ('[teams.a]\nagents = ["adversary"]\n[teams.b]\nagents = ["agent_*"]\nrole = "frozen"\n',
+     r"teams\.b\.checkpoint: a frozen team plays a trained run"),
+    ('[teams.a]\nagents = ["adversary"]\n[teams.b]\nagents = ["agent_*"]\nrole = "self_play"\nof = "a"\npool_size = 0\n',
+     r"teams\.b\.pool_size"),
+    ('[teams.a]\nagents = ["adversary"]\n[teams.a.critic]\nlr = -1.0\n[teams.b]\nagents = ["agent_*"]\n',
+     r"teams\.a\.critic\.lr"),
+    ('[teams.a]\nagents = ["adversary"]\n[teams.b]\nagents = ["agent_*"]\nrole = "scripted"\n'
+     '[teams.b.script]\nkind = "random"\n[teams.b.critic]\nlr = 1e-3\n',
+     r"teams\.b\.critic: a scripted team has no stages of its own"),
+])
+def test_bad_teams_are_refused_with_the_key(tmp_path: Path, teams: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_spec_and_notes(write(tmp_path, teams))
+
+
+def test_agents_claimed_twice_or_by_none() -> None:
+    names = ["adversary_0", "adversary_1", "agent_0"]
+    groups = {"adversary": ["adversary_0", "adversary_1"], "agent": ["agent_0"]}
+    with pytest.raises(ConfigError, match=r"teams\.b\.agents: adversary_1 is already in team 'a'"):
+        resolve_teams([("a", ["adversary"], "sum"), ("b", ["*_1", "agent_0"], "sum")], names, groups)
+    with pytest.raises(ConfigError, match=r"teams: agent_0 in no team"):
+        resolve_teams([("a", ["adversary_*"], "sum")], names, groups)
+    with pytest.raises(ConfigError, match=r"teams\.a\.agents: 'predator\*' names no agent"):
+        resolve_teams([("a", ["predator*"], "sum"), ("b", ["*"], "sum")], names, groups)
+    teams = resolve_teams([("a", ["adversary"], "sum"), ("b", ["agent_0"], "own")], names, groups)
+    assert teams == [TeamAgents("a", (0, 1), "sum"), TeamAgents("b", (2,), "own")]
+
+
+def test_off_policy_teams_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "hasac.toml"
+    path.write_text((ROOT / "pipelines" / "hasac_mpe_spread.toml").read_text()
+                    + '\n[teams.a]\nagents = ["agent_0"]\n[teams.b]\nagents = ["agent_1", "agent_2"]\n')
+    with pytest.raises(ConfigError, match=r"teams\.a\.role: a learning team needs an on-policy collector"):
+        load_spec_and_notes(path)
+
+
+def test_each_team_gets_its_team_reward_and_its_own_return() -> None:
+    spec, _ = load_spec_and_notes(TAG, [s for s in SMALL])
+    with build_stages(spec) as stages:
+        collected = stages.collector.collect(stages.buffer)
+        buffers = stages.buffer.members
+        predators, prey = buffers["predators"], buffers["prey"]
+        assert predators.n_agents == 3 and prey.n_agents == 1
+        r = predators.rewards  # (T, E, 3): every predator gets the team's sum
+        assert torch.equal(r[..., 0], r[..., 1]) and torch.equal(r[..., 0], r[..., 2])
+        row = collected.row()
+        assert set(row) == {"predators_train_return", "prey_train_return"}
+        ended = collected.episodes
+        assert ended and all({"return_predators", "return_prey"} <= set(e) for e in ended)
+        # predators score +10 per capture each (mpe2), the team's sum; the prey loses 10 per capture at least
+        for e in ended:
+            assert e["return_predators"] == pytest.approx(30.0 * e["captures"])
+            assert e["return_prey"] <= -10.0 * e["captures"] + 1e-4
+
+
+def test_two_learning_teams_train_and_resume_exactly(tmp_path: Path) -> None:
+    """A stop after 3 of 6 iterations and a resume write what one run of 6 writes."""
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert main(["train", str(TAG), *sets(SMALL), "--run-dir", str(whole), "--quiet"]) == 0
+    assert main(["train", str(TAG), *sets([*SMALL, "run.total_env_steps=75"]), "--run-dir", str(part), "--quiet"]) == 0
+    assert main(["train", "--resume", str(part), "--set", "run.total_env_steps=150", "--quiet"]) == 0
+    a = [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in read_metrics(whole / "metrics.csv")]
+    b = [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in read_metrics(part / "metrics.csv")]
+    assert len(a) == 3 and a == b
+    assert {"predators_train_return", "prey_train_return", "eval_return_predators", "eval_return_prey",
+            "predators_value_loss", "prey_agent0_policy_loss"} <= set(a[0])
+
+
+def test_self_play_pool_is_in_the_checkpoint_and_resumes_exactly(tmp_path: Path) -> None:
+    """Predators learn against snapshots of themselves playing ... the prey side cannot: spaces differ."""
+    path = write(tmp_path, '[teams.a]\nagents = ["adversary"]\n[teams.b]\nagents = ["agent_*"]\n'
+                 'role = "self_play"\nof = "a"\n')
+    with pytest.raises(ConfigError, match=r"teams\.b\.of: self-play needs both sides alike"):
+        spec, _ = load_spec_and_notes(path, SMALL)
+        build_stages(spec).close()
+
+
+def test_a_scripted_and_a_frozen_opponent(tmp_path: Path) -> None:
+    """Predators learn against a random prey; then a new run's prey learns against those frozen predators."""
+    first = tmp_path / "first"
+    scripted = write(tmp_path, '[teams.predators]\nagents = ["adversary"]\n[teams.prey]\nagents = ["agent_*"]\n'
+                     'role = "scripted"\n[teams.prey.script]\nkind = "random"\n')
+    assert main(["train", str(scripted), *sets(SMALL), "--run-dir", str(first), "--quiet"]) == 0
+    rows = read_metrics(first / "metrics.csv")
+    assert "predators_value_loss" in rows[0] and not any(k.startswith("prey_value") for k in rows[0])
+    frozen_path = tmp_path / "frozen.toml"
+    frozen_path.write_text(scripted.read_text().replace(
+        '[teams.predators]\nagents = ["adversary"]\n[teams.prey]\nagents = ["agent_*"]\nrole = "scripted"\n'
+        '[teams.prey.script]\nkind = "random"\n',
+        f'[teams.predators]\nagents = ["adversary"]\nrole = "frozen"\ncheckpoint = "{first}"\n'
+        '[teams.prey]\nagents = ["agent_*"]\n'))
+    second = tmp_path / "second"
+    assert main(["train", str(frozen_path), *sets(SMALL), "--run-dir", str(second), "--quiet"]) == 0
+    spec, _ = load_spec_and_notes(frozen_path, SMALL)
+    with build_stages(spec) as stages:  # the frozen predators are the first run's, weight for weight
+        from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
+        saved = load_checkpoint(latest_checkpoint(first))["policy"]
+        mine = stages.policy.members["predators"].policy.state_dict()
+        assert all(torch.equal(v, saved[f"members.predators.{k}"]) for k, v in mine.items())
+
+
+def test_a_frozen_run_that_does_not_exist_or_does_not_fit(tmp_path: Path) -> None:
+    path = write(tmp_path, '[teams.predators]\nagents = ["adversary"]\nrole = "frozen"\n'
+                 f'checkpoint = "{tmp_path / "nope"}"\n[teams.prey]\nagents = ["agent_*"]\n')
+    spec, _ = load_spec_and_notes(path, SMALL)
+    with pytest.raises(ConfigError, match=r"teams\.predators\.checkpoint: '.*nope' does not exist"):
+        build_stages(spec).close()
+    (tmp_path / "empty").mkdir()
+    spec, _ = load_spec_and_notes(path, [*SMALL, f"teams.predators.checkpoint={tmp_path / 'empty'}"])
+    with pytest.raises(ConfigError, match=r"teams\.predators\.checkpoint: .*empty' is not a run directory"):
+        build_stages(spec).close()
+    spread = tmp_path / "spread"  # a run whose agents' spaces are not the predators'
+    assert main(["train", str(ROOT / "pipelines" / "mappo_mpe_spread.toml"), *sets([
+        "collector.n_envs=2", "collector.rollout_length=25", "run.total_env_steps=50", "evaluator.episodes=1",
+        "evaluator.n_envs=1", "logging.progress=false", "collector.backend=inline"]), "--run-dir", str(spread),
+        "--quiet"]) == 0
+    spec, _ = load_spec_and_notes(path, [*SMALL, f"teams.predators.checkpoint={spread}"])
+    with pytest.raises(ConfigError, match=r"teams\.predators\.checkpoint: the policy of .* does not fit predators"):
+        build_stages(spec).close()
+
+
+def test_outcome_rules() -> None:
+    assert outcome_of({"winner": "a"}, "a", "b") == 1.0
+    assert outcome_of({"winner": "adversary"}, "a", "b", ["adversary"]) == 1.0
+    assert outcome_of({"winner": "b"}, "a", "b") == 0.0
+    assert outcome_of({"win_a": 0.0}, "a", "b") == 0.0
+    assert outcome_of({"return_a": 2.0, "return_b": 1.0}, "a", "b") == 1.0
+    assert outcome_of({"return_a": 1.0, "return_b": 1.0}, "a", "b") == 0.5
+
+
+def test_self_play_pool_and_ratings_resume_exactly(tmp_path: Path) -> None:
+    """Two sides alike (MPE spread with 4 agents, 2 a side): snapshots of ``red`` play ``blue``; the
+    pool (snapshot every iteration, 2 kept, pfsp) and the ratings are in the checkpoint, so a
+    stopped and resumed run writes what one uninterrupted run writes."""
+    pytest.importorskip("openskill", reason="ratings need openskill (pip install harl[teams])")
+    path = tmp_path / "selfplay.toml"
+    path.write_text((ROOT / "pipelines" / "happo_mpe_spread.toml").read_text()
+                    + '\n[teams.red]\nagents = ["agent_0", "agent_1"]\n[teams.blue]\nagents = ["agent_2", "agent_3"]\n'
+                    'role = "self_play"\nof = "red"\nsnapshot_every = 1\npool_size = 2\nsample = "pfsp"\n')
+    small = [*SMALL, "env.n_agents=4", "env.team_reward=false", "collector.backend=inline"]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert main(["train", str(path), *sets(small), "--run-dir", str(whole), "--quiet"]) == 0
+    assert main(["train", str(path), *sets([*small, "run.total_env_steps=75"]), "--run-dir", str(part), "--quiet"]) == 0
+    assert main(["train", "--resume", str(part), "--set", "run.total_env_steps=150", "--quiet"]) == 0
+    a = [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in read_metrics(whole / "metrics.csv")]
+    b = [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in read_metrics(part / "metrics.csv")]
+    assert len(a) == 3 and a == b
+    assert [r["blue_pool_size"] for r in a] == ["2", "2", "2"]  # the first snapshot at build, one per iteration
+    assert "rating_red" in a[0] and float(a[-1]["rating_red_sigma"]) < float(a[0]["rating_red_sigma"])
