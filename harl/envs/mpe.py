@@ -10,6 +10,14 @@ Because this leans on private mpe2 attributes, ``tests/envs/test_mpe.py`` pins
 observations, rewards, state and spaces to be equal to the public ``parallel_env`` API
 for every scenario, with discrete and continuous actions.
 
+Sides: ``agent_names`` are mpe2's, ``agent_groups`` mpe2's two sides, ``adversary`` (agents whose
+``adversary`` flag is set) and ``agent`` (the rest); a cooperative scenario has the one side
+``agent``.  ``team_reward`` sums rewards within each side, so cooperative scenarios keep
+HARL's sum over all agents.  A two-sided episode's last step reports each side's return
+(``return_adversary``, ``return_agent``: the side's own mpe2 rewards, mean over its agents,
+summed over the steps) and, in simple_tag and simple_world_comm, ``captures``: the
+predator-prey pairs touching, summed over the steps (what the predators' reward counts).
+
 mpe2 is an optional dependency: it is imported only when an environment is built.
 """
 
