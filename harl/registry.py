@@ -43,9 +43,11 @@ import attrs
 from harl.errors import ConfigError, deprecated
 from harl.user_import import import_module
 
-ANY_FAMILY = "both"
+ANY_FAMILY = "any"
 """The family of a kind that any family may use (an env, a sink, a shared objective); a kind
-shared by some families only names them as a tuple: ``family=("on_policy", "off_policy")``."""
+shared by some families only names them as a tuple: ``family=("on_policy", "off_policy")``.
+``"both"``, its name when there were two families, is still read (``OLD_ANY_FAMILY``)."""
+OLD_ANY_FAMILY = "both"
 
 SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective", "sink", "script")
 """Slots whose table has a ``kind``; ``updater.objective`` is nested in ``[updater]``; ``sink``:
@@ -100,7 +102,7 @@ class Entry:
     env kinds: ``factory(config)`` -> one env, or with ``vectorised=True`` in ``parts``
     ``factory(config, n_envs, seed)`` -> a whole ``VectorEnv``; sinks: as their package says)."""
     family: FamilyNames = ANY_FAMILY
-    """The family (or families) whose pipelines may use the kind; ``"both"``: any."""
+    """The family (or families) whose pipelines may use the kind; ``"any"`` (``ANY_FAMILY``): any."""
     provides: tuple[str, ...] = ()
     """Capabilities other kinds may require (a critic: ``state_values``, ``q_values``, ...)."""
     requires: Mapping[str, str] = attrs.field(factory=dict)
@@ -191,6 +193,9 @@ def register(slot: str, config: type, factory: Callable[..., Any] | None, *, fam
         raise ValueError(f"no stage slot {slot!r}; slots: {', '.join(SLOTS)}")
     if not family or not all(isinstance(f, str) and f for f in ((family,) if isinstance(family, str) else family)):
         raise ValueError(f"family {family!r}: expected a family's name, or a tuple of names")
+    if family == OLD_ANY_FAMILY:
+        deprecated(f'register(..., family="{OLD_ANY_FAMILY}")', f'register(..., family="{ANY_FAMILY}")')
+        family = ANY_FAMILY
     if not attrs.has(config):
         raise TypeError(f"{config.__qualname__} is not an attrs class")
     name = kind or _kind_default(config) or f"{config.__module__}:{config.__qualname__}"

@@ -102,3 +102,12 @@ def kind_field(name: str) -> Any:
             raise InvalidSetting(attribute.name, f'expected "{name}", got {_show(value)}')
 
     return attrs.field(default=name, metadata={"doc": "which variant of this stage"}, validator=check)
+
+
+def own_first(cls: type, fields: list[attrs.Attribute[Any]]) -> list[attrs.Attribute[Any]]:
+    """attrs' ``field_transformer`` for a config class that inherits keys shared with other kinds
+    (``harl.collect.workers.EnvWorkers``, ``harl.update.v_critic.VLearningConfig``): its own keys
+    first, ``kind`` at the head, the inherited ones after them, as ``harl stages`` and a resolved
+    pipeline list them."""
+    own = cls.__dict__.get("__annotations__", {})
+    return [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]

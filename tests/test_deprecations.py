@@ -154,3 +154,97 @@ def test_harl_uses_only_the_new_names() -> None:
     guide = (ROOT / "docs" / "your-own-stage.md").read_text(encoding="utf-8")
     found += [f"docs/your-own-stage.md: {old}" for old in OLD if re.search(old, guide)]
     assert found == []
+
+
+# --------------------------------------------------------------------------- one vocabulary (issue 44)
+
+def _pipeline(name: str) -> dict:  # type: ignore[type-arg]
+    from harl.config.loading import read_toml
+
+    return read_toml(ROOT / "pipelines" / name)
+
+
+@pytest.mark.parametrize(("pipeline", "table", "old", "value", "new_table", "new", "expected"), [
+    ("qmix_mpe_spread_discrete.toml", "updater", "tau", 0.05, "updater", "polyak", 0.05),
+    ("ippo_lbf.toml", "critic", "target_tau", 0.02, "critic", "polyak", 0.02),
+    ("had3qn_mpe_spread_discrete.toml", "updater.objective", "epsilon_end", 0.1, "updater.objective",
+     "epsilon_finish", 0.1),
+    ("had3qn_mpe_spread_discrete.toml", "updater.objective", "epsilon_decay_steps", 700, "updater.objective",
+     "epsilon_anneal_steps", 700),
+    ("qmix_mpe_spread_discrete.toml", "updater.objective", "hidden_dim", 32, "policy", "hidden_sizes", (32,)),
+    ("qmix_mpe_spread_discrete.toml", "updater.objective", "recurrent", True, "policy", "recurrent", "naive"),
+    ("qmix_mpe_spread_discrete.toml", "updater.objective", "share_parameters", False, "policy", "share_parameters",
+     False),
+    ("qmix_mpe_spread_discrete.toml", "updater.objective", "agent_id", False, "policy", "agent_id", False),
+    ("qmix_mpe_spread_discrete.toml", "updater.objective", "last_action", True, "policy", "last_action", True),
+])
+def test_old_keys_warn_and_land_under_the_new_key(monkeypatch: pytest.MonkeyPatch, pipeline: str, table: str,
+                                                  old: str, value: object, new_table: str, new: str,
+                                                  expected: object) -> None:
+    """A pipeline (or a run's pipeline.toml) of an older harl still loads: the old key warns once, naming
+    the new key and REMOVED_IN, and the spec holds its value under the new key (the old one is gone)."""
+    from functools import reduce
+
+    from harl.config import renames
+    from harl.config.dump import dump_pipeline
+    from harl.config.loading import structure_pipeline
+
+    monkeypatch.setattr(renames, "_WARNED", set())
+    data = _pipeline(pipeline)
+    holder = reduce(lambda d, k: d[k], table.split("."), data)
+    new_holder = reduce(lambda d, k: d.setdefault(k, {}), new_table.split("."), data)
+    new_holder.pop(new, None)  # the shipped pipeline says the new key: an old one's file would not
+    holder[old] = value
+    with pytest.warns(DeprecationWarning, match=rf"\[{re.escape(table)}\] {old} is deprecated: use "
+                                                rf"\[{re.escape(new_table)}\] {new} .*{REMOVED_IN}"):
+        spec = structure_pipeline(data, pipeline)
+    assert getattr(reduce(getattr, new_table.split("."), spec), new) == expected
+    assert f"\n{old} = " not in dump_pipeline(spec) or old == new
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        structure_pipeline(_pipeline(pipeline) | {}, pipeline)  # the new names: no warning
+
+
+def test_an_old_key_and_its_new_one_that_disagree_are_refused() -> None:
+    from harl.config.loading import structure_pipeline
+    from harl.errors import ConfigError
+
+    data = _pipeline("qmix_mpe_spread_discrete.toml")
+    data["updater"]["objective"]["hidden_dim"] = 32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ConfigError, match=r"updater.objective.hidden_dim: the old spelling of policy.hidden_sizes, "
+                                              r"which says \[64\]: write only policy.hidden_sizes = \[64\]"):
+            structure_pipeline(data, "q.toml")
+
+
+def test_a_set_of_the_old_key_overrides_the_files_new_one() -> None:
+    from harl.config.loading import load_spec_and_notes
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec, _ = load_spec_and_notes(ROOT / "pipelines" / "qmix_mpe_spread_discrete.toml", ["updater.tau=0.2"])
+    assert spec.updater.polyak == 0.2
+
+
+def test_register_family_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    import attrs
+
+    from harl import registry
+
+    @attrs.frozen
+    class AnyConfig:
+        kind: str = "tests.test_deprecations:AnyConfig"
+
+    monkeypatch.setattr(registry, "_BY_CLASS", dict(registry._BY_CLASS))
+    with pytest.warns(DeprecationWarning, match=rf'family="both"\) is deprecated: use .*family="any"\).*{REMOVED_IN}'):
+        entry = registry.register("sink", AnyConfig, None, family="both")
+    assert entry.family == registry.ANY_FAMILY == "any" and entry.belongs_to("value")
+
+
+def test_moved_classes_keep_their_old_import_paths() -> None:
+    from harl.collect import on_policy, stats
+    from harl.policy import config
+    from harl.policy import on_policy as actors
+
+    assert on_policy.CollectStats is stats.CollectStats and actors.PolicyConfig is config.PolicyConfig

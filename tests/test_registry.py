@@ -93,8 +93,8 @@ class TestHarlKinds:
         assert registry.family_of(spec_of({}).collector) is on_policy.FAMILY
         with pytest.raises(KeyError, match="no family 'nope' is registered; known: on_policy, off_policy"):
             registry.family("nope")
-        with pytest.raises(ValueError, match="a family needs a name other than 'both'"):
-            registry.register_family(attrs.evolve(on_policy.FAMILY, name="both"))
+        with pytest.raises(ValueError, match="a family needs a name other than 'any'"):
+            registry.register_family(attrs.evolve(on_policy.FAMILY, name="any"))
 
     def test_a_sink_registers_like_any_kind(self) -> None:
         """The sink slot takes harl's sinks and a user's: found by name and by "module:Name", checked for write/close."""

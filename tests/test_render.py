@@ -135,8 +135,8 @@ def test_value_family_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")
     pytest.importorskip("mpe2", reason="the run uses MPE (pip install harl[mpe])")
     settings = {"run.total_env_steps": 50, "collector.n_envs": 1, "buffer.batch_size": 1, "evaluator.episodes": 1,
-                "evaluator.n_envs": 1, "logging.progress": "false", "updater.objective.hidden_dim": 16,
-                "updater.objective.recurrent": "true"}
+                "evaluator.n_envs": 1, "logging.progress": "false", "policy.hidden_sizes": "[16]",
+                "policy.recurrent": "naive"}
     sets = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
     run = tmp_path / "run"
     pipeline = ROOT / "pipelines" / "qmix_mpe_spread_discrete.toml"

@@ -28,19 +28,21 @@ import numpy as np
 import torch
 
 from harl.buffers.episodes import Episode, EpisodeBuffer
-from harl.collect.on_policy import CollectStats, backend_checks
+from harl.collect.stats import CollectStats
+from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.errors import ConfigError, EnvCrashedError
 from harl.nets.heads import avail_size
 from harl.nets.image import storage_dtype
 from harl.policy.agent_q import AgentQNetworks, epsilon_greedy
 from harl.registry import register
-from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.settings import in_range, kind_field, own_first, positive, setting
 
 
-@attrs.frozen
-class EpisodeCollectorConfig:
-    """``[collector] kind = "episodes"``: epsilon-greedy agent Qs, whole episodes into an episode replay."""
+@attrs.frozen(field_transformer=own_first)
+class EpisodeCollectorConfig(EnvWorkers):
+    """``[collector] kind = "episodes"``: epsilon-greedy agent Qs, whole episodes into an episode replay (its
+    envs: ``EnvWorkers``)."""
 
     kind: str = kind_field("episodes")
     n_envs: int = setting(1, "environments stepped together (EPyMARL's episode runner: 1)", positive())
@@ -51,13 +53,6 @@ class EpisodeCollectorConfig:
     epsilon_anneal_steps: int = setting(
         50_000, "env steps over which epsilon falls linearly from epsilon_start to epsilon_finish "
         "(EPyMARL's epsilon_anneal_time; 0: epsilon_finish from the start)", in_range(0, None))
-    backend: str = setting("inline", "inline (one process), subprocess (worker processes) or ray (Ray actors)",
-                           one_of(("inline", "subprocess", "ray")))
-    workers: int = setting(0, "subprocess workers or Ray actors (0: one per CPU core, at most n_envs)", in_range(0, None))
-    restart_workers: bool = setting(False, "subprocess and ray backends: restart a dead or hung worker and reset "
-                                    "its envs instead of stopping")
-    step_timeout_s: float = setting(300.0, "subprocess and ray backends: seconds one env call may take before its "
-                                    "worker is taken as hung (0: no limit)", in_range(0, None))
 
 
 def epsilon_at(env_steps: int, start: float, finish: float, anneal_steps: int) -> float:

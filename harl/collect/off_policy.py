@@ -30,31 +30,25 @@ from gymnasium import spaces
 
 from harl.buffers.records import StartRecord, Transition
 from harl.buffers.replay import ReplayBuffer
-from harl.collect.on_policy import CollectStats, backend_checks
+from harl.collect.stats import CollectStats
+from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.errors import EnvCrashedError
 from harl.nets.heads import avail_size
 from harl.policy.off_policy import OffPolicyActors, masked_uniform
 from harl.registry import register
-from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.settings import in_range, kind_field, own_first, positive, setting
 
 
-@attrs.frozen
-class OffPolicyCollectorConfig:
-    """``[collector] kind = "off_policy"``: steps into a replay buffer between update rounds."""
+@attrs.frozen(field_transformer=own_first)
+class OffPolicyCollectorConfig(EnvWorkers):
+    """``[collector] kind = "off_policy"``: steps into a replay buffer between update rounds (its envs: ``EnvWorkers``)."""
 
     kind: str = kind_field("off_policy")
     n_envs: int = setting(20, "environments stepped together", positive())
     train_interval: int = setting(50, "vector steps per iteration (each followed by an update round)", positive())
     updates_per_round: int = setting(50, "gradient steps per iteration (HARL: update_per_train x train_interval)", positive())
     warmup_steps: int = setting(10_000, "env steps of uniformly random actions before learning starts", in_range(0, None))
-    backend: str = setting("inline", "inline (one process), subprocess (worker processes) or ray (Ray actors, any node)",
-                           one_of(("inline", "subprocess", "ray")))
-    workers: int = setting(0, "subprocess workers or Ray actors (0: one per CPU core, at most n_envs)", in_range(0, None))
-    restart_workers: bool = setting(False, "subprocess and ray backends: restart a dead or hung worker and reset "
-                                    "its envs instead of stopping")
-    step_timeout_s: float = setting(300.0, "subprocess and ray backends: seconds one env call may take before its "
-                                    "worker is taken as hung (0: no limit)", in_range(0, None))
 
 
 def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.Tensor | None],

@@ -16,7 +16,6 @@ the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 import attrs
@@ -24,11 +23,13 @@ import torch
 
 from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
+from harl.collect.stats import CollectStats
+from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.errors import EnvCrashedError
 from harl.policy.on_policy import OnPolicyActors
 from harl.registry import register
-from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.settings import kind_field, own_first, positive, setting
 
 
 class ValueFunction(Protocol):
@@ -46,34 +47,13 @@ def critic_input(critic: Any, obs: Any, state: Any) -> Any:
     return state if reads is None else reads(obs, state)
 
 
-@attrs.frozen
-class OnPolicyCollectorConfig:
-    """``[collector] kind = "on_policy"``."""
+@attrs.frozen(field_transformer=own_first)
+class OnPolicyCollectorConfig(EnvWorkers):
+    """``[collector] kind = "on_policy"`` (and how its envs run: ``EnvWorkers``)."""
 
     kind: str = kind_field("on_policy")
     rollout_length: int = setting(200, "env steps per env per iteration (T)", positive())
     n_envs: int = setting(20, "environments stepped together", positive())
-    backend: str = setting("inline", "inline (one process), subprocess (worker processes) or ray (Ray actors, any node)",
-                           one_of(("inline", "subprocess", "ray")))
-    workers: int = setting(0, "subprocess workers or Ray actors (0: one per CPU core, at most n_envs)", in_range(0, None))
-    restart_workers: bool = setting(False, "subprocess and ray backends: restart a dead or hung worker and reset "
-                                    "its envs instead of stopping")
-    step_timeout_s: float = setting(300.0, "subprocess and ray backends: seconds one env call may take before its "
-                                    "worker is taken as hung (0: no limit)", in_range(0, None))
-
-
-def backend_checks(config: Any, built: Any) -> Iterator[tuple[list[str], str]]:
-    """``restart_workers`` restarts worker processes or Ray actors: not inline envs."""
-    if config.restart_workers and config.backend == "inline":
-        yield (["collector", "restart_workers"], 'applies to backend = "subprocess" or "ray", but '
-               'backend = "inline"; remove the key or set backend = "subprocess"')
-
-
-@attrs.frozen
-class CollectStats:
-    env_steps: int
-    episodes: list[dict[str, Any]]
-    """One dict per finished episode: ``return``, ``length`` and env metrics."""
 
 
 @attrs.frozen

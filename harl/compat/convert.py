@@ -324,7 +324,7 @@ def _off_policy(algo: str, v: dict[str, Any], part: EnvPart, notes: list[str]) -
                        "activation": v["model.base_activation_func"], "dueling_hidden_sizes": dueling[0],
                        "dueling_activation": dueling[1], "lr": v["model.critic_lr"], "polyak": v["algo.polyak"]}
         t["updater"]["objective"] = {"kind": "d3qn", "lr": v["model.lr"], "epsilon_start": v["algo.epsilon"],
-                                     "epsilon_end": v["algo.epsilon"], "epsilon_coin": "per_step",
+                                     "epsilon_finish": v["algo.epsilon"], "epsilon_coin": "per_step",
                                      "dueling_hidden_sizes": dueling[0], "dueling_activation": dueling[1],
                                      "polyak": v["algo.polyak"]}
         t["policy"] = {"hidden_sizes": v["model.base_hidden_sizes"], "activation": v["model.base_activation_func"],
@@ -407,7 +407,7 @@ ORIGINS: dict[str, str] = {
     "updater.objective.alpha_lr": "algo.alpha_lr", "updater.objective.expl_noise": "algo.expl_noise",
     "updater.objective.policy_noise": "algo.policy_noise", "updater.objective.noise_clip": "algo.noise_clip",
     "updater.objective.policy_freq": "algo.policy_freq", "updater.objective.polyak": "algo.polyak",
-    "updater.objective.epsilon_start": "algo.epsilon", "updater.objective.epsilon_end": "algo.epsilon",
+    "updater.objective.epsilon_start": "algo.epsilon", "updater.objective.epsilon_finish": "algo.epsilon",
     "evaluator.episodes": "eval.eval_episodes", "evaluator.n_envs": "eval.n_eval_rollout_threads",
     "evaluator.every_iterations": "train.eval_interval", "run.seed": "seed.seed",
     "env.scenario": "env_args", "env.agent_conf": "env_args.agent_conf", "env.max_cycles": "env_args.max_cycles",

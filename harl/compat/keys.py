@@ -126,7 +126,7 @@ ALGO_KEYS: tuple[Key, ...] = (
     _k("algo.alpha", MAPPED, "updater.objective.alpha"),
     _k("algo.auto_alpha", MAPPED, "updater.objective.auto_alpha"),
     _k("algo.alpha_lr", MAPPED, "updater.objective.alpha_lr"),
-    _k("algo.epsilon", MAPPED, "updater.objective.epsilon_start, epsilon_end (constant, as HARL)"),
+    _k("algo.epsilon", MAPPED, "updater.objective.epsilon_start, epsilon_finish (constant, as HARL)"),
     _k("logger.log_dir", MAPPED, "logging.dir, with HARL's <env>/<task>/<algo> below it"),
 )
 

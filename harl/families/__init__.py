@@ -114,3 +114,6 @@ class Family:
     """slot -> the kind a table of its pipelines gets without ``kind`` (else the slot's default)."""
     rank: int = 100
     """Where listings (``harl stages``, kind tables) show it and its kinds: lower first."""
+    policy_config: type | None = None
+    """The config class of its pipelines' ``[policy]`` table (the networks that act); None:
+    ``harl.policy.config.PolicyConfig``, the actor-critic families' actors."""

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from harl import registry
-from harl.collect.on_policy import CollectStats
+from harl.collect.stats import CollectStats
 from harl.families import Family, Need, Population, Problem
 from harl.families.actor_critic import Wiring, build_actor_critic, sequential_needs_own_actors
 from harl.population.envs import split_step

@@ -4,9 +4,9 @@ Its kinds: the ``episodes`` collector (epsilon-greedy, whole episodes), the ``ep
 buffer (a padded replay of whole episodes), ``episode_td`` returns (1-step, n-step or
 TD(lambda) targets per sampled batch), the mixers ``none`` (IQL), ``vdn`` and ``qmix`` in
 ``[critic]``, the ``q_learning`` updater and its ``joint_td`` objective, which holds the
-agents' networks (``harl.policy.agent_q``).  docs/value-decomposition.md has the tables.
+agents' networks (``harl.policy.agent_q``, set in ``[policy]``: ``AgentQPolicyConfig``).  docs/value-decomposition.md has the tables.
 
-Build order: the team (from ``[updater.objective]``), the mixer, the returns, the objective
+Build order: the agents' networks (from ``[policy]``), the mixer, the returns, the objective
 (target networks, optimiser), the updater, the buffer, the collector.
 """
 
@@ -23,7 +23,7 @@ from harl.buffers.episodes import episode_bytes
 from harl.errors import ConfigError
 from harl.families import Built, Family, Need, Problem
 from harl.policy.agent_q import AgentQNetworks
-from harl.policy.on_policy import PolicyConfig
+from harl.policy.config import AgentQPolicyConfig
 from harl.sizes import human
 from harl.update.q_learning import JointTD, QUpdater
 
@@ -65,7 +65,7 @@ def wiring(spec: Any) -> ValueWiring:
 
 
 def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
-    buffer, env, policy, run = built.get("buffer"), built.get("env"), built.get("policy"), built.get("run")
+    buffer, env, run = built.get("buffer"), built.get("env"), built.get("run")
     if buffer is not None and buffer.max_length == 0 and env is not None and env_limit(env) is None:
         kind = registry.kind_name(env)
         yield (["buffer", "max_length"],
@@ -76,15 +76,6 @@ def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
         yield (["buffer", "batch_size"],
                f"{buffer.batch_size} episodes per batch, but buffer.capacity = {buffer.capacity} episodes are kept; "
                f"set batch_size to at most {buffer.capacity} (EPyMARL: 32 of 5000)")
-    if policy is not None:
-        default = PolicyConfig()
-        for field in attrs.fields(PolicyConfig):
-            if getattr(policy, field.name) != getattr(default, field.name):
-                yield (["policy", field.name],
-                       "[policy] configures the actor-critic families' actors; the value family's agent Q "
-                       "networks are set in [updater.objective] (hidden_dim, recurrent, share_parameters, "
-                       "agent_id, last_action): remove the key")
-                break
     if run is not None and run.precision != "fp32":
         yield (["run", "precision"], f'"{run.precision}" applies to off-policy actor-critic gradient steps; the '
                'value family trains in fp32: remove the key or set precision = "fp32"')
@@ -103,8 +94,9 @@ def _state_checks(spec: Any, parts: registry.Parts) -> None:
 def build(spec: Any, parts: registry.Parts) -> Built:
     _state_checks(spec, parts)
     objective = spec.updater.objective
-    team = AgentQNetworks(parts.obs_spaces, parts.act_spaces, objective.hidden_dim, objective.recurrent,
-                      objective.share_parameters, objective.agent_id, objective.last_action, parts.source)
+    policy = spec.policy
+    team = AgentQNetworks(parts.obs_spaces, parts.act_spaces, policy.hidden_sizes[0], policy.recurrent != "none",
+                          policy.share_parameters, policy.agent_id, policy.last_action, parts.source)
     parts.policy = team.to(parts.device)
     parts.critic = registry.build(spec.critic, parts).to(parts.device)
     parts.returns = registry.build(spec.returns, parts)
@@ -145,11 +137,12 @@ def describe(stages: Any) -> dict[str, str]:
                   f"device {stages.device}",
         "updater": f"objective {registry.kind_name(spec.updater.objective)}, target copy every "
                    f"{spec.updater.target_update_interval} steps" if spec.updater.target_update_interval
-                   else f"objective {registry.kind_name(spec.updater.objective)}, soft targets tau {spec.updater.tau}",
+                   else f"objective {registry.kind_name(spec.updater.objective)}, soft targets polyak {spec.updater.polyak}",
     }
 
 
 FAMILY = registry.register_family(Family(
     NAME, "agent Q networks, a mixer and one joint TD loss over a replay of whole episodes: IQL, VDN, QMIX",
     build, wiring, checks, memory, save_buffer=save_buffer, describe=describe, population=None,
-    defaults={"buffer": "episodes", "returns": "episode_td", "critic": "qmix", "updater": "q_learning"}, rank=2))
+    defaults={"buffer": "episodes", "returns": "episode_td", "critic": "qmix", "updater": "q_learning"}, rank=2,
+    policy_config=AgentQPolicyConfig))

@@ -258,8 +258,8 @@ class CategoricalActor(nn.Module):
 class DuelingQActor(nn.Module):
     """D3QN's per-agent Q: ``Q(o, a) = V(o) + A(o, a) - mean_a A(o, a)``; epsilon-greedy exploration.
 
-    Epsilon falls linearly from ``epsilon_start`` to ``epsilon_end`` over the first
-    ``epsilon_decay_steps`` env steps after warm-up (``env_steps`` counts from the run's start).
+    Epsilon falls linearly from ``epsilon_start`` to ``epsilon_finish`` over the first
+    ``epsilon_anneal_steps`` env steps after warm-up (``env_steps`` counts from the run's start).
     """
 
     def __init__(self, obs_dim: int, space: spaces.Discrete, hidden_sizes: Sequence[int], activation: str,
@@ -272,7 +272,7 @@ class DuelingQActor(nn.Module):
         self.base = prefixed(encoder, plain_mlp([obs_dim, *hidden_sizes], activation, activation, input_norm))
         self.value = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, 1], dueling_activation)
         self.advantage = plain_mlp([hidden_sizes[-1], *dueling_hidden_sizes, self.n], dueling_activation)
-        self.epsilon_start, self.epsilon_end, self.decay_steps, self.warmup_steps = epsilon
+        self.epsilon_start, self.epsilon_finish, self.anneal_steps, self.warmup_steps = epsilon
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = self.base(obs)
@@ -283,10 +283,10 @@ class DuelingQActor(nn.Module):
         return masked_argmax(self.forward(obs), avail).unsqueeze(-1).float()
 
     def epsilon(self, env_steps: int | None) -> float:
-        if env_steps is None or self.decay_steps <= 0:
-            return self.epsilon_end
-        frac = min(1.0, max(0.0, (env_steps - self.warmup_steps) / self.decay_steps))
-        return self.epsilon_start + frac * (self.epsilon_end - self.epsilon_start)
+        if env_steps is None or self.anneal_steps <= 0:
+            return self.epsilon_finish
+        frac = min(1.0, max(0.0, (env_steps - self.warmup_steps) / self.anneal_steps))
+        return self.epsilon_start + frac * (self.epsilon_finish - self.epsilon_start)
 
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
         return self.greedy(obs, avail) if deterministic else self.explore(obs, avail, None)

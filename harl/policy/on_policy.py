@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -20,44 +19,10 @@ from torch import nn
 from harl.errors import ConfigError, deprecated
 from harl.nets.cnn import OnPolicyBase, on_policy_base
 from harl.nets.heads import make_head
-from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layout, is_image
-from harl.nets.mlp import ACTIVATIONS, INITS, MLP, GRULayer, torch_default_init
+from harl.nets.image import choose_encoder, image_layout, is_image
+from harl.nets.mlp import MLP, GRULayer, torch_default_init
 from harl.nets.stacked import StackedActors, group_agents
-from harl.settings import each_positive, in_range, one_of, positive, setting
-
-
-@attrs.frozen
-class PolicyConfig:
-    """``[policy]``: the actors' networks."""
-
-    hidden_sizes: tuple[int, ...] = setting((128, 128), "widths of the hidden layers", each_positive())
-    activation: str = setting("relu", "hidden activation", one_of(ACTIVATIONS))
-    input_norm: bool = setting(True, "LayerNorm on the raw observation (HARL's feature normalisation)")
-    std_x_coef: float = setting(1.0, "Gaussian std = sigmoid(p / std_x_coef) * std_y_coef; p starts at std_x_coef", positive())
-    std_y_coef: float = setting(0.5, "upper bound of the Gaussian std", positive())
-    output_gain: float = setting(0.01, "orthogonal-init gain of the action layer (small: near-uniform start)", in_range(0, None, low_open=True))
-    share_parameters: bool = setting(False, "one actor for all agents (needs identical spaces)")
-    recurrent: str = setting("none", "a GRU after the MLP of each actor and of the V critic: none; naive (trained on whole rollouts); chunked (on chunk_length pieces)", one_of(("none", "naive", "chunked")))
-    chunk_length: int = setting(10, "steps per training sequence when recurrent = chunked (HARL's data_chunk_length)", positive())
-    layer_norm: bool = setting(True, "LayerNorm after each hidden layer of the MLP and after the GRU (HARL's); false: "
-                               "plain Linear -> activation and a bare GRU (EPyMARL's rnn agent)")
-    init: str = setting("orthogonal", "initial weights: orthogonal (HARL's: gain per activation, the action layer at "
-                        "output_gain) or torch (PyTorch's default initialisation of every layer, EPyMARL's)",
-                        one_of(INITS))
-    agent_id: bool = setting(False, "one actor shared by the agents (share_parameters = true): the agent's one-hot id "
-                             "appended to its observation (EPyMARL's obs_agent_id)")
-    encoder: str = setting("auto", "what reads an observation: cnn (HARL's CNN base), mlp, or auto (cnn for 3-D Box images, else mlp)", one_of(ENCODERS))
-    channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4, last if both; else the smaller end)", one_of(CHANNEL_ORDERS))
-    batch_agents: bool = setting(
-        False, "agents as a batch dimension: actors of the same shapes act, evaluate and (MA simultaneous update) "
-        "learn in one batched call, each with its own parameters and optimiser; a shared actor acts once for all "
-        "agents. Off-policy (DDPG/TD3/SAC actors): acting, the critic target's next actions, the MA actor step and "
-        "the target actors' polyak step; HA's actor round stays sequential. Equal to the per-agent loop to float "
-        "rounding, its noise drawn in another order (docs/performance.md)")
-    compile: bool = setting(
-        False, "torch.compile (inductor) each minibatch loss of the on-policy update (feed-forward actors' PPO/A2C "
-        "loss and the V critic's): fewer, fused operations per step after a compile at the first update "
-        "(docs/performance.md)")
+from harl.policy.config import PolicyConfig
 
 
 def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline", ids: int = 0) -> OnPolicyBase:

@@ -13,7 +13,7 @@ The window stops early (``m < n_step``) where the episode ends or where the roll
 - the rollout's last step: the value of the state after it (``buffer.values[T]``): what
   EPyMARL's ``add_value_last_step`` adds at the last step of its batch.
 
-The values are the buffer's (what the collector stored; with ``[critic] target_tau`` the
+The values are the buffer's (what the collector stored; with ``[critic] polyak`` (``independent_v``) the
 target critic's, as EPyMARL's targets read its target critic).  The advantages handed back
 are ``G - V(s_t)``; an interleaved update (``[critic] interleave``) forms its own each round.
 

@@ -86,7 +86,14 @@ def agent_order(config: Any, n_agents: int, generator: torch.Generator) -> list[
 
 
 def lr_scale(config: Any, progress: float) -> float:
-    """The ``lr_decay`` schedule at ``progress`` (0 at the start of the run, 1 at its end)."""
+    """The ``[updater] lr_decay`` schedule at ``progress`` (0 at the start of the run, 1 at its end).
+
+    One schedule for every optimiser of a run, the actors' (``[updater.objective] lr``) and the
+    critic's (``[critic] lr``) alike, as HARL's one ``use_linear_lr_decay`` switch: the rates are
+    each network's own, but how they fall over the run is the run's, and it sits in ``[updater]``
+    because the updater steps every optimiser and knows the run's progress (``set_lr`` scales
+    each learner's base rate by this one factor).  The value family's ``q_learning`` keeps a
+    constant rate, as EPyMARL."""
     return 1.0 - progress if config.lr_decay == "linear" else 1.0
 
 

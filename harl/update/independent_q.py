@@ -35,18 +35,25 @@ from torch import nn
 from torch.nn import functional as F
 
 from harl.buffers.replay import ReplayBatch
-from harl.nets.plain import OFF_POLICY_ACTIVATIONS
 from harl.nets.q import StackedMLP
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
-from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
+from harl.settings import kind_field, one_of, own_first, setting
 from harl.update.common import huber, polyak_update
 from harl.update.independent_v import LOCAL, local_checks, obs_shapes
-from harl.update.q_critic import critic_action_width, normalized_targets, one_hot_actions, td_step, td_targets
+from harl.update.q_critic import (
+    QLearningConfig,
+    TDLearner,
+    critic_action_width,
+    normalized_targets,
+    one_hot_actions,
+    td_step,
+    td_targets,
+)
 
 
-@attrs.frozen
-class IndependentQConfig:
+@attrs.frozen(field_transformer=own_first)
+class IndependentQConfig(QLearningConfig):
     """``[critic] kind = "independent_q"``: Q_i(o_i, a_i) per agent on its own observation and action (ISAC, IDDPG)."""
 
     kind: str = kind_field("independent_q")
@@ -54,15 +61,6 @@ class IndependentQConfig:
                               'the global EP / FP states are critic.kind = "q"\'s', one_of((LOCAL, "EP", "FP")))
     share_parameters: bool = setting(True, "one network (or twin pair) for all agents, with agent_id, instead of one per agent")
     agent_id: bool = setting(True, "shared network: append the agent's one-hot id to its observation and action")
-    twin: bool = setting(False, "two Q networks per agent; targets take their minimum (TD3, SAC)")
-    hidden_sizes: tuple[int, ...] = setting((256, 256), "widths of the hidden layers", each_positive())
-    activation: str = setting("relu", "hidden activation", one_of(OFF_POLICY_ACTIVATIONS))
-    input_norm: bool = setting(False, "LayerNorm on the raw input (observation and action)")
-    lr: float = setting(1e-3, "Adam learning rate", positive())
-    polyak: float = setting(0.005, "target-network update rate: target <- (1 - polyak) target + polyak online", in_range(0, 1, low_open=True))
-    huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
-    max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
-    value_norm: bool = setting(False, "normalise TD targets with a running mean/std (shared by the agents)")
 
 
 def independent_q_checks(config: IndependentQConfig, built: Mapping[str, Any]) -> Iterator[tuple[list[str], str]]:
@@ -160,17 +158,17 @@ class IndependentQCritic(nn.Module):
         polyak_update(self.targets, self.nets, tau)
 
 
-class IndependentQLearner:
+class IndependentQLearner(TDLearner):
     """One TD step per call: each agent's networks toward its own targets."""
 
     per_agent_penalty = True
     """The updater hands over each agent's own entropy penalty ``(B, A)`` instead of their sum."""
 
+    critic: IndependentQCritic
+    config: IndependentQConfig
+
     def __init__(self, critic: IndependentQCritic, config: IndependentQConfig) -> None:
-        self.critic = critic
-        self.config = config
-        self.optimizer = torch.optim.Adam(critic.nets.parameters(), lr=config.lr, foreach=True)
-        self.base_lr = config.lr
+        super().__init__(critic, config)
 
     def update(self, batch: ReplayBatch, actions: Sequence[torch.Tensor], next_actions: Sequence[torch.Tensor],
                penalty: torch.Tensor | None) -> dict[str, torch.Tensor]:
@@ -186,15 +184,6 @@ class IndependentQLearner:
         per_agent = (huber(target_n - predictions, cfg.huber_delta) * mask).sum(1) / mask.sum(0).clamp(min=1.0)
         loss = per_agent.sum()  # each agent's (and twin's) mean over its alive samples, summed
         return td_step(self.optimizer, critic, loss, predictions, target, cfg.max_grad_norm)
-
-    def soft_update(self) -> None:
-        self.critic.soft_update(self.config.polyak)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
 
 
 register("critic", IndependentQConfig, family="off_policy", provides=("q_values",), check=independent_q_checks,

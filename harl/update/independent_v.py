@@ -26,7 +26,7 @@ is this critic with four options, all off by default:
 
 - ``layer_norm = false``, ``init = "torch"``: plain ``Linear -> ReLU`` layers with PyTorch's
   default initialisation; ``recurrent = "none"``: feed-forward beside GRU actors;
-- ``target_tau``: a soft target critic, moved ``target <- (1 - tau) target + tau critic``
+- ``polyak``: a soft target critic, moved ``target <- (1 - polyak) target + polyak critic``
   after each update.  The values the critic hands the collector (``value``, ``step``) are then
   the target's, so the returns stage bootstraps from the target critic, as EPyMARL's n-step
   targets do (the target does not change between an update and the next rollout);
@@ -50,19 +50,19 @@ from torch import nn
 
 from harl.errors import ConfigError
 from harl.nets.image import is_image
-from harl.nets.mlp import ACTIVATIONS, INITS, MLP, GRULayer, init_linear, torch_default_init
+from harl.nets.mlp import INITS, MLP, GRULayer, init_linear, torch_default_init
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
-from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
+from harl.settings import in_range, kind_field, one_of, own_first, setting
 from harl.update.common import huber, optimizer_step, polyak_update
-from harl.update.v_critic import CriticStats, VCriticLearner
+from harl.update.v_critic import CriticStats, NormalizedValues, VCriticLearner, VLearningConfig
 
 LOCAL = "local"
 """The only ``state_type`` of an independent critic: each agent's own observation."""
 
 
-@attrs.frozen
-class IndependentVConfig:
+@attrs.frozen(field_transformer=own_first)
+class IndependentVConfig(VLearningConfig):
     """``[critic] kind = "independent_v"``: V_i(o_i) per agent on its own observation (IPPO, IA2C)."""
 
     kind: str = kind_field("independent_v")
@@ -70,27 +70,14 @@ class IndependentVConfig:
                               'EP / FP states are critic.kind = "v"\'s', one_of((LOCAL, "EP", "FP")))
     share_parameters: bool = setting(True, "one network for all agents (with agent_id) instead of one per agent")
     agent_id: bool = setting(True, "shared network: append the agent's one-hot id to its observation")
-    hidden_sizes: tuple[int, ...] = setting((128, 128), "widths of the hidden layers", each_positive())
-    activation: str = setting("relu", "hidden activation", one_of(ACTIVATIONS))
-    input_norm: bool = setting(True, "LayerNorm on the raw observation")
-    lr: float = setting(5e-4, "Adam learning rate", positive())
-    adam_eps: float = setting(1e-5, "Adam epsilon", positive())
-    epochs: int = setting(5, "passes over the rollout per iteration", positive())
-    minibatches: int = setting(1, "minibatches per pass", positive())
-    value_loss_coef: float = setting(1.0, "weight of the value loss", positive())
-    clip_value_loss: bool = setting(True, "PPO-style clipping of the value change")
-    value_clip: float = setting(0.2, "clip range of the value change (normalised units)", positive())
-    huber_delta: float = setting(10.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
-    max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
-    value_norm: bool = setting(True, "normalise targets with a running mean/std (shared by the agents)")
     recurrent: str = setting("policy", 'a GRU after the MLP: "policy" follows [policy] recurrent (HARL\'s); "none": '
                              "feed-forward always, beside GRU actors (EPyMARL's ac_critic)", one_of(("policy", "none")))
     layer_norm: bool = setting(True, "LayerNorm after each hidden layer (HARL's); false: plain Linear -> activation "
                                "(EPyMARL's ac_critic)")
     init: str = setting("orthogonal", "initial weights: orthogonal (HARL's) or torch (PyTorch's default "
                         "initialisation of every layer, EPyMARL's)", one_of(INITS))
-    target_tau: float = setting(
-        0.0, "a soft target critic, moved tau of the way to the critic after each update; the values the "
+    polyak: float = setting(
+        0.0, "a soft target critic, moved polyak of the way to the critic after each update; the values the "
         "collector stores (which the returns stage bootstraps from) are then the target's (EPyMARL's "
         "target_update_interval_or_tau = 0.01); 0: no target critic", in_range(0, 1))
     interleave: bool = setting(
@@ -115,13 +102,13 @@ def independent_v_checks(config: IndependentVConfig, built: Mapping[str, Any]) -
     yield from local_checks(config, built)
     policy, updater = built.get("policy"), built.get("updater")
     gru = getattr(policy, "recurrent", "none") if config.recurrent == "policy" else "none"
-    for key, on in (("target_tau", config.target_tau > 0), ("interleave", config.interleave)):
+    for key, on in (("polyak", config.polyak > 0), ("interleave", config.interleave)):
         if on and gru != "none":
             yield (["critic", key], f'needs a feed-forward critic, but critic.recurrent = "policy" gives it a GRU '
                    f'with policy.recurrent = "{gru}"; set critic.recurrent = "none" (EPyMARL\'s '
                    "ac_critic is feed-forward beside its GRU agents)")
-    if config.target_tau > 0 and config.value_norm:
-        yield (["critic", "value_norm"], "true with critic.target_tau > 0: the target critic's values are in env "
+    if config.polyak > 0 and config.value_norm:
+        yield (["critic", "value_norm"], "true with critic.polyak > 0: the target critic's values are in env "
                "units and would drift with the normaliser; set value_norm = false (EPyMARL's IPPO has none)")
     if not config.interleave:
         return
@@ -170,7 +157,7 @@ def stack_observations(obs: Sequence[torch.Tensor], shapes: Sequence[tuple[int, 
     return torch.stack(rows, -2)
 
 
-class IndependentVCritic(nn.Module):
+class IndependentVCritic(NormalizedValues, nn.Module):
     """V_i(o_i) for every agent i; values in env units, shape ``(..., A)``."""
 
     # registered buffers (register_buffer in __init__)
@@ -206,10 +193,10 @@ class IndependentVCritic(nn.Module):
         if config.init == "torch":
             torch_default_init(self)
         self.target: nn.ModuleDict | None = None
-        """``target_tau`` > 0: the target critic's networks (a copy of ``bases`` and ``outs``)."""
-        if config.target_tau > 0:
+        """``polyak`` > 0: the target critic's networks (a copy of ``bases`` and ``outs``)."""
+        if config.polyak > 0:
             if self.rnns is not None:
-                raise ConfigError('critic.target_tau needs a feed-forward critic: set critic.recurrent = "none"')
+                raise ConfigError('critic.polyak needs a feed-forward critic: set critic.recurrent = "none"')
             self.target = copy.deepcopy(self.online())
             self.target.requires_grad_(False)
 
@@ -279,24 +266,13 @@ class IndependentVCritic(nn.Module):
             last = torch.stack([p[1] for p in pieces], 1)
         return self.head(out.transpose(0, 1).reshape(n, agents, -1)), last
 
-    def normalized(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
-                   starts: torch.Tensor | None = None) -> torch.Tensor:
-        """Raw network output (normalised units when value normalisation is on)."""
-        return self.forward_state(x, hidden, starts)[0]
-
-    def denormalize(self, v: torch.Tensor) -> torch.Tensor:
-        return v if self.normalizer is None else self.normalizer.denormalize(v)
-
-    def normalize_targets(self, x: torch.Tensor) -> torch.Tensor:
-        return x if self.normalizer is None else self.normalizer.normalize(x)
-
     @torch.no_grad()
     def value(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
               starts: torch.Tensor | None = None) -> torch.Tensor:
         """Values in env units, the target critic's when there is one (what the collector stores)."""
         if self.target is not None:
             return self.target_values(x)
-        return self.denormalize(self.normalized(x, hidden, starts))
+        return super().value(x, hidden, starts)
 
     @torch.no_grad()
     def step(self, x: torch.Tensor, hidden: torch.Tensor | None, starts: torch.Tensor | None
@@ -304,12 +280,11 @@ class IndependentVCritic(nn.Module):
         """One step of every env: (values in env units ``(E, A)``, the GRU state after it or None)."""
         if self.target is not None:
             return self.target_values(x), None
-        v, last = self.forward_state(x, hidden, starts)
-        return self.denormalize(v), last
+        return super().step(x, hidden, starts)
 
 
 class IndependentVLearner(VCriticLearner):
-    """The V critic's learner, and what ``target_tau`` and ``interleave`` add to it.
+    """The V critic's learner, and what ``polyak`` and ``interleave`` add to it.
 
     Without ``interleave`` the updater calls ``update`` once per iteration (then the target
     moves); with it, ``advantage_step`` once per round and ``end_update`` after the last.
@@ -356,8 +331,8 @@ class IndependentVLearner(VCriticLearner):
         return advantages
 
     def end_update(self) -> CriticStats:
-        """After the update: the target moves ``target_tau`` toward the critic; the rounds' mean stats."""
-        self.own_critic.update_target(self.own_config.target_tau)
+        """After the update: the target moves ``polyak`` toward the critic; the rounds' mean stats."""
+        self.own_critic.update_target(self.own_config.polyak)
         means = torch.stack(self.round_stats).mean(0).tolist() if self.round_stats else [0.0, 0.0]
         self.round_stats = []
         return CriticStats(means[0], means[1])

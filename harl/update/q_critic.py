@@ -40,7 +40,7 @@ from harl.nets.plain import OFF_POLICY_ACTIVATIONS, masked_argmax, off_policy_en
 from harl.nets.q import DuelingNet, EncodedStack, StackedMLP
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
-from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
+from harl.settings import each_positive, in_range, kind_field, one_of, own_first, positive, setting
 from harl.update.common import huber, optimizer_step, polyak_update
 
 MAX_JOINT_ACTIONS = 100_000
@@ -48,20 +48,29 @@ MAX_JOINT_ACTIONS = 100_000
 
 
 @attrs.frozen
-class QCriticConfig:
-    """``[critic] kind = "q"``: centralised Q(s, a_1..a_n), single or twin."""
+class QLearningConfig:
+    """The keys every Q critic kind of the actor-critic families has (``q`` and ``independent_q``)."""
 
-    kind: str = kind_field("q")
-    twin: bool = setting(False, "two Q networks; targets take their minimum (TD3, SAC)")
-    state_type: str = setting("EP", "EP: one global state/value per env; FP: one per agent", one_of(("EP", "FP")))
+    twin: bool = setting(False, "two Q networks (per agent, for an independent critic); targets take their "
+                         "minimum (TD3, SAC)")
     hidden_sizes: tuple[int, ...] = setting((256, 256), "widths of the hidden layers", each_positive())
     activation: str = setting("relu", "hidden activation", one_of(OFF_POLICY_ACTIVATIONS))
-    input_norm: bool = setting(False, "LayerNorm on the raw input (state and actions)")
+    input_norm: bool = setting(False, "LayerNorm on the raw input (state and actions; an independent critic's: "
+                               "the agent's observation and action)")
     lr: float = setting(1e-3, "Adam learning rate", positive())
     polyak: float = setting(0.005, "target-network update rate: target <- (1 - polyak) target + polyak online", in_range(0, 1, low_open=True))
     huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
-    value_norm: bool = setting(False, "normalise TD targets with a running mean/std (HARL's ValueNorm)")
+    value_norm: bool = setting(False, "normalise TD targets with a running mean/std (HARL's ValueNorm; an independent "
+                               "critic's is shared by the agents)")
+
+
+@attrs.frozen(field_transformer=own_first)
+class QCriticConfig(QLearningConfig):
+    """``[critic] kind = "q"``: centralised Q(s, a_1..a_n), single or twin."""
+
+    kind: str = kind_field("q")
+    state_type: str = setting("EP", "EP: one global state/value per env; FP: one per agent", one_of(("EP", "FP")))
     encoder: str = setting("auto", "what reads the state: cnn (HARL's PlainCNN per network), mlp, or auto (cnn for a 3-D Box image state)", one_of(ENCODERS))
     channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto", one_of(CHANNEL_ORDERS))
 
@@ -315,14 +324,35 @@ def td_step(optimizer: torch.optim.Optimizer, critic: Any, loss: torch.Tensor, p
     return {"critic_loss": loss.detach(), "q_mean": q.mean(), "target_mean": target.mean()}
 
 
-class QCriticLearner:
-    """One TD step per call: all of the critic's networks toward the same targets."""
+class TDLearner:
+    """What every Q critic's learner has besides its ``update``: the Adam optimiser of the critic's
+    networks, the target networks' polyak step, the checkpointed state."""
 
-    def __init__(self, critic: QCritic | JointQCritic, config: QCriticConfig | JointQCriticConfig) -> None:
+    def __init__(self, critic: Any, config: Any) -> None:
+        """``critic``: has ``nets`` and ``soft_update(polyak)``; ``config``: ``lr`` and ``polyak``."""
         self.critic = critic
         self.config = config
         self.optimizer = torch.optim.Adam(critic.nets.parameters(), lr=config.lr, foreach=True)
         self.base_lr = config.lr
+
+    def soft_update(self) -> None:
+        self.critic.soft_update(self.config.polyak)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+class QCriticLearner(TDLearner):
+    """One TD step per call: all of the critic's networks toward the same targets."""
+
+    critic: QCritic | JointQCritic
+    config: QCriticConfig | JointQCriticConfig
+
+    def __init__(self, critic: QCritic | JointQCritic, config: QCriticConfig | JointQCriticConfig) -> None:
+        super().__init__(critic, config)
 
     def update(self, batch: ReplayBatch, actions: Sequence[torch.Tensor], next_actions: Sequence[torch.Tensor],
                penalty: torch.Tensor | None) -> dict[str, torch.Tensor]:
@@ -340,15 +370,6 @@ class QCriticLearner:
         else:
             loss = losses.mean(-1).sum()
         return td_step(self.optimizer, critic, loss, predictions, target, cfg.max_grad_norm)
-
-    def soft_update(self) -> None:
-        self.critic.soft_update(self.config.polyak)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
 
 
 def _joint_q_critic(config: JointQCriticConfig, parts: Any) -> JointQCritic:

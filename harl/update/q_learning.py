@@ -11,7 +11,7 @@ One gradient step (``JointTD.update``), as EPyMARL's ``QLearner.train``::
 
 then the gradient norm is clipped and Adam (or RMSprop) steps.  The target networks (the
 agents' and the mixer's) are copied every ``target_update_interval`` gradient steps, or
-moved by ``tau`` after every one when the interval is 0.  Rewards are standardised by a
+moved by ``polyak`` after every one when the interval is 0.  Rewards are standardised by a
 running mean and variance of the real steps' rewards (EPyMARL's ``standardise_rewards``;
 EPyMARL's own statistics also count the padding's zeros).
 
@@ -40,7 +40,8 @@ from harl.settings import in_range, kind_field, one_of, positive, setting
 
 @attrs.frozen
 class JointTDConfig:
-    """``[updater.objective] kind = "joint_td"``: the agents' Q networks and one TD loss through the mixer."""
+    """``[updater.objective] kind = "joint_td"``: one TD loss through the mixer, and its optimiser (the agents'
+    Q networks are set in ``[policy]``, as every family's acting networks are)."""
 
     kind: str = kind_field("joint_td")
     lr: float = setting(5e-4, "learning rate (EPyMARL: 5e-4; its IQL 3e-4)", positive())
@@ -52,13 +53,6 @@ class JointTDConfig:
     double_q: bool = setting(True, "the online agents pick the next action, the target agents value it")
     standardise_rewards: bool = setting(True, "divide rewards by a running std after subtracting a running mean "
                                         "(EPyMARL's standardise_rewards)")
-    hidden_dim: int = setting(64, "width of each agent network (EPyMARL's hidden_dim; its IQL 128)", positive())
-    recurrent: bool = setting(False, "a GRU cell in each agent network (EPyMARL's use_rnn: false for QMIX and VDN, "
-                              "true for IQL); false: a second ReLU layer")
-    share_parameters: bool = setting(True, "one network for all agents, told apart by agent_id (EPyMARL's "
-                                     "basic controller); false: one per agent")
-    agent_id: bool = setting(True, "each agent's one-hot id is an input (EPyMARL's obs_agent_id)")
-    last_action: bool = setting(False, "each agent's previous action (one-hot) is an input (EPyMARL's obs_last_action)")
 
 
 @attrs.frozen
@@ -71,9 +65,10 @@ class QUpdaterConfig:
         in_range(0, None, low_open=True))
     target_update_interval: int = setting(
         200, "copy the online networks into the target networks every this many gradient steps (EPyMARL's "
-        "target_update_interval_or_tau = 200); 0: soft updates by tau after every step", in_range(0, None))
-    tau: float = setting(0.01, "soft target update rate when target_update_interval = 0",
-                         in_range(0, 1, low_open=True))
+        "target_update_interval_or_tau = 200); 0: soft updates by polyak after every step", in_range(0, None))
+    polyak: float = setting(0.01, "soft target update rate when target_update_interval = 0: target <- (1 - polyak) "
+                            "target + polyak online (EPyMARL's target_update_interval_or_tau below 1)",
+                            in_range(0, 1, low_open=True))
     objective: Any = setting(factory=JointTDConfig, doc="the agents' networks and the loss ([updater.objective])")
 
 
@@ -164,7 +159,7 @@ class JointTD:
         return {"loss": float(loss.detach()), **stats, "grad_norm": float(grad_norm)}
 
     def sync_targets(self, tau: float | None) -> None:
-        """Copy the online networks into the targets (``tau`` None), or move them by ``tau``."""
+        """Copy the online networks into the targets (``tau`` None), or move them by ``tau`` (``polyak``)."""
         with torch.no_grad():
             for online, target in ((self.policy, self.target_policy), (self.mixer, self.target_mixer)):
                 if tau is None:
@@ -228,7 +223,7 @@ class QUpdater:
             self.updates += 1
             self.since_sync += 1
             if self.config.target_update_interval == 0:
-                self.objective.sync_targets(self.config.tau)
+                self.objective.sync_targets(self.config.polyak)
             elif self.since_sync >= self.config.target_update_interval:
                 self.objective.sync_targets(None)
                 self.since_sync = 0

@@ -37,7 +37,9 @@ class SequentialConfig:
 
     kind: str = kind_field("sequential")
     order: str = setting("random", "agent order: a new random permutation each iteration, or fixed 0..n-1", one_of(("random", "fixed")))
-    lr_decay: str = setting("none", "learning-rate schedule over the run: none or linear (to 0)", one_of(("none", "linear")))
+    lr_decay: str = setting("none", "learning-rate schedule over the run, one for every optimiser (the actors' "
+                            "[updater.objective] lr and the critic's [critic] lr, as HARL's use_linear_lr_decay): "
+                            "none or linear (to 0)", one_of(("none", "linear")))
     objective: Any = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
 
 

@@ -21,7 +21,9 @@ class SimultaneousConfig:
     """``[updater] kind = "simultaneous"``: all agents updated on the same advantages."""
 
     kind: str = kind_field("simultaneous")
-    lr_decay: str = setting("none", "learning-rate schedule over the run: none or linear (to 0)", one_of(("none", "linear")))
+    lr_decay: str = setting("none", "learning-rate schedule over the run, one for every optimiser (the actors' "
+                            "[updater.objective] lr and the critic's [critic] lr, as HARL's use_linear_lr_decay): "
+                            "none or linear (to 0)", one_of(("none", "linear")))
     others_actions: str = setting(
         "replayed", "off-policy actor step: the other agents' actions in Q are the batch's replayed ones "
         "(HARL, MADDPG) or the current policies' (current)", one_of(("replayed", "current")))

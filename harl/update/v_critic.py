@@ -23,19 +23,18 @@ from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layo
 from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer, init_linear
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
-from harl.settings import each_positive, in_range, kind_field, one_of, positive, setting
+from harl.settings import each_positive, in_range, kind_field, one_of, own_first, positive, setting
 from harl.update.common import huber, optimizer_step
 
 
 @attrs.frozen
-class VCriticConfig:
-    """``[critic] kind = "v"``: V(s) trained on GAE returns with a clipped Huber loss."""
+class VLearningConfig:
+    """The keys every V critic kind has (``v`` and ``independent_v``): its network's widths and how it is fit."""
 
-    kind: str = kind_field("v")
-    state_type: str = setting("EP", "EP: one global state/value per env; FP: one per agent", one_of(("EP", "FP")))
     hidden_sizes: tuple[int, ...] = setting((128, 128), "widths of the hidden layers", each_positive())
     activation: str = setting("relu", "hidden activation", one_of(ACTIVATIONS))
-    input_norm: bool = setting(True, "LayerNorm on the raw state")
+    input_norm: bool = setting(True, "LayerNorm on the raw input (the state; an independent critic's: each "
+                               "agent's observation)")
     lr: float = setting(5e-4, "Adam learning rate", positive())
     adam_eps: float = setting(1e-5, "Adam epsilon", positive())
     epochs: int = setting(5, "passes over the rollout per iteration", positive())
@@ -45,12 +44,56 @@ class VCriticConfig:
     value_clip: float = setting(0.2, "clip range of the value change (normalised units)", positive())
     huber_delta: float = setting(10.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
     max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
-    value_norm: bool = setting(True, "normalise targets with a running mean/std (HARL's ValueNorm)")
+    value_norm: bool = setting(True, "normalise targets with a running mean/std (HARL's ValueNorm; an independent "
+                               "critic's is shared by the agents)")
+
+
+@attrs.frozen(field_transformer=own_first)
+class VCriticConfig(VLearningConfig):
+    """``[critic] kind = "v"``: V(s) trained on GAE returns with a clipped Huber loss."""
+
+    kind: str = kind_field("v")
+    state_type: str = setting("EP", "EP: one global state/value per env; FP: one per agent", one_of(("EP", "FP")))
     encoder: str = setting("auto", "what reads the state: cnn (HARL's CNN base), mlp, or auto (cnn for a 3-D Box image state, else mlp)", one_of(ENCODERS))
     channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto", one_of(CHANNEL_ORDERS))
 
 
-class VCritic(nn.Module):
+class NormalizedValues:
+    """What every V critic does with its network's raw outputs (``forward_state``): value
+    normalisation and the values in env units the collector stores (``value``, ``step``)."""
+
+    normalizer: ValueNorm | None
+
+    def forward_state(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+                      starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        raise NotImplementedError
+
+    def normalized(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+                   starts: torch.Tensor | None = None) -> torch.Tensor:
+        """Raw network output (normalised units when value normalisation is on)."""
+        return self.forward_state(x, hidden, starts)[0]
+
+    def denormalize(self, v: torch.Tensor) -> torch.Tensor:
+        return v if self.normalizer is None else self.normalizer.denormalize(v)
+
+    def normalize_targets(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.normalizer is None else self.normalizer.normalize(x)
+
+    @torch.no_grad()
+    def value(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+              starts: torch.Tensor | None = None) -> torch.Tensor:
+        """Values in env units."""
+        return self.denormalize(self.normalized(x, hidden, starts))
+
+    @torch.no_grad()
+    def step(self, x: torch.Tensor, hidden: torch.Tensor | None, starts: torch.Tensor | None
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One step of every env: (values in env units, the GRU state after it or None)."""
+        v, last = self.forward_state(x, hidden, starts)
+        return self.denormalize(v), last
+
+
+class VCritic(NormalizedValues, nn.Module):
     """V(s) -> values in env units (denormalised), shape ``(...,)`` for EP, ``(..., A)`` for FP."""
 
     # registered buffers (register_buffer in __init__)
@@ -103,14 +146,14 @@ class VCritic(nn.Module):
         """Width of the GRU state (0: a feed-forward critic)."""
         return 0 if self.rnn is None else self.rnn.hidden_dim
 
-    def forward_state(self, state: torch.Tensor, hidden: torch.Tensor | None = None,
+    def forward_state(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
                       starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Raw outputs of each row and the GRU state after each sequence (None: feed-forward).
 
-        Recurrent: ``state`` (N, ds) holds B sequences of N / B steps, sequence-major,
+        Recurrent: ``x`` (N, ds), the states, holds B sequences of N / B steps, sequence-major,
         ``hidden`` (B, H) or (B, A, H) the state before each, ``starts`` (N,) 1 at episode starts.
         """
-        x = self.encode(state)
+        x = self.encode(x)
         if self.rnn is None:
             return self.out(x).squeeze(-1), None
         if hidden is None or starts is None:
@@ -124,28 +167,6 @@ class VCritic(nn.Module):
         out = out.reshape(length, n_seq, k, -1).transpose(0, 1).reshape(n, *tail, -1)
         return self.out(out).squeeze(-1), last.reshape(n_seq, *tail, -1)
 
-    def normalized(self, state: torch.Tensor, hidden: torch.Tensor | None = None,
-                   starts: torch.Tensor | None = None) -> torch.Tensor:
-        """Raw network output (normalised units when value normalisation is on)."""
-        return self.forward_state(state, hidden, starts)[0]
-
-    def denormalize(self, v: torch.Tensor) -> torch.Tensor:
-        return v if self.normalizer is None else self.normalizer.denormalize(v)
-
-    @torch.no_grad()
-    def value(self, state: torch.Tensor, hidden: torch.Tensor | None = None,
-              starts: torch.Tensor | None = None) -> torch.Tensor:
-        return self.denormalize(self.normalized(state, hidden, starts))
-
-    @torch.no_grad()
-    def step(self, state: torch.Tensor, hidden: torch.Tensor | None, starts: torch.Tensor | None
-             ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One step of every env: (values in env units, the GRU state after it or None)."""
-        v, last = self.forward_state(state, hidden, starts)
-        return self.denormalize(v), last
-
-    def normalize_targets(self, x: torch.Tensor) -> torch.Tensor:
-        return x if self.normalizer is None else self.normalizer.normalize(x)
 
 
 def value_loss(new: torch.Tensor, old: torch.Tensor, target: torch.Tensor,

@@ -110,7 +110,7 @@ class TestMapping:
         """HAD3QN's dueling keys and epsilon."""
         p = convert(DATA / "pettingzoo_mpe_simple_spread_v2-discrete_had3qn.json").pipeline
         assert p["critic"]["kind"] == "joint_q" and p["critic"]["dueling_activation"] == "hardswish"
-        assert (p["updater"]["objective"]["epsilon_start"], p["updater"]["objective"]["epsilon_end"]) == (0.05, 0.05)
+        assert (p["updater"]["objective"]["epsilon_start"], p["updater"]["objective"]["epsilon_finish"]) == (0.05, 0.05)
         assert p["updater"]["objective"]["epsilon_coin"] == "per_step"  # HARL's one coin per vector step
         assert p["returns"] == {"kind": "n_step", "gamma": 0.95, "n_step": 1, "proper_time_limits": True}
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EPYMARL_CRITIC: dict[str, Any] = dict(
     kind="independent_v", hidden_sizes=[16, 16], input_norm=False, layer_norm=False, init="torch",
     recurrent="none", lr=3e-4, adam_eps=1e-8, epochs=4, minibatches=1, value_loss_coef=2.0,
-    clip_value_loss=False, huber_delta=0.0, max_grad_norm=10.0, value_norm=False, target_tau=0.01,
+    clip_value_loss=False, huber_delta=0.0, max_grad_norm=10.0, value_norm=False, polyak=0.01,
     interleave=True)
 
 
@@ -214,7 +214,7 @@ def test_existing_independent_critics_are_unchanged_by_the_new_keys() -> None:
     ({"critic": {"epochs": 3}}, "critic.epochs", "set critic.epochs = 4"),
     ({"critic": {"clip_value_loss": True}}, "critic.clip_value_loss", "set clip_value_loss = false"),
     ({"critic": {"value_norm": True}}, "critic.value_norm", "set value_norm = false"),
-    ({"critic": {"recurrent": "policy"}, "policy": {"recurrent": "naive"}}, "critic.target_tau",
+    ({"critic": {"recurrent": "policy"}, "policy": {"recurrent": "naive"}}, "critic.polyak",
      'set critic.recurrent = "none"'),
     ({"policy": {"share_parameters": False}}, "policy.agent_id", "set share_parameters = true"),
     ({"updater": {"objective": {"kind": "trpo"}}}, "updater.objective.kind", 'use "ppo" or "a2c"'),

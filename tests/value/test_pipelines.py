@@ -43,9 +43,9 @@ def test_each_mixer_learns_the_guessing_game(tmp_path: Path, mixer: str) -> None
 
 def test_a_gru_team_with_last_actions_and_td_lambda_learns_too(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    extra = {"updater.objective.recurrent": "true", "updater.objective.last_action": "true",
-             "updater.objective.share_parameters": "false", "returns.mode": "lambda", "run.total_env_steps": 3200,
-             "updater.target_update_interval": 0, "updater.tau": 0.05, "updater.objective.optimizer": "rmsprop"}
+    extra = {"policy.recurrent": "naive", "policy.last_action": "true",
+             "policy.share_parameters": "false", "returns.mode": "lambda", "run.total_env_steps": 3200,
+             "updater.target_update_interval": 0, "updater.polyak": 0.05, "updater.objective.optimizer": "rmsprop"}
     assert main(["train", str(GUESS), *sets(**extra), "--run-dir", str(run)]) == 0
     last = [r for r in read_metrics(run / "metrics.csv") if r["eval_return"]][-1]
     assert float(last["eval_return"]) == 4.0
@@ -60,7 +60,7 @@ def test_a_stopped_run_resumes_exactly(tmp_path: Path) -> None:
     """Resuming from the checkpoint of iteration 5 (episode replay included) writes rows 6-10 as the
     uninterrupted run did; the checkpoint holds the replay's episodes."""
     whole = tmp_path / "whole"
-    assert main(["train", str(GUESS), *sets(**SHORT, **{"updater.objective.recurrent": "true"}),
+    assert main(["train", str(GUESS), *sets(**SHORT, **{"policy.recurrent": "naive"}),
                  "--run-dir", str(whole)]) == 0
     state = load_checkpoint(whole / "checkpoints" / "iter_0000005.pt")
     assert state["buffer"]["size"] == 20 and "objective" in state["updater"]
@@ -117,8 +117,9 @@ def test_an_episode_replay_that_cannot_fit_is_refused_with_the_numbers(capsys: p
     ("collector.epsilon_finish", 1.0, "epsilon_finish = 1.0 is above epsilon_start = 0.5"),
     ("collector.epsilon_anneal_steps", -5, "expected a value in [0, inf]"),
     ("buffer.batch_size", 500, "500 episodes per batch, but buffer.capacity = 200"),
-    ("policy.hidden_sizes", "[32]", "the value family's agent Q networks are set in [updater.objective]"),
-    ("updater.tau", 0.0, "expected a value in (0, 1]"),
+    ("policy.hidden_sizes", "[32, 32]", "expected one positive width, got [32, 32]: an agent Q network has one"),
+    ("policy.recurrent", "chunked", "chunked"),
+    ("updater.polyak", 0.0, "expected a value in (0, 1]"),
 ])
 def test_settings_out_of_range_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str,
                                            value: object, expected: str) -> None:
@@ -152,5 +153,8 @@ def test_harl_stages_lists_every_value_key_with_its_doc() -> None:
 def test_harl_stages_prints_a_kind(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["stages", "joint_td"]) == 0
     out = capsys.readouterr().out
-    for key in ("hidden_dim", "recurrent", "share_parameters", "agent_id", "last_action", "double_q"):
+    assert "double_q" in out and "hidden_dim" not in out
+    assert main(["stages", "policy"]) == 0  # the value family's agent networks are set in [policy]
+    out = capsys.readouterr().out
+    for key in ("hidden_sizes", "recurrent", "share_parameters", "agent_id", "last_action"):
         assert key in out

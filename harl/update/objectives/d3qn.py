@@ -42,8 +42,8 @@ class D3QNConfig:
     kind: str = kind_field("d3qn")
     lr: float = setting(5e-4, "Adam learning rate of each agent's Q network", positive())
     epsilon_start: float = setting(0.05, "exploration rate right after warm-up", in_range(0, 1))
-    epsilon_end: float = setting(0.05, "exploration rate after the decay", in_range(0, 1))
-    epsilon_decay_steps: int = setting(0, "env steps after warm-up over which epsilon falls linearly (0: constant end value)", in_range(0, None))
+    epsilon_finish: float = setting(0.05, "exploration rate after the anneal (the episodes collector's name, EPyMARL's)", in_range(0, 1))
+    epsilon_anneal_steps: int = setting(0, "env steps after warm-up over which epsilon falls linearly from epsilon_start to epsilon_finish (0: epsilon_finish throughout)", in_range(0, None))
     dueling_hidden_sizes: tuple[int, ...] = setting((128,), "hidden widths of the value and advantage streams", each_positive())
     dueling_activation: str = setting("hardswish", "activation of the value and advantage streams", one_of(OFF_POLICY_ACTIVATIONS))
     polyak: float = setting(0.005, "target-network update rate", in_range(0, 1, low_open=True))
@@ -60,7 +60,7 @@ def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: 
             f'{source}: updater.objective.kind: "d3qn" needs Discrete actions, but agent {agent} has '
             f'{describe_space(space)}; use kind = "sac" (any space) or "td3" (Box)'
         )
-    epsilon = (config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps, warmup_steps)
+    epsilon = (config.epsilon_start, config.epsilon_finish, config.epsilon_anneal_steps, warmup_steps)
     return DuelingQActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
                          config.dueling_hidden_sizes, config.dueling_activation, epsilon, encoder,
                          config.epsilon_coin)
