@@ -29,12 +29,12 @@ from harl.envs.protocol import VectorEnv
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError, deprecated
 from harl.evaluator import ActingPolicy, Evaluator
-from harl.parts import FamilyWiring, Parts
-from harl.team_build import build_teams
-from harl.teams.world import TeamWorld
 from harl.nets.cnn import CNNBase, PlainCNN
+from harl.parts import FamilyWiring, Parts
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater
 from harl.sizes import allocating
+from harl.team_build import build_teams
+from harl.teams.world import TeamWorld
 
 
 def resolve_device(name: str, source: str = "pipeline") -> torch.device:

@@ -6,7 +6,9 @@ The Trainer's loop over them::
     stages.returns.compute(stages.buffer)                # ReturnComputer
     update = stages.updater.update(stages.buffer, p)     # Updater -> UpdateResult (.row())
 
-A user's stage need not inherit anything: mypy checks these structurally, and at build
+A stage's ``buffer`` argument stays ``Any``: a family's collector, returns stage and updater agree on
+their own buffer class (``RolloutBuffer``, ``ReplayBuffer``, ``EpisodeBuffer``), which a protocol of
+this layer cannot name.  A user's stage need not inherit anything: mypy checks these structurally, and at build
 time ``harl.registry.check_protocol`` checks that the names in ``registry.PROTOCOLS`` exist
 (a test keeps the two lists in step).  The team and the critic network are ``torch.nn.Module``s.
 """
@@ -47,7 +49,7 @@ class ReturnComputer(Protocol):
     """Turns a filled buffer's rewards and values into targets, handed back through the buffer's
     declared interface (``RolloutBuffer.set_targets``)."""
 
-    def compute(self, buffer: Any) -> Any: ...
+    def compute(self, buffer: Any) -> object: ...
 
 
 class UpdateResult(Protocol):

@@ -36,7 +36,7 @@ import os
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -132,43 +132,20 @@ class Entry:
             isinstance(self.family, tuple) and family in self.family)
 
 
-@attrs.define
-class Parts:
-    """What a factory gets besides its own config, filled in build order by the family's ``build``.
-
-    The spaces, device and seeds come first; ``policy``, ``critic`` and ``returns`` are set
-    once built (an objective's learners see the policy and critic; a collector the policy and
-    critic; the updater the returns).  ``wiring`` holds the values read from other tables
-    (its family's ``wiring(spec)``; ``harl.families.actor_critic.Wiring`` for harl's actor-critic families).
-    """
-
-    obs_spaces: list[Any]
-    act_spaces: list[Any]
-    state_dim: int
-    n_agents: int
-    venv: Any
-    device: Any
-    generator: Any
-    """The run's torch generator for minibatch order and agent order (seeded by ``run.seed``)."""
-    env_seed: int
-    policy_config: Any
-    """The ``[policy]`` config (actor widths, activation, recurrence)."""
-    wiring: Any
-    source: str = "pipeline"
-    state_space: Any = None
-    """The env's global state space (an image state gets a CNN critic)."""
-    policy: Any = None
-    """The agents' acting networks, once built."""
-    critic: Any = None
-    returns: Any = None
-    shared: dict[str, Any] = attrs.field(factory=dict)
-    """Objects one build's learners share, made by the first that needs one (SAC's critic temperature)."""
+class BuildParts(Protocol):
+    """What ``build`` reads of the ``parts`` it hands a factory (``harl.parts.Parts``)."""
 
     @property
-    def team(self) -> Any:
-        """The policy's older name (``parts.policy``), with a ``HarlDeprecationWarning``."""
-        deprecated("Parts.team", "Parts.policy")
-        return self.policy
+    def source(self) -> str: ...
+
+
+def __getattr__(name: str) -> Any:
+    """``Parts``, the record a factory gets, is ``harl.parts.Parts``: it lives a layer up,
+    where its fields' types are, and is imported by name (like the stage packages), so the registry
+    adds no arrow to the import graph."""
+    if name == "Parts":
+        return importlib.import_module("harl.parts").Parts
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {slot: {} for slot in SLOTS}
@@ -313,7 +290,7 @@ def family_of(collector_config: Any) -> Any:
     return family(names if isinstance(names, str) else names[0])
 
 
-def build(config: Any, parts: Parts, *extra: Any) -> Any:
+def build(config: Any, parts: BuildParts, *extra: Any) -> Any:
     """The stage of ``config``'s kind, once it has what its slot's callers use (users' are checked):
     what a family's ``build`` calls for each stage it makes from a table."""
     entry = entry_of(config)

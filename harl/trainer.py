@@ -40,8 +40,18 @@ from harl.finite import check_update
 from harl.logging.csv_log import metrics_state
 from harl.logging.progress import ProgressView, StageTimes
 from harl.logging.sink import Sink, close_sinks
-from harl.loop import (Counters, Iterate, Member, Phase, Row, TrainResult, Work, drive, rng_state,
-                       set_rng_state)
+from harl.loop import (
+    Counters,
+    Iterate,
+    Member,
+    Phase,
+    Row,
+    TrainResult,
+    Work,
+    drive,
+    rng_state,
+    set_rng_state,
+)
 from harl.protocols import Collected, UpdateResult
 from harl.rundir.checkpoint import list_checkpoints, save_checkpoint
 from harl.rundir.lock import RunLock

@@ -18,27 +18,95 @@ imports of harl's stages: a family module imports what it builds, this package n
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
+import torch
+
+from harl.envs.protocol import VectorEnv
+from harl.evaluator import EvaluatorConfig
+from harl.parts import EnvSpaces, FamilyWiring, Parts
+from harl.protocols import Buffer, Collector, ReturnComputer, Updater
 
 Problem = tuple[list[str], str]
 """A cross-table problem: (key path, message)."""
+
+
+class Spec(Protocol):
+    """What a family reads of a pipeline (``harl.config.spec.PipelineSpec``, a layer above): its tables.
+
+    A kind's table (``env``, ``collector``, ``buffer``, ``returns``, ``critic``, ``updater``) is whatever
+    config class that kind registered, so it has no one type; ``run`` and ``checkpoint`` are
+    ``harl.config.run``'s (the configuration layer's), which a family may not import."""
+
+    @property
+    def run(self) -> Any: ...
+
+    @property
+    def env(self) -> Any: ...
+
+    @property
+    def collector(self) -> Any: ...
+
+    @property
+    def buffer(self) -> Any: ...
+
+    @property
+    def returns(self) -> Any: ...
+
+    @property
+    def critic(self) -> Any: ...
+
+    @property
+    def updater(self) -> Any: ...
+
+    @property
+    def policy(self) -> Any:
+        """``[policy]``: its class is the family's (``PolicyConfig`` for harl's actor-critic families)."""
+        ...
+
+    @property
+    def evaluator(self) -> EvaluatorConfig: ...
+
+    @property
+    def checkpoint(self) -> Any: ...
+
+
+class BuiltStages(Protocol):
+    """What a family's ``describe`` reads of the built stages (``harl.compose.Stages``, a layer above)."""
+
+    @property
+    def spec(self) -> Any: ...
+
+    @property
+    def venv(self) -> VectorEnv: ...
+
+    @property
+    def policy(self) -> torch.nn.Module: ...
+
+    @property
+    def critic(self) -> torch.nn.Module: ...
+
+    @property
+    def buffer(self) -> Buffer: ...
+
+    @property
+    def device(self) -> torch.device: ...
 
 
 @attrs.frozen
 class Built:
     """The stages a family builds; the composition root adds the envs and the Evaluator."""
 
-    policy: Any
+    policy: torch.nn.Module
     """The agents' acting networks (``torch.nn.Module``): what evaluation, rendering and export act with
     (``initial_hidden(n_envs, device)``, ``act(obs, avail, deterministic, hidden=, starts=)``)."""
-    critic: Any
-    """The network the updater fits besides the team (a V or Q critic, a mixer); a checkpoint holds it."""
-    returns: Any
-    buffer: Any
-    collector: Any
-    updater: Any
+    critic: torch.nn.Module
+    """The network the updater fits besides the policy (a V or Q critic, a mixer); a checkpoint holds it."""
+    returns: ReturnComputer
+    buffer: Buffer
+    collector: Collector
+    updater: Updater
 
 
 @attrs.frozen
@@ -61,9 +129,9 @@ class Population:
     Trainer's loop does the rest of each member's iteration.
     """
 
-    problems: Callable[[Any], list[str]]
+    problems: Callable[[Spec], list[str]]
     """``problems(spec)``: each stage a population cannot batch, as ``table.key = value (why)``."""
-    memory: Callable[[Any, Any, int], list[Need]]
+    memory: Callable[[Spec, EnvSpaces, int], list[Need]]
     """``memory(spec, spaces, members)``: the population's buffers."""
     collect: Callable[[Any, bool], dict[int, Any]]
 
@@ -72,15 +140,15 @@ def _no_problems(built: Mapping[str, Any]) -> Iterable[Problem]:
     return ()
 
 
-def _no_needs(spec: Any, spaces: Any) -> list[Need]:
+def _no_needs(spec: Spec, spaces: EnvSpaces) -> list[Need]:
     return []
 
 
-def _no_buffer(spec: Any) -> bool:
+def _no_buffer(spec: Spec) -> bool:
     return False
 
 
-def _no_rows(stages: Any) -> dict[str, str]:
+def _no_rows(stages: BuiltStages) -> dict[str, str]:
     return {}
 
 
@@ -92,21 +160,21 @@ class Family:
     """What its stage kinds name in ``register(..., family=name)``."""
     doc: str
     """One line for ``harl stages`` (what the family is, which algorithms it makes)."""
-    build: Callable[[Any, Any], Built]
-    """``build(spec, parts)``: its stages, in its own order (``parts``: ``harl.registry.Parts``, whose
-    ``wiring`` is this family's ``wiring(spec)``; ``harl.registry.build(config, parts)`` builds the
-    stage of one table)."""
-    wiring: Callable[[Any], Any]
+    build: Callable[[Spec, Parts], Built]
+    """``build(spec, parts)``: its stages, in its own order (``parts``: ``harl.parts.Parts``,
+    whose ``wiring`` is this family's ``wiring(spec)``; ``harl.registry.build(config, parts)`` builds the
+    stage of one table; a step hands the next ``attrs.evolve(parts, policy=...)``)."""
+    wiring: Callable[[Spec], FamilyWiring]
     """``wiring(spec)``: the values its stages read from other tables, read once (``parts.wiring``);
     it has ``n_envs`` (the training envs' count)."""
     checks: Callable[[Mapping[str, Any]], Iterable[Problem]] = _no_problems
     """``checks(built_tables)``: settings valid alone but not together in this family."""
-    memory: Callable[[Any, Any], list[Need]] = _no_needs
+    memory: Callable[[Spec, EnvSpaces], list[Need]] = _no_needs
     """``memory(spec, spaces)``: its buffers' bytes (``spaces``: ``observation_spaces``,
     ``action_spaces``, ``state_space``, ``n_agents``, as a ``VectorEnv`` has them)."""
-    save_buffer: Callable[[Any], bool] = _no_buffer
+    save_buffer: Callable[[Spec], bool] = _no_buffer
     """Whether a checkpoint also holds the buffer's contents (``[checkpoint] replay_buffer``)."""
-    describe: Callable[[Any], dict[str, str]] = _no_rows
+    describe: Callable[[BuiltStages], dict[str, str]] = _no_rows
     """``describe(stages)``: ``harl check`` rows of its own (slot -> what was built), over the generic ones."""
     population: Population | None = None
     """How ``--vectorize`` batches it; None: refused, naming the family."""

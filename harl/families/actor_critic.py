@@ -1,9 +1,10 @@
-"""What the two actor-critic families (on-policy, off-policy) build alike: a team of actors,
+"""What the two actor-critic families (on-policy, off-policy) build alike: a policy of actors,
 a critic, one learner per actor and a critic learner, handed to the family's updater.
 
-Build order (each step sees the parts before it): the team (the objective's ``team`` builder),
-the critic, the returns stage, one learner per actor (the objective), the critic learner (the
-critic kind's ``learner``), the family's updater, the buffer, the collector.
+Build order (each step sees what the steps before it made, ``attrs.evolve``-d into its ``Parts``):
+the policy (the objective's ``policy`` builder), the critic, the returns stage, one learner per
+actor (the objective), the critic learner (the critic kind's ``learner``), the family's updater,
+the buffer, the collector.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Any
 import attrs
 
 from harl import registry
-from harl.families import Built, Problem
+from harl.families import Built, Problem, Spec
+from harl.parts import Parts
 from harl.policy.on_policy import stochastic_policy
+from harl.protocols import Updater
 
-UpdaterBuilder = Callable[[Any, list[Any], Any, registry.Parts], Any]
+UpdaterBuilder = Callable[[Any, list[Any], Any, Parts], Updater]
 """``build(updater_config, learners, critic_learner, parts)`` -> the family's updater."""
 
 
@@ -42,19 +45,23 @@ class Wiring:
     """``[run] precision``: "bf16" runs each off-policy gradient step under bfloat16 autocast."""
 
 
-def build_actor_critic(spec: Any, parts: registry.Parts, make_updater: UpdaterBuilder) -> Built:
-    """The stages of an actor-critic pipeline, in the order above."""
+def build_actor_critic(spec: Spec, parts: Parts, make_updater: UpdaterBuilder) -> Built:
+    """The stages of an actor-critic pipeline, in the order above; each step gets the parts the
+    steps before it made (``attrs.evolve``)."""
     objective = spec.updater.objective
     policy_builder = registry.entry_of(objective).extra("policy", stochastic_policy)
-    parts.policy = policy_builder(objective, parts).to(parts.device)
-    parts.critic = registry.build(spec.critic, parts).to(parts.device)
-    parts.returns = registry.build(spec.returns, parts)
-    learners = [registry.build(objective, parts, i) for i in range(len(parts.policy.actors))]
-    critic_learner = registry.entry_of(spec.critic).parts["learner"](parts.critic, spec.critic, parts)
+    policy = policy_builder(objective, parts).to(parts.device)
+    parts = attrs.evolve(parts, policy=policy)
+    critic = registry.build(spec.critic, parts).to(parts.device)
+    parts = attrs.evolve(parts, critic=critic)
+    returns = registry.build(spec.returns, parts)
+    parts = attrs.evolve(parts, returns=returns)
+    learners = [registry.build(objective, parts, i) for i in range(len(policy.actors))]
+    critic_learner = registry.entry_of(spec.critic).parts["learner"](critic, spec.critic, parts)
     updater = make_updater(spec.updater, learners, critic_learner, parts)
     buffer = registry.build(spec.buffer, parts)
     collector = registry.build(spec.collector, parts)
-    return Built(parts.policy, parts.critic, parts.returns, buffer, collector, updater)
+    return Built(policy, critic, returns, buffer, collector, updater)
 
 
 def sequential_needs_own_actors(built: Mapping[str, Any]) -> Iterable[Problem]:

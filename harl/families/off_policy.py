@@ -15,8 +15,9 @@ import torch
 
 from harl import registry
 from harl.collect.stats import CollectStats
-from harl.families import Family, Need, Population, Problem
+from harl.families import BuiltStages, Family, Need, Population, Problem, Spec
 from harl.families.actor_critic import Wiring, build_actor_critic, sequential_needs_own_actors
+from harl.parts import EnvSpaces
 from harl.population.envs import split_step
 from harl.population.stack import Stack
 from harl.sizes import human, replay_bytes_per_transition
@@ -28,7 +29,7 @@ POPULATION_STAGES = {"collector": "off_policy", "buffer": "replay"}
 """The kinds a population steps itself (its collection below); members update one after another."""
 
 
-def wiring(spec: Any) -> Wiring:
+def wiring(spec: Spec) -> Wiring:
     collector, objective = spec.collector, spec.updater.objective
     return Wiring(NAME, collector.n_envs, batch_size=spec.buffer.batch_size,
                   warmup_steps=collector.warmup_steps, updates_per_round=collector.updates_per_round,
@@ -47,12 +48,12 @@ def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
                "policy.share_parameters = false")
 
 
-def _per_transition(spaces: Any) -> int:
+def _per_transition(spaces: EnvSpaces) -> int:
     return replay_bytes_per_transition(spaces.observation_spaces, spaces.action_spaces,
                                        int(np.prod(spaces.state_space.shape)), spaces.state_space)
 
 
-def _replay_need(spec: Any, spaces: Any, members: int = 1) -> Need:
+def _replay_need(spec: Spec, spaces: EnvSpaces, members: int = 1) -> Need:
     per, capacity = _per_transition(spaces), spec.buffer.capacity
     who = f"{members} members x " if members > 1 else ""
     return Need(f"{who}buffer.capacity = {capacity:,}: the replay buffer ({per:,} bytes per transition x "
@@ -60,15 +61,15 @@ def _replay_need(spec: Any, spaces: Any, members: int = 1) -> Need:
                 "buffer.capacity" + (" (or train fewer seeds at once)" if who else ""))
 
 
-def memory(spec: Any, spaces: Any) -> list[Need]:
+def memory(spec: Spec, spaces: EnvSpaces) -> list[Need]:
     return [_replay_need(spec, spaces)]
 
 
-def save_buffer(spec: Any) -> bool:
+def save_buffer(spec: Spec) -> bool:
     return bool(spec.checkpoint.replay_buffer)
 
 
-def describe(stages: Any) -> dict[str, str]:
+def describe(stages: BuiltStages) -> dict[str, str]:
     spec = stages.spec
     if registry.kind_name(spec.buffer) != "replay":
         return {}
@@ -80,7 +81,7 @@ def describe(stages: Any) -> dict[str, str]:
 # ------------------------------------------------------------------ populations (--vectorize)
 
 
-def population_problems(spec: Any) -> list[str]:
+def population_problems(spec: Spec) -> list[str]:
     found = []
     if spec.run.population_update == "batched":
         found.append('run.population_update = "batched" (off-policy members update one after another: '
@@ -91,7 +92,7 @@ def population_problems(spec: Any) -> list[str]:
     return found
 
 
-def population_memory(spec: Any, spaces: Any, members: int) -> list[Need]:
+def population_memory(spec: Spec, spaces: EnvSpaces, members: int) -> list[Need]:
     return [_replay_need(spec, spaces, members)]
 
 

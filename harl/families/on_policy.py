@@ -15,8 +15,9 @@ import torch
 from harl import registry
 from harl.collect.on_policy import Acting
 from harl.collect.stats import CollectStats
-from harl.families import Family, Need, Population, Problem
+from harl.families import Family, Need, Population, Problem, Spec
 from harl.families.actor_critic import Wiring, build_actor_critic, sequential_needs_own_actors
+from harl.parts import EnvSpaces
 from harl.population.envs import split_step
 from harl.population.stack import Stack
 from harl.sizes import UPDATE_FACTOR, human, rollout_bytes_per_step
@@ -32,7 +33,7 @@ POPULATION_STAGES = {"collector": "on_policy", "buffer": "rollout", "critic": "v
 """The kinds a population steps itself (its collection below) and evaluates batched."""
 
 
-def wiring(spec: Any) -> Wiring:
+def wiring(spec: Spec) -> Wiring:
     collector, policy = spec.collector, spec.policy
     length = {"none": 0, "naive": collector.rollout_length, "chunked": policy.chunk_length}[policy.recurrent]
     return Wiring(NAME, collector.n_envs, collector.rollout_length, length,
@@ -57,7 +58,7 @@ def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
                f"{policy.chunk_length}; for example chunk_length = {near}")
 
 
-def _per_step(spec: Any, spaces: Any) -> int:
+def _per_step(spec: Spec, spaces: EnvSpaces) -> int:
     """Bytes the rollout buffer holds per env step (GRU states counted at the actors' width)."""
     hidden = spec.policy.hidden_sizes[-1] if spec.policy.recurrent != "none" else 0
     state_dim = int(np.prod(spaces.state_space.shape))
@@ -66,7 +67,7 @@ def _per_step(spec: Any, spaces: Any) -> int:
                                   spaces.state_space)
 
 
-def _rollout_need(spec: Any, spaces: Any, members: int = 1) -> Need:
+def _rollout_need(spec: Spec, spaces: EnvSpaces, members: int = 1) -> Need:
     per, col = _per_step(spec, spaces), spec.collector
     steps = (col.rollout_length + 1) * col.n_envs * members
     who = f"{members} members x " if members > 1 else ""
@@ -76,11 +77,11 @@ def _rollout_need(spec: Any, spaces: Any, members: int = 1) -> Need:
                 "collector.rollout_length or collector.n_envs" + (" (or train fewer seeds at once)" if who else ""))
 
 
-def memory(spec: Any, spaces: Any) -> list[Need]:
+def memory(spec: Spec, spaces: EnvSpaces) -> list[Need]:
     return [_rollout_need(spec, spaces)]
 
 
-def describe(stages: Any) -> dict[str, str]:
+def describe(stages: Any) -> dict[str, str]:  # reads the on-policy stages' own members (widths, lengths)
     buffer, venv = stages.buffer, stages.venv
     if not hasattr(buffer, "fp_state"):  # a user's buffer kind: the generic row
         return {}
@@ -93,7 +94,7 @@ def describe(stages: Any) -> dict[str, str]:
 # ------------------------------------------------------------------ populations (--vectorize)
 
 
-def population_problems(spec: Any) -> list[str]:
+def population_problems(spec: Spec) -> list[str]:
     kind = registry.kind_name
     found = []
     objective = kind(spec.updater.objective)
@@ -112,7 +113,7 @@ def population_problems(spec: Any) -> list[str]:
     return found
 
 
-def population_memory(spec: Any, spaces: Any, members: int) -> list[Need]:
+def population_memory(spec: Spec, spaces: EnvSpaces, members: int) -> list[Need]:
     return [_rollout_need(spec, spaces, members)]
 
 

@@ -97,9 +97,9 @@ def build(spec: Any, parts: registry.Parts) -> Built:
     policy = spec.policy
     team = AgentQNetworks(parts.obs_spaces, parts.act_spaces, policy.hidden_sizes[0], policy.recurrent != "none",
                           policy.share_parameters, policy.agent_id, policy.last_action, parts.source)
-    parts.policy = team.to(parts.device)
-    parts.critic = registry.build(spec.critic, parts).to(parts.device)
-    parts.returns = registry.build(spec.returns, parts)
+    parts = attrs.evolve(parts, policy=team.to(parts.device))
+    parts = attrs.evolve(parts, critic=registry.build(spec.critic, parts).to(parts.device))
+    parts = attrs.evolve(parts, returns=registry.build(spec.returns, parts))
     learner: JointTD = registry.build(objective, parts)
     updater = QUpdater(spec.updater, learner, spec.buffer.batch_size, parts.generator)
     buffer = registry.build(spec.buffer, parts)

@@ -27,7 +27,9 @@ MASKED_LOGIT = -1e10
 
 
 class ActionHead(Protocol):
-    """What an actor needs of its head."""
+    """What an actor needs of its head: what ``make_head`` returns (``GaussianHead`` for a Box,
+    ``CategoricalHead`` for Discrete and MultiDiscrete; both ``nn.Module``s, so an actor's head is its
+    submodule)."""
 
     action_dim: int
     """``k``: columns of the stored action and of the per-dimension log-probabilities."""
@@ -171,7 +173,7 @@ class CategoricalHead(nn.Module):
 
 
 def make_head(space: spaces.Space, in_dim: int, std_x_coef: float, std_y_coef: float,
-              gain: float) -> GaussianHead | CategoricalHead:
+              gain: float) -> ActionHead:
     """The head for a gymnasium action space (Box, Discrete, MultiDiscrete)."""
     if isinstance(space, spaces.Box):
         return GaussianHead(in_dim, int(np.prod(space.shape)), std_x_coef, std_y_coef, gain)

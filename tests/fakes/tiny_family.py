@@ -236,7 +236,7 @@ for slot, config in (("collector", BanditCollectorConfig), ("buffer", BanditBuff
 
 def build(spec: Any, parts: registry.Parts) -> Built:
     """The team first, then the baseline, the buffer, the collector (which acts with the team)."""
-    parts.policy = LogitTeam(parts.act_spaces)
+    parts = attrs.evolve(parts, policy=LogitTeam(parts.act_spaces))  # Parts is a frozen record
     baseline = Baseline(spec.critic.rate)
     updater = ReinforceUpdater(parts.policy, baseline, spec.updater.objective.lr)
     return Built(parts.policy, baseline, NoReturns(), BanditBuffer(), BanditCollector(spec.collector, parts), updater)
