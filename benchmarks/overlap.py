@@ -59,7 +59,7 @@ def main() -> None:
 
     @torch.no_grad()
     def infer(obs: list[torch.Tensor], state: torch.Tensor) -> list[torch.Tensor]:
-        actions, _ = policy.act(obs, [None] * n_agents)
+        actions = policy.sample(obs, [None] * n_agents).actions
         critic.value(state)
         return actions
 

@@ -63,10 +63,14 @@ def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
 
 
 class ActingPolicy(Protocol):
-    """What evaluation and rendering ask of a team (on- and off-policy alike)::
+    """What evaluation, rendering and the population ask of a team, every family alike::
 
-        hidden = team.initial_hidden(n_envs, device)          # None: feed-forward actors
+        hidden = team.initial_hidden(n_envs, device)          # None: nothing carried (feed-forward)
         actions, hidden = team.act(obs, avail, deterministic, hidden=hidden, starts=starts)
+
+    ``act`` returns the state to pass to the next step (GRU states, and a value-family team's
+    previous actions) and changes nothing in place: the caller carries it forward.  ``starts``
+    ``(n_envs,)`` is 1 where this step begins an episode; the team restarts those rows' state.
     """
 
     def initial_hidden(self, n_envs: int, device: Any) -> Any: ...
@@ -107,8 +111,8 @@ class Evaluator:
         while len(done) < wanted:
             obs_t = [torch.as_tensor(o, device=self.device) for o in obs]
             avail_t = None if avail is None else [torch.as_tensor(a, device=self.device) for a in avail]
-            actions, _ = self.policy.act(obs_t, avail_t, deterministic=self.config.deterministic,
-                                         hidden=hidden, starts=starts)
+            actions, hidden = self.policy.act(obs_t, avail_t, deterministic=self.config.deterministic,
+                                              hidden=hidden, starts=starts)
             step = self.venv.step(actions if self.native else [a.cpu().numpy() for a in actions])
             obs, avail = step.obs, step.avail
             starts = torch.as_tensor(step.terminated | step.truncated, dtype=torch.float32, device=self.device)

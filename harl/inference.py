@@ -3,8 +3,13 @@
 ::
 
     team = harl.load_policy("exported/")           # a `harl export --format torchscript` folder
-    state = None                                   # GRU teams: None at each episode's start
-    actions, state = team.act(obs, avail, state)   # obs: one array per agent, (obs_dim,) or (B, obs_dim)
+    hidden = team.initial_hidden(n_envs)           # None: every state starts empty
+    actions, hidden = team.act(obs, avail, deterministic, hidden=hidden, starts=starts)
+
+The acting contract of harl's own teams (``harl.evaluator.ActingPolicy``), with numpy actions
+out (ready for an env) and anything array-like in: ``obs[i]`` one array per agent, ``(obs_dim,)``
+or ``(B, obs_dim)``; ``starts`` ``(B,)`` 1 where a row begins an episode (its state restarts),
+or pass ``hidden=None`` at an episode's start.
 
 An export folder needs only torch (its files are TorchScript); a run directory is loaded
 through harl's own stages, so it needs the run's env package too (to learn the spaces).
@@ -22,8 +27,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from harl.errors import HarlError
+from harl.errors import HarlError, deprecated
 from harl.rundir.files import MANIFEST
+
+_NOT_GIVEN: Any = object()
 
 
 class TeamActor:
@@ -35,7 +42,8 @@ class TeamActor:
         self.n_agents = len(self.modules)
         self.hidden_size = int(self.agents[0]["hidden_size"])
 
-    def _inputs(self, i: int, obs: Any, avail: Any, state: Any, batch: int) -> list[torch.Tensor]:
+    def _inputs(self, i: int, obs: Any, avail: Any, state: Any, batch: int, starts: Any = None
+                ) -> list[torch.Tensor]:
         spec = self.agents[i]
         names = [t["name"] for t in spec["inputs"]]
         inputs = [torch.as_tensor(np.asarray(obs, np.float32)).reshape(batch, -1)]
@@ -46,34 +54,52 @@ class TeamActor:
         # what an agent carries from step to step: its GRU state, and (agent Q networks with
         # last_action inputs) the (GRU state or None, action) pair
         hidden, last = state if isinstance(state, tuple) else (state, None)
+        restart = None if starts is None else torch.as_tensor(np.asarray(starts)).reshape(batch) != 0
         if "hidden" in names:
-            inputs.append(torch.zeros(batch, self.hidden_size) if hidden is None else hidden)
+            h = torch.zeros(batch, self.hidden_size) if hidden is None else hidden
+            inputs.append(h if restart is None else h.masked_fill(restart.unsqueeze(-1), 0.0))
         if "last_action" in names:  # -1: none yet, at an episode's first step
-            inputs.append(torch.full((batch,), -1, dtype=torch.long) if last is None else last)
+            a = torch.full((batch,), -1, dtype=torch.long) if last is None else last
+            inputs.append(a if restart is None else a.masked_fill(restart, -1))
         return inputs
 
+    def initial_hidden(self, n_envs: int = 1, device: Any = None) -> None:
+        """None: every agent's state starts empty (a zero GRU state, no previous action)."""
+        return None
+
     @torch.no_grad()
-    def act(self, obs: Sequence[Any], avail: Sequence[Any] | None = None, state: list[Any] | None = None,
-            deterministic: bool = True) -> tuple[list[np.ndarray], list[Any] | None]:
-        """(one action per agent, the GRU states to pass back next step or None).
+    def act(self, obs: Sequence[Any], avail: Sequence[Any] | None = None, deterministic: Any = True,
+            hidden: list[Any] | None = None, starts: Any = None, *, state: Any = _NOT_GIVEN
+            ) -> tuple[list[np.ndarray], list[Any] | None]:
+        """(one action per agent, the states to pass back as ``hidden`` next step, or None).
 
         ``obs[i]`` is agent ``i``'s observation, ``(obs_dim,)`` or a batch ``(B, obs_dim)``;
         ``avail[i]`` its action mask (None: every action allowed).  Actions come back in
         the same form (no batch axis for a single observation), ready for the env.
+        ``hidden``: what the previous step returned (None: an episode's start); ``starts``
+        ``(B,)`` (or a number for a single observation): 1 where a row begins an episode, whose
+        state restarts.  The older ``act(obs, avail, state)`` and ``state=`` still work, with a
+        ``HarlDeprecationWarning``.
         """
+        if not isinstance(deterministic, (bool, np.bool_)):  # the older third argument: the state
+            deprecated("TeamActor.act(obs, avail, state)", "act(obs, avail, deterministic, hidden=state)", 4)
+            hidden, deterministic = deterministic, True
+        if state is not _NOT_GIVEN:
+            deprecated("TeamActor.act(state=)", "act(hidden=)", 4)
+            hidden = state
         actions, states = [], []
         for i, module in enumerate(self.modules):
             single = np.ndim(obs[i]) == 1
             batch = 1 if single else int(np.shape(obs[i])[0])
             outputs = module(*self._inputs(i, obs[i], None if avail is None else avail[i],
-                                           None if state is None else state[i], batch))
+                                           None if hidden is None else hidden[i], batch, starts))
             names = [t["name"] for t in self.agents[i]["outputs"]]
             action = outputs[0] if deterministic else self._sample(i, dict(zip(names, outputs)))
-            hidden = outputs[names.index("hidden_out")] if "hidden_out" in names else None
+            hidden_out = outputs[names.index("hidden_out")] if "hidden_out" in names else None
             if any(t["name"] == "last_action" for t in self.agents[i]["inputs"]):
-                states.append((hidden, action.reshape(batch).long()))
-            elif hidden is not None:
-                states.append(hidden)
+                states.append((hidden_out, action.reshape(batch).long()))
+            elif hidden_out is not None:
+                states.append(hidden_out)
             action = action.numpy()
             actions.append(action[0] if single else action)
         return actions, (states or None)

@@ -18,14 +18,18 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 import torch
 
 from harl.errors import HarlError, MissingExtraError
+
+if TYPE_CHECKING:
+    from harl.evaluator import ActingPolicy
 
 DEFAULT_FPS = 10
 FORMATS = (".gif", ".mp4")
@@ -156,24 +160,8 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
         video = Video(out, fps or int(getattr(env, "render_fps", DEFAULT_FPS)))
         try:
             for episode in range(episodes):
-                obs, _, avail = env.reset(seed=spec.run.seed * 1000 + 900 + episode)
-                video.add(_frame(env))
-                hidden = team.initial_hidden(1, "cpu")  # None for feed-forward actors
-                starts = torch.ones(1)
-                total, steps, done = 0.0, 0, False
-                while not done:
-                    # copies (torch.tensor): an env may hand out read-only arrays (MPE's masks)
-                    obs_t = [torch.tensor(o, dtype=torch.float32).unsqueeze(0) for o in obs]
-                    avail_t = None if avail is None else [torch.tensor(a, dtype=torch.float32).unsqueeze(0)
-                                                          for a in avail]
-                    actions, _ = team.act(obs_t, avail_t, deterministic=True, hidden=hidden, starts=starts)
-                    starts = torch.zeros(1)
-                    step = env.step([a[0].numpy() for a in actions])
-                    obs, avail = step.obs, step.avail
-                    total += float(np.mean(step.rewards))  # as the vector envs count a return
-                    steps += 1
-                    done = bool(step.terminated or step.truncated)
-                    video.add(_frame(env))
+                total, steps = play_episode(env, team, spec.run.seed * 1000 + 900 + episode,
+                                            lambda: video.add(_frame(env)))
                 returns.append(total)
                 lengths.append(steps)
         finally:
@@ -182,6 +170,32 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
         env.close()
         stages.close()
     return RenderResult(out, video.frames, returns, lengths, video.repeats)
+
+
+@torch.no_grad()
+def play_episode(env: Any, team: ActingPolicy, seed: int, after: Callable[[], None] = lambda: None
+                 ) -> tuple[float, int]:
+    """One episode of ``env`` (a single env, not a vector) with ``team``'s deterministic actions,
+    the state ``team.act`` returns carried to its next step; ``after()`` once after the reset and
+    once after every step (a frame).  Returns (the return, the length)."""
+    obs, _, avail = env.reset(seed=seed)
+    after()
+    hidden = team.initial_hidden(1, "cpu")  # None: nothing carried (feed-forward actors)
+    starts = torch.ones(1)
+    total, steps, done = 0.0, 0, False
+    while not done:
+        # copies (torch.tensor): an env may hand out read-only arrays (MPE's masks)
+        obs_t = [torch.tensor(o, dtype=torch.float32).unsqueeze(0) for o in obs]
+        avail_t = None if avail is None else [torch.tensor(a, dtype=torch.float32).unsqueeze(0) for a in avail]
+        actions, hidden = team.act(obs_t, avail_t, deterministic=True, hidden=hidden, starts=starts)
+        starts = torch.zeros(1)
+        step = env.step([a[0].numpy() for a in actions])
+        obs, avail = step.obs, step.avail
+        total += float(np.mean(step.rewards))  # as the vector envs count a return
+        steps += 1
+        done = bool(step.terminated or step.truncated)
+        after()
+    return total, steps
 
 
 def _frame(env: Any) -> np.ndarray:

@@ -12,7 +12,7 @@ import torch
 
 import harl
 from harl.cli import main
-from harl.errors import HarlError
+from harl.errors import HarlDeprecationWarning, HarlError
 from harl.export import load_team
 from harl.export.deploy import team_actors
 from tests.export.test_export import COUNTING_HAPPO, counting_run
@@ -44,7 +44,7 @@ def harl_steps(run: Path, obs: list[np.ndarray], steps: int) -> list[list[np.nda
     out = []
     for t in range(steps):
         starts = torch.full((len(obs[0]),), float(t == 0))
-        actions, _ = team.policy.act([torch.as_tensor(o) for o in obs], None, True, hidden, starts)
+        actions, hidden = team.policy.act([torch.as_tensor(o) for o in obs], None, True, hidden, starts)
         out.append([a.numpy() for a in actions])
     return out
 
@@ -57,7 +57,7 @@ def test_batched_actions_and_gru_state_follow_harl(source: str, gru_run: Path, e
     want = harl_steps(gru_run, obs, 3)
     state = None
     for t in range(3):
-        actions, state = team.act(obs, state=state)
+        actions, state = team.act(obs, hidden=state)
         assert state is not None and state[0].shape == (64, team.hidden_size)
         np.testing.assert_allclose(actions[0], np.clip(want[t][0], -1, 1), atol=1e-5, rtol=0)
         assert actions[1].dtype == np.int64 and np.array_equal(actions[1], want[t][1][:, 0])
@@ -141,12 +141,21 @@ def test_a_value_team_carries_its_gru_state_and_last_action(source: str, tmp_pat
     rng = np.random.default_rng(1)
     obs = [rng.random((32, 4)).astype(np.float32) for _ in range(2)]
     avail = [np.ones((32, 3), np.float32), np.tile(np.array([1, 1, 0], np.float32), (32, 1))]
-    state, hidden = None, policy.initial_hidden(32, "cpu")
+    state, hidden = team.initial_hidden(32), policy.initial_hidden(32, "cpu")
     for t in range(4):
-        actions, state = team.act(obs, avail, state)
+        starts = (np.arange(32) < 16) & (t == 2) | (t == 0)  # half the rows restart at step 2
+        actions, state = team.act(obs, avail, True, hidden=state, starts=starts.astype(np.float32))
         with torch.no_grad():
             want, hidden = policy.act([torch.as_tensor(o) for o in obs], [torch.as_tensor(a) for a in avail], True,
-                                      hidden, torch.full((32,), float(t == 0)))
+                                      hidden, torch.as_tensor(starts, dtype=torch.float32))
         for got, w in zip(actions, want):
             np.testing.assert_array_equal(got, w[:, 0].numpy().astype(np.int64))
         assert state is not None and len(state) == 2 and state[0][1].dtype == torch.int64
+    with pytest.warns(HarlDeprecationWarning, match=r"act\(obs, avail, state\)"):
+        older, _ = team.act(obs, avail, state)  # the older signature: the state third
+    with pytest.warns(HarlDeprecationWarning, match=r"act\(state=\)"):
+        keyword, _ = team.act(obs, avail, state=state)
+    newer, _ = team.act(obs, avail, hidden=state)
+    for a, b, c in zip(older, keyword, newer):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)

@@ -153,15 +153,14 @@ class OnPolicyCollector:
     def act(self, buffer: RolloutBuffer, t: int) -> Acting:
         """The team's actions and the critic's values at step ``t`` of the rollout in ``buffer``."""
         inputs = buffer.inputs(t)
-        hidden = inputs.hidden
-        actions, log_probs = self.policy.act(inputs.obs, inputs.avail, hidden=hidden, starts=inputs.starts)
+        sampled = self.policy.sample(inputs.obs, inputs.avail, hidden=inputs.hidden, starts=inputs.starts)
         critic_hidden = None
         seen = critic_input(self.critic, inputs.obs, inputs.state)
         if inputs.critic_hidden is None:
             values = self.critic.value(seen)
         else:  # the state after step t, before any reset (applied where the next step starts an episode)
             values, critic_hidden = self.critic.step(seen, inputs.critic_hidden, inputs.starts)
-        return Acting(actions, log_probs, values, hidden, critic_hidden)
+        return Acting(sampled.actions, sampled.log_probs, values, sampled.hidden, critic_hidden)
 
     def env_actions(self, acting: Acting) -> list[Any]:
         """``acting``'s actions as the envs take them: tensors for a tensor-native env, else numpy arrays."""

@@ -180,7 +180,10 @@ class AgentQNetworks(nn.Module):
     def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
             deterministic: bool = True, hidden: Any = None, starts: torch.Tensor | None = None
             ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-        """Greedy actions (``deterministic``; else epsilon-greedy at ``self.epsilon``), per agent ``(N, 1)``."""
+        """(Greedy actions (``deterministic``; else epsilon-greedy at ``self.epsilon``), per agent ``(N, 1)``,
+        the state for the next step: (GRU states, these actions)).  ``hidden`` is what the previous
+        step returned (None: ``initial_hidden``), left as it was; the caller passes the new one back
+        (``harl.evaluator.ActingPolicy``)."""
         if hidden is None:
             hidden = self.initial_hidden(obs[0].shape[0], obs[0].device)
         q, masks, h = self.q_step(obs, avail, hidden, starts)

@@ -9,7 +9,7 @@ episode begins (the state is zeroed there).  Acting is the case ``L = 1``, ``B =
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -148,6 +148,17 @@ def with_agent_id(obs: torch.Tensor, agent: int, n_agents: int) -> torch.Tensor:
                       .to(torch.float32).expand(*obs.shape[:-1], n_agents)], -1)
 
 
+class Sampled(NamedTuple):
+    """One step of the team, as ``OnPolicyActors.sample`` draws it."""
+
+    actions: list[torch.Tensor]
+    """Per agent ``(E, k_i)``."""
+    log_probs: list[torch.Tensor]
+    """Per agent ``(E, k_i)`` per-dimension log-probabilities of ``actions``."""
+    hidden: list[torch.Tensor] | None
+    """Per agent ``(E, H)`` the GRU states after this step (None: feed-forward, or no state given)."""
+
+
 class OnPolicyActors(nn.Module):
     """The team: all agents' actors, indexed by agent; a shared actor appears once per agent.
 
@@ -230,26 +241,37 @@ class OnPolicyActors(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
-            deterministic: bool = False, hidden: list[torch.Tensor] | None = None,
-            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """One step of every agent in every env.
+            deterministic: bool = True, hidden: list[torch.Tensor] | None = None,
+            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """``(actions, next hidden)``: one step of every agent in every env, as every family's team
+        acts (``harl.evaluator.ActingPolicy``); ``sample`` also gives the log-probabilities.
 
-        Recurrent actors need ``hidden`` (from ``initial_hidden``; its entries are replaced by
-        the states after this step) and ``starts`` ``(n_envs,)``, 1 where this step begins an
-        episode (those states are zeroed first).
+        Recurrent actors need ``hidden`` (from ``initial_hidden``, then what the previous step
+        returned) and ``starts`` ``(n_envs,)``, 1 where this step begins an episode (those states
+        are zeroed first); the states after this step come back, ``hidden`` is left as it was.
         """
+        sampled = self.sample(obs, avail, deterministic, hidden, starts)
+        return sampled.actions, sampled.hidden
+
+    @torch.no_grad()
+    def sample(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
+               deterministic: bool = False, hidden: list[torch.Tensor] | None = None,
+               starts: torch.Tensor | None = None) -> Sampled:
+        """``act`` with the per-dimension log-probabilities of the actions (what the collector stores)."""
         if self.groups is not None and hidden is None:
-            return self._act_batched(obs, avail, deterministic)
+            actions, log_probs = self._act_batched(obs, avail, deterministic)
+            return Sampled(actions, log_probs, None)
         actions, log_probs = [], []
+        after = None if hidden is None else list(hidden)
         for i in range(self.n_agents):
             a, lp, last = self.actor(i).act(self.actor_input(i, obs[i]), None if avail is None else avail[i],
                                             deterministic,
                                             None if hidden is None else hidden[i], starts)
             actions.append(a)
             log_probs.append(lp)
-            if hidden is not None and last is not None:
-                hidden[i] = last
-        return actions, log_probs
+            if after is not None and last is not None:
+                after[i] = last
+        return Sampled(actions, log_probs, after)
 
     def _act_batched(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
                      deterministic: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

@@ -52,12 +52,12 @@ def test_batched_act_equals_the_loop(obs: list[int], act: list[spaces.Space], sh
     for m in avail:
         if m is not None:
             m[:, 1] = 1.0
-    a0, lp0 = plain.act(x, avail, deterministic=True)
-    a1, lp1 = batched.act(x, avail, deterministic=True)
+    a0, lp0, _ = plain.sample(x, avail, deterministic=True)
+    a1, lp1, _ = batched.sample(x, avail, deterministic=True)
     for i in range(len(obs)):
         torch.testing.assert_close(a1[i], a0[i], **TOL)
         torch.testing.assert_close(lp1[i], lp0[i], **TOL)
-    sampled, log_probs = batched.act(x, avail)
+    sampled, log_probs, _ = batched.sample(x, avail)
     assert [s.shape for s in sampled] == [a.shape for a in a0]
     assert [lp.shape for lp in log_probs] == [lp.shape for lp in lp0]
 
@@ -67,9 +67,9 @@ def test_same_seed_same_batched_actions() -> None:
     _, batched = team_pair([7, 7, 7], [BOX] * 3)
     x = [torch.randn(16, 7) for _ in range(3)]
     torch.manual_seed(9)
-    first = batched.act(x, None)[0]
+    first = batched.sample(x, None).actions
     torch.manual_seed(9)
-    again = batched.act(x, None)[0]
+    again = batched.sample(x, None).actions
     for a, b in zip(first, again):
         assert torch.equal(a, b)
 

@@ -20,11 +20,29 @@ def test_act_gives_each_agent_its_actions_and_per_dimension_log_probs() -> None:
     team = OnPolicyActors(OBS, ACT, PolicyConfig(hidden_sizes=(8, 8)))
     obs = [torch.randn(64, 3), torch.randn(64, 5)]
     avail = [None, torch.tensor([[1.0, 0.0, 1.0, 0.0]]).repeat(64, 1)]
-    actions, log_probs = team.act(obs, avail)
+    actions, log_probs, hidden = team.sample(obs, avail)
     assert [a.shape for a in actions] == [(64, 2), (64, 1)]
     assert [lp.shape for lp in log_probs] == [(64, 2), (64, 1)]
     assert set(actions[1].squeeze(-1).long().tolist()) <= {0, 2}
-    assert bool((log_probs[1] <= 0).all())
+    assert bool((log_probs[1] <= 0).all()) and hidden is None
+
+
+def test_act_returns_the_next_gru_state_and_changes_nothing_in_place() -> None:
+    """The acting contract (harl.evaluator.ActingPolicy): ``actions, hidden = act(..., hidden=, starts=)``;
+    the states given are untouched, those returned are ``sample``'s, and ``starts`` restarts a row."""
+    torch.manual_seed(0)
+    team = OnPolicyActors(OBS, ACT, PolicyConfig(hidden_sizes=(8, 8), recurrent="naive"))
+    obs = [torch.randn(4, 3), torch.randn(4, 5)]
+    hidden = team.initial_hidden(4)
+    assert hidden is not None
+    given = [h.clone() for h in hidden]
+    actions, after = team.act(obs, None, True, hidden=hidden, starts=torch.ones(4))
+    assert all(torch.equal(h, g) for h, g in zip(hidden, given)) and after is not hidden
+    assert after is not None and all(bool(h.abs().sum() > 0) for h in after)
+    _, _, sampled = team.sample(obs, None, True, hidden, torch.ones(4))
+    assert sampled is not None and all(torch.equal(a, b) for a, b in zip(after, sampled))
+    restarted, _ = team.act(obs, None, True, hidden=after, starts=torch.ones(4))
+    assert all(torch.equal(a, b) for a, b in zip(actions, restarted))  # starts = 1: as from zeros
 
 
 def test_deterministic_actions_repeat_and_sampled_ones_vary() -> None:
@@ -34,7 +52,7 @@ def test_deterministic_actions_repeat_and_sampled_ones_vary() -> None:
     obs = [torch.randn(32, 3), torch.randn(32, 5)]
     first, _ = team.act(obs, None, deterministic=True)
     again, _ = team.act(obs, None, deterministic=True)
-    sampled, _ = team.act(obs, None)
+    sampled, _ = team.act(obs, None, deterministic=False)
     torch.testing.assert_close(first[0], again[0])
     assert not torch.equal(first[0], sampled[0])
 

@@ -121,3 +121,9 @@ def test_greedy_acting_as_the_evaluator_calls_it() -> None:
     assert [a.shape for a in actions] == [(2, 1), (2, 1)]
     assert actions[1].flatten().tolist() == [0.0, 1.0]
     assert hidden[1][:, 1].tolist() == [0, 1]   # the previous actions ride along in the hidden state
+    # the Evaluator passes back what act returned (tests/value/test_evaluation_memory.py drives it);
+    # act leaves the state it is given as it was
+    given = (hidden[0].clone(), hidden[1].clone())
+    _, after = team.act(obs, avail, deterministic=True, hidden=hidden, starts=torch.zeros(2))
+    assert torch.equal(hidden[0], given[0]) and torch.equal(hidden[1], given[1])
+    assert after is not hidden
