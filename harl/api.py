@@ -189,6 +189,29 @@ def evaluate_run(run_dir: str | Path, episodes: int | None = None, checkpoint: s
         return run.checkpoint, run.stages.evaluator.evaluate(episodes)
 
 
+def algorithms(family: str | None = None) -> list[Any]:
+    """The named algorithms (``harl.algorithms``: IPPO = which stages, ...), of one family or all."""
+    from harl.algorithms import algorithms as table
+
+    return list(table(family))
+
+
+def play(run_dir: str | Path, against: str, episodes: int | None = None, team: str | None = None,
+         checkpoint: str | Path | None = None, deterministic: bool = True) -> Any:
+    """A run with ``[teams]``: its ``team`` against another run, a script or its pool (``harl.run.against.Match``:
+    win, loss and draw rates and each team's return, with 95% intervals)."""
+    from harl.run.against import play as play_match
+
+    return play_match(run_dir, against, episodes, team, checkpoint, deterministic)
+
+
+def crossplay(run_dirs: Sequence[str | Path], episodes: int | None = None, team: str | None = None) -> Any:
+    """Each run's ``team`` against each run's other teams: rows of ``Match`` (docs/teams.md)."""
+    from harl.run.against import crossplay as table
+
+    return table(run_dirs, episodes, team)
+
+
 def logged_evaluation(run_dir: str | Path, checkpoint: str | Path) -> dict[str, Any] | None:
     """The run's own evaluation row of ``checkpoint``'s iteration in metrics.csv (None: that
     iteration did not evaluate, or the row is gone)."""

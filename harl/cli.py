@@ -14,13 +14,14 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from harl import api, cli_rules
-from harl.algorithms import algorithms
 from harl.cli_help import command_list, parser
 from harl.compare.command import cmd_compare, cmd_export_results
 from harl.errors import HarlDeprecationWarning, HarlError
@@ -86,9 +87,9 @@ def cmd_stages(args: argparse.Namespace, console: Console) -> int:
     if args.slot in (None, "families"):  # what the collector's kind chooses: its family's stages
         table = Table(title="families (a pipeline's is its collector kind's)", title_justify="left")
         for column in ("family", "what it is", "algorithms"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")  # a user family's dotted name is never cut
         for name, doc in api.families():
-            named = [a.name for a in algorithms(name)]
+            named = [a.name for a in api.algorithms(name)]
             table.add_row(escape(name), escape(_without_names(doc)), escape(", ".join(named) or "-"))
         console.print(table)
         if args.slot == "families":
@@ -114,7 +115,7 @@ def _without_names(doc: str) -> str:
     """A family's doc without its own list of algorithm names (``...: HAPPO, MAPPO``): the
     algorithms column, from harl.algorithms' table, names them all."""
     head, _, tail = doc.rpartition(": ")
-    known = {a.name for a in algorithms()}
+    known = {a.name for a in api.algorithms()}
     return head if head and all(w.strip() in known for w in tail.split(",")) else doc
 
 
@@ -126,7 +127,32 @@ def _summary(doc: str, title: str) -> str:
     return paragraph[:1].upper() + paragraph[1:]
 
 
+def _show_match(match: Any, console: Console) -> None:
+    console.print(f"{match.run} ({match.team}) against {match.opponent}: {match.episodes} episodes; "
+                  f"win {match.win.show()}, loss {match.loss.show()}, draw {match.draw.show()}", highlight=False)
+    for name, value in match.returns.items():
+        console.print(f"  return of {name}: {value.show()}", highlight=False)
+    for name, value in match.metrics.items():
+        console.print(f"  {name}: {value.show()}", highlight=False)
+
+
+def cmd_crossplay(args: argparse.Namespace, console: Console) -> int:
+    table = api.crossplay(args.run_dirs, args.episodes, args.team)
+    grid = Table(title="win rate of the row's team against the column's (95% interval)")
+    grid.add_column("run")
+    for run in args.run_dirs:
+        grid.add_column(Path(run).name)
+    for run, row in zip(args.run_dirs, table):
+        grid.add_row(Path(run).name, *(m.win.show(2) for m in row))
+    console.print(grid)
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    if args.against:
+        _show_match(api.play(args.run_dir, args.against, args.episodes, args.team, args.checkpoint,
+                             deterministic=not args.sample), console)
+        return 0
     path, stats = api.evaluate_run(args.run_dir, args.episodes, args.checkpoint, deterministic=not args.sample)
     console.print(f"{path}: {stats.episodes} episodes, return {stats.mean_return:.3f} ± "
                   f"{stats.std_return:.3f}, length {stats.mean_length:.1f}", highlight=False)
@@ -195,7 +221,8 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
 
 COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval": cmd_eval,
             "plot": cmd_plot, "render": cmd_render, "export": cmd_export, "convert": cmd_convert,
-            "compare": cmd_compare, "export-results": cmd_export_results, "tune": cmd_tune}
+            "compare": cmd_compare, "export-results": cmd_export_results, "tune": cmd_tune,
+            "crossplay": cmd_crossplay}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,6 +34,12 @@ examples:
 examples:
   harl eval runs/happo-mpe-spread-s1-20261130-101500 --episodes 20
   harl eval runs/happo-mpe-spread-s1-20261130-101500 --checkpoint runs/happo-mpe-spread-s1-20261130-101500/checkpoints/iter_0000100.pt
+  harl eval runs/tag-s1 --against runs/tag-s2 --team predators    # teams: one run's predators against another's prey
+  harl eval runs/tag-s1 --against scripted:random                 # ... against a script, or --against pool
+""",
+    "crossplay": """\
+examples:
+  harl crossplay runs/tag-s1 runs/tag-s2 runs/tag-s3 --team predators --episodes 40
 """,
     "plot": """\
 examples:
@@ -175,6 +181,17 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=None, help="episodes (default: the pipeline's [evaluator] episodes)")
     e.add_argument("--checkpoint", metavar="FILE", help="evaluate this checkpoint instead of the newest")
     e.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
+    e.add_argument("--against", metavar="OPPONENT", help="a run with [teams]: its team (--team) against another "
+                   "run's (RUN_DIR), a script (scripted, scripted:KIND) or its own self-play pool (pool): win, "
+                   "loss and draw rates and each side's return, with 95%% confidence intervals (docs/teams.md)")
+    e.add_argument("--team", help="with --against: the run's team that plays (default: its first learning team)")
+    x = sub.add_parser("crossplay", help="teams: each run's team against each other run's, a table of win rates",
+                       description="Play each run's team (--team) against every run's other teams, frozen, and "
+                       "print the win rates with 95%% intervals: a policy that beats strong opponents is told "
+                       "from one that exploits a weak one.", **examples("crossplay"))
+    x.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    x.add_argument("--team", help="the team that plays (default: each run's first learning team)")
+    x.add_argument("--episodes", type=int, default=None, help="episodes per pair (default: [evaluator] episodes)")
 
     pl = sub.add_parser("plot", help="learning curves of runs (seeds as mean ± std bands) to a PNG",
                         description="Draw a metric of runs against env steps.  Runs of the same pipeline "

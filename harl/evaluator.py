@@ -51,6 +51,9 @@ class EvalStats:
     """Means of env-specific episode numbers (win rate, forward velocity, ...)."""
     returns: tuple[float, ...] = ()
     """Each episode's return, in the order the episodes counted (the absolute metric keeps them)."""
+    infos: tuple[dict[str, Any], ...] = ()
+    """Each episode's own numbers (``return``, ``length``, env metrics), in that order: confidence
+    intervals of a metric (``harl eval --against``'s win rates and each team's return)."""
 
 
 def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
@@ -59,7 +62,7 @@ def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
     keys = sorted({k for e in episodes for k in e} - {"return", "length"})
     metrics = {k: float(np.mean([e[k] for e in episodes if k in e])) for k in keys}
     return EvalStats(float(returns.mean()), float(returns.std()), float(lengths.mean()),
-                     len(episodes), metrics, tuple(float(r) for r in returns))
+                     len(episodes), metrics, tuple(float(r) for r in returns), tuple(episodes))
 
 
 class ActingPolicy(Protocol):

@@ -243,8 +243,8 @@ def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None,
     if not groups:
         raise HarlError(f"--metric {metric}: the runs' curves share no range of env steps to plot")
 
-    columns = 2 if len(groups) > 1 and max(len(g.label) for g in groups) <= 45 else 1
-    rows = -(-len(groups) // columns)
+    legend_columns = 2 if len(groups) > 1 and max(len(g.label) for g in groups) <= 45 else 1
+    rows = -(-len(groups) // legend_columns)
     figure = Figure(figsize=(7.5, 4.5 + 0.22 * rows), dpi=120, layout="constrained")
     ax = figure.add_subplot()
     for index, group in enumerate(groups):
@@ -261,7 +261,7 @@ def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None,
                            f" ({smoothed[2:]})" if smoothed else ""))
     ax.xaxis.set_major_formatter(FuncFormatter(_steps))
     ax.grid(True, alpha=0.3)
-    legend_below(figure, columns)
+    legend_below(figure, legend_columns)
     if out is None:
         single = len(paths) == 1 and Path(paths[0]).is_dir()
         out = (Path(paths[0]) if single else Path()) / f"{metric}.png"

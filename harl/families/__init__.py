@@ -134,6 +134,9 @@ class Population:
     memory: Callable[[Spec, EnvSpaces, int], list[Need]]
     """``memory(spec, spaces, members)``: the population's buffers."""
     collect: Callable[[Any, bool], dict[int, Any]]
+    batched_update: bool = False
+    """Its members' updates can run as one batched call (``[run] population_update``; the on-policy
+    family's PPO/A2C learners), else each member updates alone."""
 
 
 def _no_problems(built: Mapping[str, Any]) -> Iterable[Problem]:

@@ -155,4 +155,5 @@ def collect_population(population: Any, fresh: bool) -> dict[int, CollectStats]:
 FAMILY = registry.register_family(Family(
     NAME, "rollouts, a V critic and advantages: HAPPO, HATRPO, HAA2C, MAPPO",
     lambda spec, parts: build_actor_critic(spec, parts, build_on_policy_updater), wiring, checks, memory,
-    describe=describe, population=Population(population_problems, population_memory, collect_population), rank=0))
+    describe=describe, population=Population(population_problems, population_memory, collect_population, batched_update=True),
+    rank=0))

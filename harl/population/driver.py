@@ -41,7 +41,6 @@ from harl.envs.footprint import check_sizes
 from harl.envs.protocol import VectorEnv, is_tensor_native
 from harl.envs.vector import make_vector_env
 from harl.errors import HarlError
-from harl.families.on_policy import NAME as ON_POLICY
 from harl.logging.progress import ProgressView
 from harl.population.check import check_population, family
 from harl.population.envs import MemberView, split_start
@@ -111,7 +110,7 @@ class Population:
         self.steps = self.trainers[0].stages.collector.steps_per_iteration
         """Env steps per member per iteration."""
         self.native = is_tensor_native(venv)
-        self.batched = self.family.name == ON_POLICY and batched_update(self.trainers[0].stages.device,
+        self.batched = self.family.population.batched_update and batched_update(self.trainers[0].stages.device,
                                                                           spec.run.population_update)
         self.alive = [s for s, t in enumerate(self.trainers) if not t.finished]
         """The members still training (the loop's live list while it runs)."""

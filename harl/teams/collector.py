@@ -131,7 +131,7 @@ class TeamsCollector:
         for name, player in self.players.items():
             if isinstance(player, PoolPlayer):
                 learner = self.opponents_of[name]
-                player.record(self._hidden[name], envs, [outcome_of(info, learner, name) for info in infos])
+                player.record(self._hidden[name], envs, [outcome_of(info, learner) for info in infos])
 
     def state_dict(self) -> dict[str, Any]:
         return {"started": self.started, "episode_starts": self.world.episode_starts() if self.started else None}

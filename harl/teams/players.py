@@ -163,16 +163,6 @@ class PoolPlayer(nn.Module):
         return row
 
 
-def outcome_of(info: dict[str, Any], learner: str, opponent: str, learner_groups: Sequence[str] = ()) -> float:
-    """The learner's result in one finished episode: 1 win, 0.5 draw, 0 loss.
-
-    The env's own verdict where it gives one (``winner``: a group or team name; ``win_NAME``), else
-    the team with the higher return wins (equal: a draw).
-    """
-    winner = info.get("winner")
-    if isinstance(winner, str) and winner:
-        return 1.0 if winner == learner or winner in learner_groups else 0.0
-    if f"win_{learner}" in info:
-        return float(info[f"win_{learner}"])
-    mine, theirs = info.get(f"return_{learner}", 0.0), info.get(f"return_{opponent}", 0.0)
-    return 1.0 if mine > theirs else 0.0 if mine < theirs else 0.5
+def outcome_of(info: dict[str, Any], learner: str) -> float:
+    """The learner's result in one finished episode, as ``TeamWorld`` scored it: 1 win, 0.5 draw, 0 loss."""
+    return 1.0 if info.get(f"win_{learner}") else 0.5 if info.get("draw") else 0.0

@@ -109,6 +109,10 @@ class TeamWorld:
         self.venv = venv
         self.teams = list(teams)
         self._returns = np.zeros((venv.n_envs, len(self.teams)))
+        names, groups = agent_names(venv), agent_groups(venv)
+        self._sides = {t.name: {g for g, members in groups.items()
+                                if {names[i] for i in t.indices} <= set(members)} for t in self.teams}
+        """Team -> the env's groups that hold all its agents (an env's ``winner`` names a group)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.venv, name)
@@ -138,11 +142,28 @@ class TeamWorld:
         ended = np.flatnonzero(_as_numpy(step.terminated) | _as_numpy(step.truncated))
         infos = []
         for k, info in zip(ended.tolist(), step.episode_infos):  # one per ended env, in env order
-            infos.append({**info, **{f"return_{t.name}": float(self._returns[k, j])
-                                     for j, t in enumerate(self.teams)}})
+            returns = {t.name: float(self._returns[k, j]) for j, t in enumerate(self.teams)}
+            infos.append({**info, **{f"return_{name}": value for name, value in returns.items()},
+                          **self.outcome(info, returns)})
             self._returns[k] = 0.0
         step.rewards, step.episode_infos = shaped, infos
         return step
+
+
+    def outcome(self, info: dict[str, Any], returns: dict[str, float]) -> dict[str, float]:
+        """Each team's result in one finished episode: ``win_NAME`` (1 or 0) and ``draw`` (1 or 0).
+
+        The env's own verdict where it gives one (``winner``: a group's or a team's name, "" for a
+        draw), else the team with the highest return wins (a tie for the highest: a draw).
+        """
+        winner = info.get("winner")
+        if isinstance(winner, str):
+            won = [t.name for t in self.teams if winner and (winner == t.name or winner in self._sides[t.name])]
+        else:
+            best = max(returns.values())
+            won = [name for name, value in returns.items() if value == best]
+        single = won[0] if len(won) == 1 else None
+        return {**{f"win_{t.name}": float(t.name == single) for t in self.teams}, "draw": float(single is None)}
 
 
 def _as_numpy(value: Any) -> np.ndarray:

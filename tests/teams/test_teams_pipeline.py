@@ -13,15 +13,15 @@ import torch
 from harl.cli import main
 from harl.compose import build_stages
 from harl.config.loading import load_spec_and_notes
-from harl.errors import ConfigError
+from harl.errors import ConfigError, HarlError
 from harl.logging.csv_log import read_metrics
 from harl.teams.players import outcome_of
-from harl.teams.world import TeamAgents, resolve_teams
+from harl.teams.world import TeamAgents, TeamWorld, resolve_teams
 
 pytest.importorskip("mpe2", reason="these runs use MPE (pip install harl[mpe])")
 
 ROOT = Path(__file__).parents[2]
-TAG = ROOT / "pipelines" / "happo_mappo_mpe_tag.toml"
+TAG = ROOT / "pipelines" / "happo-vs-mappo_mpe_tag.toml"
 WALL_CLOCK = ("wall_time", "steps_per_s")
 SMALL = ["collector.n_envs=2", "collector.rollout_length=25", "run.total_env_steps=150", "evaluator.episodes=2",
          "evaluator.n_envs=2", "evaluator.every_iterations=2", "policy.hidden_sizes=[16]", "critic.hidden_sizes=[16]",
@@ -185,12 +185,22 @@ def test_a_frozen_run_that_does_not_exist_or_does_not_fit(tmp_path: Path) -> Non
 
 
 def test_outcome_rules() -> None:
-    assert outcome_of({"winner": "a"}, "a", "b") == 1.0
-    assert outcome_of({"winner": "adversary"}, "a", "b", ["adversary"]) == 1.0
-    assert outcome_of({"winner": "b"}, "a", "b") == 0.0
-    assert outcome_of({"win_a": 0.0}, "a", "b") == 0.0
-    assert outcome_of({"return_a": 2.0, "return_b": 1.0}, "a", "b") == 1.0
-    assert outcome_of({"return_a": 1.0, "return_b": 1.0}, "a", "b") == 0.5
+    """The env's winner (a team or a group) first, else the highest return; a tie is a draw."""
+    class World:
+        n_envs, n_agents = 1, 3
+        agent_names = ["ally_0", "ally_1", "enemy_0"]
+        agent_groups = {"ally": ["ally_0", "ally_1"], "enemy": ["enemy_0"]}
+
+    world = TeamWorld(World(), [TeamAgents("a", (0, 1)), TeamAgents("b", (2,))])  # type: ignore[arg-type]
+    tie = {"a": 1.0, "b": 1.0}
+    assert world.outcome({"winner": "ally"}, tie) == {"win_a": 1.0, "win_b": 0.0, "draw": 0.0}
+    assert world.outcome({"winner": "b"}, tie) == {"win_a": 0.0, "win_b": 1.0, "draw": 0.0}
+    assert world.outcome({"winner": ""}, {"a": 5.0, "b": 1.0}) == {"win_a": 0.0, "win_b": 0.0, "draw": 1.0}
+    assert world.outcome({}, {"a": 2.0, "b": 1.0}) == {"win_a": 1.0, "win_b": 0.0, "draw": 0.0}
+    assert world.outcome({}, tie) == {"win_a": 0.0, "win_b": 0.0, "draw": 1.0}
+    assert outcome_of({"win_a": 1.0, "win_b": 0.0, "draw": 0.0}, "a") == 1.0
+    assert outcome_of({"win_a": 0.0, "win_b": 0.0, "draw": 1.0}, "a") == 0.5
+    assert outcome_of({"win_a": 0.0, "win_b": 1.0, "draw": 0.0}, "a") == 0.0
 
 
 def test_self_play_pool_and_ratings_resume_exactly(tmp_path: Path) -> None:
@@ -212,3 +222,39 @@ def test_self_play_pool_and_ratings_resume_exactly(tmp_path: Path) -> None:
     assert len(a) == 3 and a == b
     assert [r["blue_pool_size"] for r in a] == ["2", "2", "2"]  # the first snapshot at build, one per iteration
     assert "rating_red" in a[0] and float(a[-1]["rating_red_sigma"]) < float(a[0]["rating_red_sigma"])
+
+
+def test_wilson_and_normal_intervals_by_hand() -> None:
+    from harl.run.against import normal, wilson
+
+    five_of_ten = wilson(5, 10)  # the textbook Wilson 95% interval of 5/10: [0.2366, 0.7634]
+    assert (five_of_ten.low, five_of_ten.high) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
+    none = wilson(0, 20)  # never 0 wide at the edge: [0, 0.1611]
+    assert none.low == 0.0 and none.high == pytest.approx(0.1611, abs=1e-4)
+    x = normal([1.0, 2.0, 3.0, 4.0])  # mean 2.5, sd 1.2910, half-width 1.96 * 1.2910 / 2 = 1.2652
+    assert (x.mean, x.low, x.high) == (2.5, pytest.approx(1.2348, abs=1e-4), pytest.approx(3.7652, abs=1e-4))
+
+
+def test_eval_against_a_script_a_run_and_crossplay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harl import api
+
+    runs = [tmp_path / "s1", tmp_path / "s2"]
+    for seed, run in enumerate(runs, 1):
+        assert main(["train", str(TAG), *sets([*SMALL, f"run.seed={seed}", "run.total_env_steps=50"]),
+                     "--run-dir", str(run), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(runs[0]), "--against", "scripted:noop", "--team", "predators", "--episodes", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "(predators) against scripted:noop: 4 episodes; win" in out and "return of prey" in out
+    assert "captures" in out
+    match = api.play(runs[0], str(runs[1]), episodes=4, team="prey")
+    assert match.episodes == 4 and match.team == "prey"
+    assert 0.0 <= match.win.low <= match.win.mean <= match.win.high <= 1.0
+    assert match.win.mean + match.loss.mean + match.draw.mean == pytest.approx(1.0)
+    table = api.crossplay(runs, episodes=2, team="predators")
+    assert [[m.opponent for m in row] for row in table] == [[str(r) for r in runs]] * 2
+    with pytest.raises(HarlError, match=r"--against pool: team 'prey' plays no pool"):
+        api.play(runs[0], "pool", episodes=2, team="predators")
+    spread = ROOT / "pipelines" / "mappo_mpe_spread.toml"
+    assert main(["eval", str(runs[0]), "--against", "scripted:nope"]) == 2
+    del spread

@@ -1,0 +1,162 @@
+"""Evaluation in competitive games: one team of a run against another run, a script, or its pool.
+
+``harl eval RUN --against RUN2|scripted[:KIND]|pool`` keeps RUN's team ``team`` (its first
+learning team unless named) with its checkpoint's weights and gives every other team of the world
+to the opponent: RUN2's policy (frozen: RUN2's team of the same name where RUN2 has ``[teams]``,
+else its one policy), a script, or RUN's own self-play pool as the checkpoint left it.  The
+result is each side's win, loss and draw rate and return, with 95% confidence intervals
+(Wilson's for rates, the normal one for returns), so a policy that beats a weak opponent can be
+told from one that beats a strong one; ``crossplay`` fills the table of every run against every
+other (docs/teams.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from harl.compose import build_stages
+from harl.config.spec import PipelineSpec
+from harl.config.teams import TeamSpec
+from harl.errors import HarlError
+from harl.registry import resolve
+from harl.run.open import spec_of_run
+from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
+
+Z95 = 1.959963984540054
+"""The normal quantile of a two-sided 95% interval."""
+
+
+@attrs.frozen
+class Estimate:
+    """A mean over episodes and its 95% confidence interval."""
+
+    mean: float
+    low: float
+    high: float
+
+    def show(self, digits: int = 3) -> str:
+        return f"{self.mean:.{digits}g} [{self.low:.{digits}g}, {self.high:.{digits}g}]"
+
+
+def wilson(successes: float, n: int) -> Estimate:
+    """Wilson's 95% interval of a rate (sound near 0 and 1, where the normal one is not)."""
+    if n == 0:
+        return Estimate(math.nan, math.nan, math.nan)
+    p = successes / n
+    centre = (p + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n * n)) / (1 + Z95 ** 2 / n)
+    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def normal(values: Sequence[float]) -> Estimate:
+    """The mean and its normal 95% interval (the sample standard deviation over sqrt(n))."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        return Estimate(math.nan, math.nan, math.nan)
+    half = Z95 * float(x.std(ddof=1)) / math.sqrt(x.size) if x.size > 1 else math.nan
+    return Estimate(float(x.mean()), float(x.mean()) - half, float(x.mean()) + half)
+
+
+@attrs.frozen
+class Match:
+    """``team`` of ``run`` against ``opponent``: its win, loss and draw rates and each side's return."""
+
+    run: Path
+    team: str
+    opponent: str
+    episodes: int
+    win: Estimate
+    loss: Estimate
+    draw: Estimate
+    returns: dict[str, Estimate]
+    """Each team's return."""
+    metrics: dict[str, Estimate] = attrs.field(factory=dict)
+    """The env's own episode numbers (``captures`` on MPE simple_tag, ``win`` on SMAX)."""
+
+
+def learner_of(spec: PipelineSpec, team: str | None, where: str) -> str:
+    if not spec.teams:
+        raise HarlError(f"{where}: --against plays one team against another, but this run has no [teams] "
+                        "(docs/teams.md); evaluate it with harl eval alone")
+    learning = [t.name for t in spec.teams if t.config.role == "learning"]
+    name = team or learning[0]
+    if name not in learning:
+        raise HarlError(f"{where}: --team {name!r} is not a learning team of this run; write one of: "
+                        f"{', '.join(learning)}")
+    return name
+
+
+def opponent_teams(spec: PipelineSpec, learner: str, against: str) -> tuple[TeamSpec, ...]:
+    """RUN's teams with every team but ``learner`` played by ``against``."""
+    teams = []
+    for team in spec.teams:
+        if team.name == learner:
+            teams.append(team)
+            continue
+        c = team.config
+        if against == "pool":
+            if c.role != "self_play":
+                raise HarlError(f"--against pool: team {team.name!r} plays no pool in this run (role = "
+                                f'"{c.role}"); use --against RUN_DIR or --against scripted')
+            teams.append(team)
+        elif against.startswith("scripted"):
+            kind = against.partition(":")[2] or "random"
+            entry = resolve("script", kind)
+            if entry is None:
+                raise HarlError(f"--against {against}: no script kind {kind!r}; harl stages script lists them")
+            config = attrs.evolve(c, role="scripted", script=entry.config())
+            teams.append(TeamSpec(team.name, config, None, {**_bare(team.tables), "role": "scripted"}))
+        else:
+            if not Path(against).is_dir():
+                raise HarlError(f"--against {against}: no such run directory; give a run directory, "
+                                '"scripted" (or "scripted:KIND") or "pool"')
+            config = attrs.evolve(c, role="frozen", checkpoint=str(against), source_team="")
+            teams.append(TeamSpec(team.name, config, None,
+                                  {**_bare(team.tables), "role": "frozen", "checkpoint": str(against)}))
+    return tuple(teams)
+
+
+def _bare(tables: dict[str, Any]) -> dict[str, Any]:
+    """A team's table without its stage tables (an opponent has none)."""
+    return {k: v for k, v in tables.items() if not isinstance(v, dict)}
+
+
+def play(run_dir: str | Path, against: str, episodes: int | None = None, team: str | None = None,
+         checkpoint: str | Path | None = None, deterministic: bool = True) -> Match:
+    """``team`` of ``run_dir`` (its newest or the named checkpoint) against ``against`` (see the module docstring)."""
+    run_dir = Path(run_dir)
+    spec, _ = spec_of_run(run_dir)
+    learner = learner_of(spec, team, str(run_dir))
+    spec = attrs.evolve(spec, teams=opponent_teams(spec, learner, against),
+                        evaluator=attrs.evolve(spec.evaluator, deterministic=deterministic))
+    path = Path(checkpoint) if checkpoint is not None else latest_checkpoint(run_dir)
+    state = load_checkpoint(path)
+    with build_stages(spec, str(run_dir / "pipeline.toml")) as stages:
+        prefix = f"members.{learner}."
+        members: Any = stages.policy.members
+        members[learner].load_state_dict({k[len(prefix):]: v for k, v in state["policy"].items()
+                                          if k.startswith(prefix)})
+        if against == "pool":
+            stages.updater.load_state_dict(state["updater"])
+        stats = stages.evaluator.evaluate(episodes)
+    infos = stats.infos
+    n = len(infos)
+    wins = sum(float(i.get(f"win_{learner}", 0.0)) for i in infos)
+    draws = sum(float(i.get("draw", 0.0)) for i in infos)
+    names = [t.name for t in spec.teams]
+    ours = {"return", "length", "draw", *(f"{p}_{name}" for name in names for p in ("return", "win"))}
+    others = sorted({k for i in infos for k, v in i.items() if k not in ours and isinstance(v, (int, float))})
+    return Match(run_dir, learner, against, n, wilson(wins, n), wilson(n - wins - draws, n), wilson(draws, n),
+                 {name: normal([float(i[f"return_{name}"]) for i in infos]) for name in names},
+                 {k: normal([float(i[k]) for i in infos if k in i]) for k in others})
+
+
+def crossplay(runs: Sequence[str | Path], episodes: int | None = None, team: str | None = None) -> list[list[Match]]:
+    """Each run's team against each run's (its own included: the diagonal is the run against itself)."""
+    return [[play(a, str(b), episodes, team) for b in runs] for a in runs]
