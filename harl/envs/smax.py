@@ -59,6 +59,9 @@ SCENARIOS = ("3m", "2s3z", "3s5z", "5m_vs_6m", "smacv2_5_units")
 
 Reset = tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]
 
+ENEMIES = ("heuristic", "agents")
+"""``[env] enemy``: jaxmarl's heuristic AI plays the enemy, or the enemy's units are agents too."""
+
 
 @attrs.frozen
 class SMAXConfig:
@@ -76,6 +79,14 @@ class SMAXConfig:
         "size, weapon cooldowns by the longest, unit type ids by the largest (jaxmarl's are map units, "
         "seconds and ids); QMIX's hypernetworks read the state unnormalised, and on SMAX's raw one its "
         "mixing weights start ~30x too large (qmix_smax_*.toml set it)")
+    enemy: str = setting(
+        "heuristic", "who plays the enemy army: heuristic (jaxmarl's scripted AI; the allies are the agents) "
+        "or agents (jaxmarl's base SMAX: every unit is an agent, ally_0.. then enemy_0.., in the groups "
+        "ally and enemy, for two learning teams or self-play)", one_of(ENEMIES))
+    mirror_enemy: bool = setting(
+        True, 'with enemy = "agents": each enemy sees the battle mirrored left to right and its east and '
+        "west moves swap, so on a mirrored map (3m) an enemy's observation means what an ally's does and "
+        "a policy trained on one side plays the other (self-play snapshots); false gives jaxmarl's own")
 
 
 MISSING_JAXMARL = ("pip install --no-deps jaxmarl (its dependency gymnax would pin gymnasium < 1.4; "
@@ -151,6 +162,11 @@ def make_smax(config: SMAXConfig) -> Any:
         ) from None
     # jaxmarl checks its time limit before counting the step just taken, so its episodes
     # last ``max_steps + 1`` steps; one less makes ours last ``config.max_steps``.
+    if config.enemy == "agents":  # the base env (HeuristicEnemySMAX wraps it): every unit acts
+        return smax.SMAX(
+            scenario=scenario, max_steps=config.max_steps - 1,
+            see_enemy_actions=config.see_enemy_actions, walls_cause_death=config.walls_cause_death,
+        )
     return smax.HeuristicEnemySMAX(
         scenario=scenario, max_steps=config.max_steps - 1, attack_mode=config.attack_mode,
         see_enemy_actions=config.see_enemy_actions, walls_cause_death=config.walls_cause_death,
@@ -171,6 +187,68 @@ def state_scale(env: Any) -> np.ndarray:
     return np.concatenate([np.tile(per_unit, units), np.ones(units, np.float32), types])
 
 
+@attrs.frozen
+class Mirror:
+    """How an enemy's view is mirrored left to right (``mirror_enemy``), for jaxmarl's ``unit_list``
+    observation: per other unit ``health, x, y, last move x, last move y, last target, cooldown,
+    type bits`` (x, y relative to the observer), then the observer's own ``health, x, y, cooldown,
+    type bits`` (x, y as fractions of the map; all zeros once it is dead).
+
+    The mirror negates every relative x and last move x and turns the own x into ``1 - x`` (a
+    living unit's); moves 1 (east) and 3 (west) swap, in actions and in masks.  The unit order
+    needs no change: jaxmarl lists an enemy's units in reverse (its own side first), which is
+    an ally's order seen from the other end, so enemy ``k``'s mirrored view of a mirrored
+    battle is ally ``n - 1 - k``'s.
+    """
+
+    sign: np.ndarray
+    """``(obs_size,)`` factor per feature: -1 for the x's, else 1."""
+    shift: np.ndarray
+    """``(obs_size,)`` added where the observer lives: 1 at its own x."""
+    health: int
+    """The index of the observer's own health (0 once it is dead)."""
+    moves: np.ndarray
+    """``(n_actions,)`` the mirrored action of each action (east <-> west)."""
+
+    @classmethod
+    def of(cls, env: Any, n_actions: int) -> Mirror:
+        unit, own = len(env.unit_features), len(env.own_features)
+        others = env.obs_size - own
+        sign = np.ones(env.obs_size, np.float32)
+        sign[1:others:unit] = -1.0  # each other unit's x (relative to the observer)
+        sign[3:others:unit] = -1.0  # its last move's x
+        sign[others + 1] = -1.0  # the observer's own x ...
+        shift = np.zeros(env.obs_size, np.float32)
+        shift[others + 1] = 1.0  # ... as 1 - x
+        moves = np.arange(n_actions)
+        moves[[EAST, WEST]] = WEST, EAST
+        return cls(sign, shift, others, moves)
+
+    def obs(self, obs: Any) -> Any:
+        """Observations ``(..., obs_size)``, numpy or JAX, seen in the mirror."""
+        alive = obs[..., self.health:self.health + 1] > 0
+        return obs * self.sign + alive * self.shift
+
+    def actions(self, actions: Any) -> Any:
+        """Actions (numpy or JAX integers) into the mirror or back out (its own inverse)."""
+        return self.moves[actions]
+
+    def masks(self, masks: Any) -> Any:
+        """Action masks ``(..., n_actions)`` seen in the mirror."""
+        return masks[..., self.moves]
+
+
+EAST, WEST = 1, 3
+"""jaxmarl's discrete moves: 0 north, 1 east, 2 south, 3 west, 4 stop, then one attack per enemy."""
+
+
+def action_counts(env: Any, config: SMAXConfig) -> list[int]:
+    """Each agent's number of actions: 5 moves and one attack per unit of the other side."""
+    if config.enemy == "agents":
+        return [env.num_ally_actions] * env.num_allies + [env.num_enemy_actions] * env.num_enemies
+    return [env.num_ally_actions] * env.num_allies
+
+
 @functools.cache
 def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
     """The jaxmarl env, ``reset(keys)`` and ``step(key, states, start_keys, actions)`` over a
@@ -183,16 +261,35 @@ def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
     """
     jax, jnp, _ = _import_smax()
     env = make_smax(config)
-    agents = env.agents
+    agents = env.agents  # the allies; with enemy = "agents" the allies, then the enemies
     n_allies = env.num_allies
+    versus = config.enemy == "agents"
+    counts = action_counts(env, config)
+    width = max(counts)
+    mirror = Mirror.of(env, env.num_enemy_actions) if versus and config.mirror_enemy else None
+    moves = None if mirror is None else jnp.asarray(mirror.moves)
 
     scale = jnp.asarray(state_scale(env)) if config.normalise_state else None
+
+    def units(state: Any) -> Any:
+        """jaxmarl's unit arrays (HeuristicEnemySMAX wraps them with its enemy policy's state)."""
+        return state if versus else state.state
+
+    def mask(avail: dict[str, Any], i: int, agent: str) -> Any:
+        """Agent ``i``'s mask, mirrored for an enemy where asked, zero-padded to the widest."""
+        m = avail[agent]
+        if mirror is not None and i >= n_allies:
+            m = mirror.masks(m)
+        return m if counts[i] == width else jnp.pad(m, (0, width - counts[i]))
 
     def observe(obs: dict[str, Any], state: Any) -> tuple[Any, Any, Any]:
         avail = env.get_avail_actions(state)
         world = obs["world_state"] if scale is None else obs["world_state"] * scale
-        return (jnp.stack([obs[a] for a in agents]), world,
-                jnp.stack([avail[a] for a in agents]).astype(jnp.float32))
+        stacked = jnp.stack([obs[a] for a in agents])
+        if mirror is not None:
+            stacked = jnp.concatenate([stacked[:n_allies], mirror.obs(stacked[n_allies:])])
+        return (stacked, world,
+                jnp.stack([mask(avail, i, a) for i, a in enumerate(agents)]).astype(jnp.float32))
 
     def reset_one(key: Any) -> tuple[Any, ...]:
         obs, state = env.reset(key)
@@ -200,16 +297,19 @@ def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
 
     def step_one(key: Any, state: Any, start_key: Any, actions: Any) -> tuple[Any, ...]:
         step_key, reset_key = jax.random.split(key)
+        if moves is not None:  # an enemy's move in its mirror is the other way in the world
+            actions = jnp.concatenate([actions[:n_allies], moves[actions[n_allies:]]])
         obs, next_state, rewards, dones, _ = env.step_env(
             step_key, state, {a: actions[i] for i, a in enumerate(agents)})
         final_obs, final_world, final_avail = observe(obs, next_state)
-        alive = next_state.state.unit_alive
+        alive = units(next_state).unit_alive
         allies_dead = ~jnp.any(alive[:n_allies])
         enemies_dead = ~jnp.any(alive[n_allies:])
         ended = dones["__all__"]
         terminated = allies_dead | enemies_dead
         truncated = ended & ~terminated
         won = enemies_dead & ~allies_dead
+        lost = allies_dead & ~enemies_dead
         new_state, new_obs, new_world, new_avail = reset_one(reset_key)
 
         def pick(new: Any, old: Any) -> Any:
@@ -220,7 +320,7 @@ def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
             state_out, pick(reset_key, start_key),
             pick(new_obs, final_obs), pick(new_world, final_world), pick(new_avail, final_avail),
             jnp.stack([rewards[a] for a in agents]).astype(jnp.float32), terminated, truncated,
-            alive[:n_allies], won, final_obs, final_world, final_avail,
+            alive[:len(agents)], won, lost, final_obs, final_world, final_avail,
         )
 
     def reset_all(keys: Any) -> tuple[Any, ...]:
@@ -231,10 +331,10 @@ def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
         key, sub = jax.random.split(key)
         keys = jax.random.split(sub, actions.shape[0])
         out = jax.vmap(step_one)(keys, states, start_keys, actions)
-        (states, start_keys, obs, world, avail, rewards, terminated, truncated, active, won,
+        (states, start_keys, obs, world, avail, rewards, terminated, truncated, active, won, lost,
          final_obs, final_world, final_avail) = out
         return (key, states, start_keys, obs.swapaxes(0, 1), world, avail.swapaxes(0, 1), rewards,
-                terminated, truncated, active, won, final_obs.swapaxes(0, 1), final_world,
+                terminated, truncated, active, won, lost, final_obs.swapaxes(0, 1), final_world,
                 final_avail.swapaxes(0, 1))
 
     return env, jax.jit(reset_all), jax.jit(step_all)
@@ -249,16 +349,22 @@ class SMAXVectorEnv:
         self.config = config
         env, self._reset_fn, self._step_fn = _batched_functions(config)
         self.n_envs = n_envs
-        self.n_agents: int = env.num_allies
         self.agent_names: list[str] = [str(name) for name in env.agents]
-        self.agent_groups: dict[str, list[str]] = {"ally": list(self.agent_names)}
-        """jaxmarl's names (``ally_0`` ...); only the allies play (the enemy is the heuristic)."""
+        self.n_agents: int = len(self.agent_names)
+        self._n_allies: int = env.num_allies
+        self.agent_groups: dict[str, list[str]] = {"ally": self.agent_names[:self._n_allies]}
+        """jaxmarl's names (``ally_0`` ...); with the heuristic enemy only the allies play, with
+        ``enemy = "agents"`` the ``enemy`` group (``enemy_0`` ...) follows them."""
+        if config.enemy == "agents":
+            self.agent_groups["enemy"] = self.agent_names[self._n_allies:]
         self.observation_spaces: list[spaces.Box] = [
             spaces.Box(-1.0, 1.0, (env.obs_size,), np.float32) for _ in range(self.n_agents)
         ]
-        self.action_spaces: list[spaces.Space] = [
-            spaces.Discrete(env.num_ally_actions) for _ in range(self.n_agents)
-        ]
+        self._n_actions = action_counts(env, config)
+        self.action_spaces: list[spaces.Space] = [spaces.Discrete(n) for n in self._n_actions]
+        self._ragged = len(set(self._n_actions)) > 1
+        """The two sides' action counts differ (5m_vs_6m with enemy = "agents"): masks come out of
+        JAX padded to the widest and are cut back to each agent's own."""
         self.state_space = spaces.Box(-np.inf, np.inf, (env.state_size,), np.float32)
         self._seed = seed
         self._key = jax.random.PRNGKey(seed)
@@ -266,6 +372,7 @@ class SMAXVectorEnv:
         self._states: Any = None
         self._start_keys: Any = None
         self._returns = np.zeros(n_envs)
+        self._enemy_returns = np.zeros(n_envs)
         self._lengths = np.zeros(n_envs, dtype=np.int64)
 
     # ------------------------------------------------------------------ resets and seeds
@@ -276,9 +383,16 @@ class SMAXVectorEnv:
         self._start_keys = self._jnp.asarray(start_keys, dtype=self._jnp.uint32)
         self._states, obs, world, avail = self._reset_fn(self._start_keys)
         self._returns[:] = 0.0
+        self._enemy_returns[:] = 0.0
         self._lengths[:] = 0
         obs_np, avail_np = np.array(obs), np.array(avail)
-        return list(obs_np), np.array(world), list(avail_np)
+        return list(obs_np), np.array(world), self._masks(avail_np)
+
+    def _masks(self, avail: np.ndarray) -> list[np.ndarray]:
+        """Each agent's masks ``(n_envs, n_actions)`` from the stacked, padded ones."""
+        if not self._ragged:
+            return list(avail)
+        return [a[:, :n] for a, n in zip(avail, self._n_actions)]
 
     def reset(self, seed: int | None = None) -> Reset:
         """Reset every env; a seed re-seeds the key stream (the constructor's seed on the first call)."""
@@ -329,21 +443,30 @@ class SMAXVectorEnv:
         batch = np.stack([np.asarray(a).reshape(self.n_envs) for a in actions], axis=1).astype(np.int32)
         out = self._step_fn(self._key, self._states, self._start_keys, batch)
         self._key, self._states, self._start_keys = out[:3]
-        (obs, world, avail, rewards, terminated, truncated, active, won,
+        (obs, world, avail, rewards, terminated, truncated, active, won, lost,
          final_obs, final_world, final_avail) = (np.array(x) for x in out[3:])
-        self._returns += rewards.mean(axis=1, dtype=np.float64)
+        allies = self._n_allies
+        self._returns += rewards[:, :allies].mean(axis=1, dtype=np.float64)
+        versus = allies < self.n_agents
+        if versus:
+            self._enemy_returns += rewards[:, allies:].mean(axis=1, dtype=np.float64)
         self._lengths += 1
         ended = np.flatnonzero(terminated | truncated)
-        episode_infos = [
+        episode_infos: list[dict[str, Any]] = [
             {"return": float(self._returns[k]), "length": int(self._lengths[k]), "win": float(won[k])}
             for k in ended
         ]
+        if versus:  # each side's return; the winning side's group ("" for a draw or a time-out)
+            for info, k in zip(episode_infos, ended):
+                info.update(return_ally=info["return"], return_enemy=float(self._enemy_returns[k]),
+                            winner="ally" if won[k] else "enemy" if lost[k] else "")
+            self._enemy_returns[ended] = 0.0
         self._returns[ended] = 0.0
         self._lengths[ended] = 0
         return VectorStep(
-            obs=list(obs), state=world, avail=list(avail), rewards=rewards, terminated=terminated,
+            obs=list(obs), state=world, avail=self._masks(avail), rewards=rewards, terminated=terminated,
             truncated=truncated, active=active, final_state=final_world, episode_infos=episode_infos,
-            final_obs=list(final_obs), final_avail=list(final_avail),
+            final_obs=list(final_obs), final_avail=self._masks(final_avail),
         )
 
     def close(self) -> None:
