@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import torch
 
+from harl import registry
 from harl.buffers.rollout import AgentBatch, RolloutBuffer
 from harl.errors import ConfigError
 from harl.update.batched import BatchedSimultaneous
@@ -129,8 +130,12 @@ class OnPolicyUpdater:
 
 
 def build_on_policy_updater(config: UpdaterConfig, learners: list[Any], critic_learner: VCriticLearner,
-                            parts: Any) -> OnPolicyUpdater:
-    """The on-policy family's updater, from the composition root's parts."""
+                            parts: Any) -> Any:
+    """The on-policy family's updater, from the composition root's parts; an updater kind registered
+    with a ``build`` of its own (``harl.update.joint``) builds itself."""
+    build = registry.entry_of(config).extra("build")
+    if build is not None:
+        return build(config, learners, critic_learner, parts)
     return OnPolicyUpdater(config, learners, critic_learner, parts.n_agents, parts.generator,
                            batch_agents=getattr(parts.policy_config, "batch_agents", False))
 
