@@ -74,7 +74,8 @@ class Reference:
             acts = {a: int(actions[i][k]) for i, a in enumerate(self.env.agents)}
             obs, state, rewards, dones, _ = self.step_env(step_key, self.states[k], acts)
             record = {"final": self.observe(obs, state), "done": bool(dones["__all__"]),
-                      "rewards": _stacked(rewards, self.env.agents), "alive": np.asarray(state.state.unit_alive)}
+                      "rewards": _stacked(rewards, self.env.agents),
+                      "alive": np.asarray(getattr(state, "state", state).unit_alive)}  # base SMAX: unwrapped
             if record["done"]:
                 obs, state = self.reset(reset_key)
             self.states[k] = state
@@ -164,6 +165,7 @@ def test_steps_match_jaxmarl_across_episode_ends(venv: SMAXVectorEnv) -> None:
                 assert info["length"] == lengths[k]
                 assert info["return"] == pytest.approx(returns[k], rel=1e-5)
                 assert info["win"] == float(alive[:n_allies].any() and not alive[n_allies:].any())
+                assert "winner" not in info  # the heuristic's episodes as before enemy = "agents"
                 lengths[k], returns[k] = 0, 0.0
             else:
                 np.testing.assert_array_equal(step.final_state[k], step.state[k])
@@ -244,3 +246,170 @@ def test_normalise_state_scales_positions_cooldowns_and_type_ids_into_0_1(scenar
     expected = np.concatenate([np.tile(per_unit, units), np.ones(units), np.full(units, 1 / 5)])
     np.testing.assert_allclose(normal, state * expected, rtol=1e-5)
     assert state.max() > 10 and 0.0 <= normal.min() and normal.max() <= 1.0
+
+
+# ---------------------------------------------------------------------- enemy = "agents"
+
+VERSUS = SMAXConfig(scenario="3m", max_steps=20, enemy="agents")
+"""Both armies as agents, each enemy's view mirrored (the default): what self-play on 3m uses."""
+RAW_VERSUS = SMAXConfig(scenario="3m", max_steps=20, enemy="agents", mirror_enemy=False)
+"""Both armies as agents, as jaxmarl's base SMAX gives them."""
+ALLIES = ["ally_0", "ally_1", "ally_2"]
+ENEMIES = ["enemy_0", "enemy_1", "enemy_2"]
+
+
+def test_both_armies_are_agents_with_one_space_a_side() -> None:
+    """3m with enemy = "agents": six agents in jaxmarl's names and groups, each side's spaces alike,
+    the world state as with the heuristic enemy; the default keeps the allies alone."""
+    venv = SMAXVectorEnv(VERSUS, n_envs=2)
+    assert venv.agent_names == ALLIES + ENEMIES and venv.n_agents == 6
+    assert venv.agent_groups == {"ally": ALLIES, "enemy": ENEMIES}
+    assert venv.observation_spaces[:3] == venv.observation_spaces[3:]
+    assert venv.action_spaces[:3] == venv.action_spaces[3:]
+    assert {space.n for space in venv.action_spaces} == {8}  # 5 moves, 3 targets
+    default = SMAXVectorEnv(SMAXConfig(scenario="3m"), n_envs=2)
+    assert default.agent_names == ALLIES and default.agent_groups == {"ally": ALLIES}
+    assert default.observation_spaces == venv.observation_spaces[:3]
+    assert default.state_space == venv.state_space
+
+
+def test_uneven_map_gives_each_side_its_own_actions() -> None:
+    """5m_vs_6m: an ally has 5 moves + 6 targets, an enemy 5 + 5, masks cut to each agent's own."""
+    venv = SMAXVectorEnv(SMAXConfig(scenario="5m_vs_6m", enemy="agents"), n_envs=2)
+    assert [space.n for space in venv.action_spaces] == [11] * 5 + [10] * 6
+    _, _, avail = venv.reset(seed=0)
+    assert [a.shape for a in avail] == [(2, 11)] * 5 + [(2, 10)] * 6
+
+
+def test_versus_steps_match_jaxmarls_base_smax() -> None:
+    """30 vector steps of random valid actions for all six units equal jaxmarl's ``SMAX`` stepped
+    one env at a time: observations, masks, each agent's own side's reward, terminations; each
+    ended episode reports each side's return and the ``winner``."""
+    venv = SMAXVectorEnv(RAW_VERSUS, n_envs=N_ENVS, seed=5)
+    rng = np.random.default_rng(0)
+    _, _, avail = venv.reset(seed=3)
+    reference = Reference(RAW_VERSUS, N_ENVS, seed=3)
+    assert type(reference.env).__name__ == "SMAX"
+    reference.reset_all()
+    returns = np.zeros((N_ENVS, 2))
+    winners: set[str] = set()
+    for _ in range(30):
+        actions = _random_actions(avail, rng)
+        step = venv.step(actions)
+        expected = reference.step_all(actions)
+        infos = iter(step.episode_infos)
+        for k, ref in enumerate(expected):
+            final_obs, _, final_avail = ref["final"]
+            next_obs, next_state, next_avail = ref["next"]
+            for i in range(6):
+                np.testing.assert_allclose(step.final_obs[i][k], final_obs[i], atol=1e-6)
+                np.testing.assert_array_equal(step.final_avail[i][k], final_avail[i])
+                np.testing.assert_allclose(step.obs[i][k], next_obs[i], atol=1e-6)
+                np.testing.assert_array_equal(step.avail[i][k], next_avail[i])
+            np.testing.assert_allclose(step.state[k], next_state, atol=1e-5)
+            rewards = ref["rewards"]
+            np.testing.assert_allclose(step.rewards[k], rewards, atol=1e-6)
+            assert len(set(rewards[:3].tolist())) == len(set(rewards[3:].tolist())) == 1  # one per side
+            alive = ref["alive"]
+            np.testing.assert_array_equal(step.active[k], alive)
+            returns[k] += rewards[0], rewards[3]
+            if ref["done"]:
+                info = next(infos)
+                allies, enemies = alive[:3].any(), alive[3:].any()
+                winner = "ally" if allies and not enemies else "enemy" if enemies and not allies else ""
+                assert info["winner"] == winner
+                assert info["win"] == float(winner == "ally")
+                assert info["return"] == info["return_ally"] == pytest.approx(returns[k, 0], rel=1e-5)
+                assert info["return_enemy"] == pytest.approx(returns[k, 1], rel=1e-5)
+                winners.add(winner)
+                returns[k] = 0.0
+        assert next(infos, None) is None
+        avail = step.avail
+    assert winners == {""}  # random play against random play times out; won battles: the tests below
+
+
+def _mirrored_battle(env, seed: int):
+    """jaxmarl's 3m start with the enemies put where the allies' mirror images stand: enemy ``k``
+    at ally ``2 - k``'s place reflected across the map's middle (x -> 32 - x)."""
+    _, state = env.reset(jax.random.PRNGKey(seed))
+    allies = np.asarray(state.unit_positions)[:3]
+    enemies = np.stack([[env.map_width - x, y] for x, y in allies[::-1]])
+    return state.replace(unit_positions=jax.numpy.asarray(np.concatenate([allies, enemies])))
+
+
+def test_mirror_makes_a_mirrored_battle_look_the_same_from_both_sides() -> None:
+    """In a left-right symmetric battle enemy ``k``'s mirrored observation and mask are ally
+    ``2 - k``'s, and stay so after moves in every direction (an enemy's moves mirrored back)."""
+    from harl.envs.smax import Mirror
+
+    env = make_smax(RAW_VERSUS)
+    mirror = Mirror.of(env, env.num_enemy_actions)
+    state = _mirrored_battle(env, seed=0)
+
+    def assert_symmetric(state) -> dict:
+        obs, avail = env.get_obs(state), env.get_avail_actions(state)
+        for k in range(3):
+            ally, enemy = f"ally_{2 - k}", f"enemy_{k}"
+            np.testing.assert_allclose(mirror.obs(np.asarray(obs[enemy])), np.asarray(obs[ally]), atol=1e-5)
+            np.testing.assert_array_equal(mirror.masks(np.asarray(avail[enemy])), np.asarray(avail[ally]))
+        return obs
+
+    start = assert_symmetric(state)
+    key = jax.random.PRNGKey(1)
+    for move in [0, 1, 1, 2, 3, 4, 1, 1, 1]:  # north, east, east, south, west, stop, east x 3
+        actions = {a: move for a in ALLIES} | {a: int(mirror.actions(move)) for a in ENEMIES}
+        key, sub = jax.random.split(key)
+        _, state, _, _, _ = env.step_env(sub, state, actions)
+        obs = assert_symmetric(state)
+    assert np.asarray(state.unit_alive).all()
+    assert np.asarray(obs["ally_0"])[-9] > np.asarray(start["ally_0"])[-9] + 0.15  # own x: east, to the middle
+    assert np.abs(np.asarray(obs["ally_0"])[:-10]).sum() > 0  # close enough to see the other side
+    assert mirror.actions(np.arange(8)).tolist() == [0, 3, 2, 1, 4, 5, 6, 7]
+
+
+def test_versus_reset_gives_the_enemies_a_mirrored_view() -> None:
+    """mirror_enemy (the default): the allies see jaxmarl's observations, the enemies their mirror."""
+    from harl.envs.smax import Mirror
+
+    venv = SMAXVectorEnv(VERSUS, n_envs=N_ENVS)
+    obs, state, avail = venv.reset(seed=11)
+    reference = Reference(VERSUS, N_ENVS, seed=11)
+    mirror = Mirror.of(reference.env, 8)
+    for k, (ref_obs, ref_state, ref_avail) in enumerate(reference.reset_all()):
+        for i in range(6):
+            seen = ref_obs[i] if i < 3 else mirror.obs(ref_obs[i])
+            np.testing.assert_allclose(obs[i][k], seen, atol=1e-6)
+            np.testing.assert_array_equal(avail[i][k], ref_avail[i] if i < 3 else mirror.masks(ref_avail[i]))
+        np.testing.assert_allclose(state[k], ref_state, atol=1e-5)
+    # own x (the 9th feature from the end): jaxmarl's enemies start on the right, mirrored on the left
+    assert (ref_obs[3][-9] > 0.5) and (obs[3][:, -9] < 0.5).all() and (obs[0][:, -9] < 0.5).all()
+
+
+def _attack_or_advance(avail: np.ndarray) -> np.ndarray:
+    """Shoot the first enemy in range, else move east (the enemy's side, in one's own view)."""
+    can_shoot = avail[:, 5:] > 0
+    return np.where(can_shoot.any(axis=1), 5 + np.argmax(can_shoot, axis=1), 1)
+
+
+@pytest.mark.parametrize("attacker", ["ally", "enemy"])
+def test_a_side_that_attacks_a_standing_side_wins(attacker: str) -> None:
+    """One side advances and shoots while the other only stops: every battle ends with the
+    attacker's ``winner`` (and ``win`` for an ally), the winner's return 2 (all the enemy's health
+    and the won battle's 1), the loser's 0.  The enemies advance east in their mirrored view."""
+    venv = SMAXVectorEnv(VERSUS, n_envs=N_ENVS)
+    _, _, avail = venv.reset(seed=7)
+    infos: list[dict] = []
+    for _ in range(VERSUS.max_steps):
+        actions = [_attack_or_advance(a) if name.startswith(attacker) else np.full(N_ENVS, STOP)
+                   for name, a in zip(venv.agent_names, avail)]
+        step = venv.step(actions)
+        infos += step.episode_infos
+        avail = step.avail
+        if len(infos) >= N_ENVS:
+            break
+    assert len(infos) >= N_ENVS
+    for info in infos[:N_ENVS]:
+        assert info["winner"] == attacker and info["win"] == float(attacker == "ally")
+        assert info[f"return_{attacker}"] == pytest.approx(2.0, abs=1e-4)
+        assert info[f"return_{'enemy' if attacker == 'ally' else 'ally'}"] == 0.0
+        assert info["length"] < VERSUS.max_steps
