@@ -345,8 +345,10 @@ def render(run_dir: str | Path, episodes: int = 1, out: str | Path | None = None
 
 
 def export(run_dir: str | Path, fmt: str, out: str | Path, checkpoint: str | Path | None = None,
-           with_distribution: bool = False) -> Path:
-    """A run's actors as ONNX or TorchScript files with a policy.json manifest: the manifest's path."""
+           with_distribution: bool = False, team: str | None = None) -> Path:
+    """A run's actors (a ``[teams]`` run: one team's) as ONNX or TorchScript files with a policy.json
+    manifest: the manifest's path."""
     from harl.export import export_run
 
-    return export_run(Path(run_dir), Path(checkpoint) if checkpoint else None, fmt, Path(out), with_distribution)
+    return export_run(Path(run_dir), Path(checkpoint) if checkpoint else None, fmt, Path(out), with_distribution,
+                      team)

@@ -185,7 +185,7 @@ def cmd_render(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    path = api.export(args.run_dir, args.format, args.out, args.checkpoint, args.with_distribution)
+    path = api.export(args.run_dir, args.format, args.out, args.checkpoint, args.with_distribution, args.team)
     console.print(f"wrote {path} and the agents' {args.format} files beside it", highlight=False)
     return 0
 

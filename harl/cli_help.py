@@ -220,6 +220,7 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--format", required=True, choices=("onnx", "torchscript"))
     x.add_argument("--out", required=True, metavar="DIR", help="folder for agent<i>.onnx|.pt and policy.json")
     x.add_argument("--checkpoint", metavar="FILE", help="export this checkpoint instead of the newest")
+    x.add_argument("--team", help="a run with [teams]: export this learning team's actors (default: its first)")
     x.add_argument("--with-distribution", action="store_true",
                    help="also output the action distribution's parameters")
 

@@ -21,10 +21,12 @@ import numpy as np
 import torch
 
 from harl import registry
+from harl.algorithms import Kinds, name_of
 from harl.collect.workers import EnvWorkers
 from harl.config.checks import wiring
 from harl.config.spec import PipelineSpec
 from harl.envs.footprint import check_sizes
+from harl.envs.names import agent_names
 from harl.envs.protocol import VectorEnv
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError, deprecated
@@ -34,6 +36,7 @@ from harl.parts import FamilyWiring, Parts
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater
 from harl.sizes import allocating
 from harl.team_build import build_teams
+from harl.teams.stages import TeamStages, team_stages
 from harl.teams.world import TeamWorld
 
 
@@ -115,6 +118,15 @@ class Stages:
     refills it, and updates wait until it holds more than ``warmup_steps``."""
 
     @property
+    def teams(self) -> dict[str, TeamStages]:
+        """A ``[teams]`` pipeline's stages per team (``stages.teams["predators"].policy``); {} for one team."""
+        world = self.venv
+        if not isinstance(world, TeamWorld):
+            return {}
+        return team_stages(world.teams, self.policy, self.critic, self.buffer, self.returns,  # type: ignore[arg-type]
+                           self.updater)  # type: ignore[arg-type]
+
+    @property
     def team(self) -> torch.nn.Module:
         """The policy's older name (``stages.policy``), with a ``HarlDeprecationWarning``."""
         deprecated("Stages.team", "Stages.policy")
@@ -178,7 +190,49 @@ class Stages:
             ("policy", _encoders(self.policy), own.get("policy") or f"{n_actors} actor(s), {n_actor:,} parameters, "
              f"device {self.device}"),
             ("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations"),
+            *self._team_rows(),
         ]
+
+    def _team_rows(self) -> list[tuple[str, str, str]]:
+        """``harl check``'s row per team of a ``[teams]`` pipeline: its agents, role or algorithm, reward."""
+        spec, world = self.spec, self.venv
+        if spec is None or not spec.teams:
+            return []
+        names = agent_names(world)
+        agents = {t.name: [names[i] for i in t.indices] for t in getattr(world, "teams", ())}
+        rows = []
+        for team in spec.teams:
+            c, own = team.config, team.spec
+            if own is not None:
+                k = registry.kind_name
+                kinds = Kinds(k(own.collector), k(own.critic), bool(getattr(own.critic, "twin", False)),
+                              k(own.updater), k(own.updater.objective))
+                what = f"{name_of(kinds) or 'learning'} ({k(own.updater)}, {k(own.updater.objective)})"
+            else:
+                what = {"frozen": f"frozen: {c.checkpoint}", "scripted": f"script {registry.kind_name(c.script)}",
+                        "self_play": f"self-play: snapshots of {c.of} (pool {c.pool_size}, {c.sample})"}[c.role]
+            rows.append((f"team {team.name}", c.role, f"{', '.join(agents.get(team.name, []))}; {what}; "
+                         f"reward {c.reward}"))
+        return rows
+
+
+def evaluation_env(spec: PipelineSpec, source: str) -> Any:
+    """The evaluation envs' ``[env]``: the pipeline's, with ``[evaluator.env]``'s keys for ``[evaluator] team``."""
+    ev = spec.evaluator
+    if not ev.team:
+        return spec.env
+    learning = [t.name for t in spec.teams if t.config.role == "learning"]
+    if ev.team not in learning:
+        raise ConfigError(f"{source}: evaluator.team: {ev.team!r} is not a learning team of [teams]; write one of: "
+                          f"{', '.join(learning) or '(no [teams] in this pipeline)'}")
+    unknown = sorted(set(ev.env) - set(attrs.fields_dict(type(spec.env))))
+    if unknown:
+        raise ConfigError(f"{source}: evaluator.env.{unknown[0]}: not a key of [env] kind = "
+                          f'"{registry.kind_name(spec.env)}"; harl stages {registry.kind_name(spec.env)} lists them')
+    try:
+        return attrs.evolve(spec.env, **ev.env)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: evaluator.env: {exc}") from None
 
 
 def acting(policy: torch.nn.Module) -> ActingPolicy:
@@ -216,7 +270,8 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: VectorEnv |
                 venv = make_vector_env(spec.env, w.n_envs, seed=run.seed * 1000, **env_backend(col))
             opened.append(venv)
             if eval_venv is None:
-                eval_venv = make_vector_env(spec.env, spec.evaluator.n_envs, "inline", seed=run.seed * 1000 + 500)
+                eval_venv = make_vector_env(evaluation_env(spec, source), spec.evaluator.n_envs, "inline",
+                                            seed=run.seed * 1000 + 500)
             opened.append(eval_venv)
             stages = _compose(spec, source, venv, eval_venv, device, w)
             stages.notes = notes
@@ -233,8 +288,18 @@ def _compose(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: Vector
     family = registry.family_of(spec.collector)
     if spec.teams:  # several teams in one world: each team's stages, joined slot by slot
         t = build_teams(spec, source, venv, device)
-        evaluator = Evaluator(spec.evaluator, TeamWorld(eval_venv, t.teams), acting(t.policy), device,
-                              seed=run.seed * 1000 + 500)
+        if spec.evaluator.team:  # one team alone, in an env of its agents only (a scripted or built-in opponent)
+            team = next(a for a in t.teams if a.name == spec.evaluator.team)
+            theirs, ours = agent_names(eval_venv), [agent_names(venv)[i] for i in team.indices]
+            if theirs != ours:
+                raise ConfigError(f"{source}: evaluator.team: the evaluation envs' agents ({', '.join(theirs)}) are "
+                                  f"not team {team.name}'s ({', '.join(ours)}); change [evaluator.env] so that only "
+                                  "the team's agents play")
+            evaluator = Evaluator(spec.evaluator, eval_venv, acting(t.policy.members[team.name]), device,
+                                  seed=run.seed * 1000 + 500)
+        else:
+            evaluator = Evaluator(spec.evaluator, TeamWorld(eval_venv, t.teams), acting(t.policy), device,
+                                  seed=run.seed * 1000 + 500)
         return Stages(t.world, eval_venv, t.policy, t.critic, t.buffer, t.collector, t.returns, t.updater,
                       evaluator, device, save_buffer=family.save_buffer(spec), spec=spec, family=family)
     parts = Parts(list(venv.observation_spaces), list(venv.action_spaces),

@@ -37,6 +37,12 @@ class EvaluatorConfig:
         "the first episodes to end in any env, all of those ending on the last step; where lengths "
         "vary, short episodes end first and the mean leans towards them)",
         one_of(("per_env", "first_finished")))
+    team: str = setting(
+        "", "a pipeline with [teams]: evaluate this learning team alone, in envs of [env] with [evaluator.env]'s "
+        "keys changed, whose agents are the team's (SMAX's allies against its heuristic enemy: a fixed opponent "
+        "the team never trained against); empty: every team in the world, as trained")
+    env: dict[str, Any] = setting(
+        factory=dict, doc='with team: the [env] keys that differ for the evaluation envs, e.g. {enemy = "heuristic"}')
 
 
 @attrs.frozen

@@ -43,16 +43,31 @@ class LoadedTeam:
     checkpoint: Path
 
 
-def load_team(run_dir: Path, checkpoint: Path | None = None) -> LoadedTeam:
-    """The run's team on the CPU (its newest checkpoint unless ``checkpoint``); builds one env for its spaces."""
+def load_team(run_dir: Path, checkpoint: Path | None = None, team: str | None = None) -> LoadedTeam:
+    """The run's policy on the CPU (its newest checkpoint unless ``checkpoint``); builds one env for its spaces.
+
+    A run with ``[teams]``: the learning team ``team`` (its first one unless named), its agents only.
+    """
     from harl.run.open import open_run
 
     with open_run(run_dir, checkpoint, one_env=True) as run:
         venv = run.stages.eval_venv
         _, _, avail = venv.reset(seed=0)
-        dims = [int(torch.tensor(s.shape).prod()) for s in venv.observation_spaces]
-        return LoadedTeam(run.stages.policy, dims, list(venv.action_spaces), avail is not None, run.pipeline_text,
-                          run.checkpoint)
+        agents = list(range(venv.n_agents))
+        policy = run.stages.policy
+        if run.spec.teams:
+            learning = [t.name for t in run.spec.teams if t.config.role == "learning"]
+            name = team or learning[0]
+            if name not in learning:
+                raise HarlError(f"{run_dir}: --team {name!r} is not a learning team of this run; write one of: "
+                                f"{', '.join(learning)}")
+            own = run.stages.teams[name]
+            agents, policy = list(own.agents), own.policy
+        elif team is not None:
+            raise HarlError(f"{run_dir}: --team {team!r}: this run has no [teams]; export its policy without --team")
+        dims = [int(torch.tensor(venv.observation_spaces[i].shape).prod()) for i in agents]
+        spaces_ = [venv.action_spaces[i] for i in agents]
+        return LoadedTeam(policy, dims, spaces_, avail is not None, run.pipeline_text, run.checkpoint)
 
 
 def example_inputs(module: DeployActor, obs_dim: int, space: spaces.Space, batch: int = 2) -> tuple[torch.Tensor, ...]:
@@ -116,8 +131,9 @@ def export_team(team: LoadedTeam, fmt: str, out: Path, with_params: bool = False
     return write_manifest(out, fmt, entries, team.pipeline, team.checkpoint)
 
 
-def export_run(run_dir: Path, checkpoint: Path | None, fmt: str, out: Path, with_params: bool = False) -> Path:
-    """``harl export``: load the run's team and export it; the manifest's path."""
+def export_run(run_dir: Path, checkpoint: Path | None, fmt: str, out: Path, with_params: bool = False,
+               team: str | None = None) -> Path:
+    """``harl export``: load the run's policy (one team's, ``team``) and export it; the manifest's path."""
     if fmt == "onnx":
         require_onnx()  # before building anything
-    return export_team(load_team(run_dir, checkpoint), fmt, out, with_params)
+    return export_team(load_team(run_dir, checkpoint, team), fmt, out, with_params)

@@ -20,6 +20,9 @@ def problems(spec: Any) -> list[str]:
     """Each stage of ``spec`` a population cannot drive, as ``table.key: why``: the family says
     (its ``population.problems``); a family without a population rule has one problem."""
     fam = family(spec)
+    if getattr(spec, "teams", ()):
+        return [f"[teams] ({', '.join(t.name for t in spec.teams)}: a population batches one team's "
+                "networks per member, not several teams in one world)"]
     if fam.population is None:
         return [f'collector.kind = "{registry.kind_name(spec.collector)}" (the {fam.name.replace("_", "-")} '
                 "family has no batched population)"]

@@ -51,7 +51,7 @@ def wilson(successes: float, n: int) -> Estimate:
     p = successes / n
     centre = (p + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n * n)) / (1 + Z95 ** 2 / n)
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half))
+    return Estimate(p, max(0.0, round(centre - half, 12)), min(1.0, round(centre + half, 12)))  # no 1e-18 at 0
 
 
 def normal(values: Sequence[float]) -> Estimate:

@@ -120,6 +120,30 @@ class TeamsUpdate:
         return row
 
 
+@attrs.frozen
+class TeamStages:
+    """One team's stages inside a ``[teams]`` pipeline's (``stages.teams[NAME]``): a learning team has
+    all of them, another team only its ``policy`` (its player)."""
+
+    name: str
+    agents: tuple[int, ...]
+    """Its agents' indices in the world's agent order."""
+    policy: nn.Module
+    critic: nn.Module | None = None
+    buffer: Any = None
+    returns: Any = None
+    updater: Any = None
+
+
+def team_stages(teams: Sequence[TeamAgents], policy: TeamsPolicy, critic: TeamsCritic, buffer: TeamsBuffer,
+                returns: TeamsReturns, updater: TeamsUpdater) -> dict[str, TeamStages]:
+    """Each team's own stages, by name."""
+    critics = dict(critic.members.items())
+    return {t.name: TeamStages(t.name, t.indices, policy.members[t.name], critics.get(t.name),
+                               buffer.members.get(t.name), returns.members.get(t.name), updater.members.get(t.name))
+            for t in teams}
+
+
 @attrs.define
 class SelfPlay:
     """A self-play team's pool, fed with snapshots of its learner every ``every`` iterations."""

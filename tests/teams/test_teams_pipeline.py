@@ -106,6 +106,9 @@ def test_each_team_gets_its_team_reward_and_its_own_return() -> None:
         buffers = stages.buffer.members
         predators, prey = buffers["predators"], buffers["prey"]
         assert predators.n_agents == 3 and prey.n_agents == 1
+        teams = stages.teams  # the Python API: each team's own stages by name
+        assert set(teams) == {"predators", "prey"} and teams["prey"].buffer is prey
+        assert teams["predators"].agents == (0, 1, 2) and teams["predators"].updater is not None
         r = predators.rewards  # (T, E, 3): every predator gets the team's sum
         assert torch.equal(r[..., 0], r[..., 1]) and torch.equal(r[..., 0], r[..., 2])
         row = collected.row()
@@ -258,3 +261,40 @@ def test_eval_against_a_script_a_run_and_crossplay(tmp_path: Path, capsys: pytes
     spread = ROOT / "pipelines" / "mappo_mpe_spread.toml"
     assert main(["eval", str(runs[0]), "--against", "scripted:nope"]) == 2
     del spread
+
+
+@pytest.mark.parametrize(("sets_", "message"), [
+    (["evaluator.team=nobody"], r"evaluator\.team: 'nobody' is not a learning team of \[teams\]; write one of: "
+                                r"predators, prey"),
+    (["evaluator.team=prey", 'evaluator.env={nope = 1}'], r"evaluator\.env\.nope: not a key of \[env\] kind = \"mpe\""),
+    (["evaluator.team=prey"], r"evaluator\.team: the evaluation envs' agents \(adversary_0, adversary_1, "
+                              r"adversary_2, agent_0\) are not team prey's \(agent_0\)"),
+])
+def test_evaluating_one_team_alone_is_checked(sets_: list[str], message: str) -> None:
+    spec, _ = load_spec_and_notes(TAG, [*SMALL, *sets_])
+    with pytest.raises(ConfigError, match=message):
+        build_stages(spec).close()
+
+
+def test_export_one_team_and_load_it(tmp_path: Path) -> None:
+    """harl export --team: the team's actors only, which harl.load_policy runs."""
+    import harl
+
+    run = tmp_path / "run"
+    assert main(["train", str(TAG), *sets([*SMALL, "run.total_env_steps=50"]), "--run-dir", str(run), "--quiet"]) == 0
+    assert main(["export", str(run), "--format", "torchscript", "--out", str(tmp_path / "prey"), "--team", "prey"]) == 0
+    policy = harl.load_policy(tmp_path / "prey")
+    hidden = policy.initial_hidden(2)
+    actions, _ = policy.act([torch.zeros(2, 14).numpy()], None, True, hidden, None)
+    assert len(actions) == 1  # the prey's one agent
+    assert main(["export", str(run), "--format", "torchscript", "--out", str(tmp_path / "x"), "--team", "nope"]) == 2
+
+
+def test_vectorize_refuses_teams_and_seeds_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", str(TAG), *sets(SMALL), "--seeds", "1,2", "--vectorize", "--run-dir",
+                 str(tmp_path / "pop")]) == 2
+    assert "[teams] (predators, prey: a population batches one team's networks" in capsys.readouterr().err
+    assert not (tmp_path / "pop").exists()
+    assert main(["train", str(TAG), *sets([*SMALL, "run.total_env_steps=50"]), "--seeds", "1,2", "--run-dir",
+                 str(tmp_path / "sweep"), "--quiet"]) == 0
+    assert len(list((tmp_path / "sweep").glob("*/metrics.csv"))) == 2
