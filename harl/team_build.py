@@ -22,6 +22,7 @@ from harl.config.checks import wiring
 from harl.config.loading import load_spec_and_notes
 from harl.config.spec import PipelineSpec
 from harl.config.teams import TeamSpec
+from harl.envs.names import agent_groups, agent_names
 from harl.envs.protocol import VectorEnv
 from harl.errors import CheckpointError, ConfigError
 from harl.parts import Parts
@@ -31,7 +32,6 @@ from harl.teams.players import FrozenPlayer, PoolPlayer, ScriptPlayer
 from harl.teams.pool import SnapshotPool
 from harl.teams.ratings import Ratings
 from harl.teams.stages import SelfPlay, TeamsBuffer, TeamsCritic, TeamsPolicy, TeamsReturns, TeamsUpdater
-from harl.envs.names import agent_groups, agent_names
 from harl.teams.world import TeamAgents, TeamView, TeamWorld, resolve_teams, team_view
 
 
