@@ -24,6 +24,17 @@ numpy once per step.  On 3m that is ~50,000 env steps per CPU-second at 256 envs
   both; they are told apart from which units are alive.  Each ended episode reports
   ``win`` (1.0 or 0.0), which the evaluator logs as ``eval_win`` (the win rate).
 
+``enemy = "agents"`` builds jaxmarl's base ``SMAX`` instead (the env ``HeuristicEnemySMAX`` wraps):
+every unit is an agent, jaxmarl's ``ally_0 ..`` then ``enemy_0 ..``, in the groups ``ally`` and
+``enemy``; each agent gets its own side's team reward; the state, masks and ``active`` as above
+for all of them.  An ended episode also reports ``winner`` (``"ally"``, ``"enemy"``, or ``""`` for a
+draw or a time-out; harl.teams scores self-play games by it) and each side's return
+(``return_ally``, ``return_enemy``); ``return`` and ``win`` stay the allies'.  With
+``mirror_enemy`` (the default) each enemy sees the battle mirrored left to right (``Mirror``):
+on a mirrored map such as 3m, enemy ``k``'s view of a mirrored battle is ally ``n-1-k``'s, so a
+policy trained on one side plays the other.  On a map whose sides differ (5m_vs_6m) the sides'
+action counts differ; the masks are padded to the widest inside JAX and cut back per agent.
+
 JAX is kept on the CPU and off the Eigen thread pool unless the user says otherwise:
 ``JAX_PLATFORMS=cpu`` and ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` are set before
 JAX first loads (only where those variables are unset), so that a GPU, if present, stays
@@ -65,7 +76,8 @@ ENEMIES = ("heuristic", "agents")
 
 @attrs.frozen
 class SMAXConfig:
-    """``[env] kind = "smax"``: one SMAX map against jaxmarl's heuristic enemy, vectorised in JAX."""
+    """``[env] kind = "smax"``: one SMAX map against jaxmarl's heuristic enemy (or with both armies as
+    agents: ``enemy = "agents"``), vectorised in JAX."""
 
     kind: str = kind_field("smax")
     scenario: str = setting("3m", f"SMAX map (tested: {', '.join(SCENARIOS)}; any jaxmarl map name)")
