@@ -1,0 +1,75 @@
+"""MAT and MAT-Dec end to end through the CLI: exact resume (metrics.csv without the wall-clock
+columns, and the final checkpoints tensor by tensor), ``harl eval`` of the run, the shipped
+pipelines' check and names."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from harl.algorithms import kinds_of, name_of
+from harl.cli import main
+from tests.test_determinism import rows, same_final_state
+
+pytest.importorskip("mpe2", reason="these runs use MPE (pip install harl[mpe])")
+
+ROOT = Path(__file__).parents[2]
+MAT_MPE = ROOT / "pipelines" / "mat_mpe_spread.toml"
+
+
+def settings(**extra: object) -> list[str]:
+    """Four iterations of 4 envs x 25 steps, evaluated every 2, a checkpoint after each; a small transformer."""
+    values: dict[str, object] = {
+        "collector.n_envs": 4, "collector.rollout_length": 25, "run.total_env_steps": 400,
+        "evaluator.episodes": 3, "evaluator.n_envs": 2, "evaluator.every_iterations": 2,
+        "updater.objective.n_embd": 16, "updater.objective.epochs": 2, "updater.objective.minibatches": 2,
+        "checkpoint.every_iterations": 1, "checkpoint.keep": 100, "logging.progress": "false", **extra,
+    }
+    return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
+
+
+@pytest.mark.parametrize(("objective", "continuous"), [("mat", False), ("mat_dec", False), ("mat", True)])
+def test_exact_resume_and_eval(tmp_path: Path, objective: str, continuous: bool,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Discrete simple_spread (MAT, MAT-Dec) and its Box version (MAT's Gaussian)."""
+    whole = tmp_path / "whole"
+    extra = {"updater.objective.kind": objective, "env.continuous_actions": str(continuous).lower()}
+    assert main(["train", str(MAT_MPE), *settings(**extra), "--run-dir", str(whole)]) == 0
+    metrics = rows(whole)
+    assert [r["iteration"] for r in metrics] == ["1", "2", "3", "4"]
+    assert all(r["value_loss"] and r["policy_loss"] and r["ratio"] for r in metrics)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(whole, resumed)
+    assert main(["train", "--resume", str(resumed), "--checkpoint",
+                 str(resumed / "checkpoints" / "iter_0000002.pt")]) == 0
+    assert rows(resumed) == metrics
+    assert same_final_state(resumed, whole)
+    capsys.readouterr()
+    assert main(["eval", str(whole), "--episodes", "4"]) == 0
+    assert "return" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["mat_mpe_spread", "mat_smax_3m", "matdec_smax_3m", "mat_smax_2s3z"])
+def test_shipped_pipelines_check_and_are_named(name: str) -> None:
+    path = ROOT / "pipelines" / f"{name}.toml"
+    if "smax" in name:
+        pytest.importorskip("jaxmarl", reason="SMAX needs jaxmarl")
+    assert main(["check", str(path)]) == 0
+    expected = "MAT-Dec" if name.startswith("matdec") else "MAT"
+    assert name_of(kinds_of(tomllib.loads(path.read_text()))) == expected
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("updater.objective.kind=ppo", '"ppo" does not provide joint_loss, which updater.kind = "joint" needs; '
+     "set updater.objective.kind = one of mat, mat_dec"),
+    ("critic.kind=v", '"v" does not provide transformer_values, which updater.objective.kind = "mat" needs; '
+     'set critic.kind = "mat_v"'),
+    ("updater.kind=simultaneous", '"simultaneous" does not provide joint_update, which updater.objective.kind = '
+     '"mat" needs; set updater.kind = "joint"'),
+])
+def test_the_stages_mat_needs_are_named(setting: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(MAT_MPE), "--set", setting]) == 2
+    assert message in capsys.readouterr().err
