@@ -26,7 +26,10 @@ start token is a one-hot in an extra first column; masked actions get logit -1e1
 action's Gaussian has standard deviation ``0.5 * sigmoid(theta)`` with ``theta`` a learned
 vector initialised to ones; the encoder reads the observations (MAT's ``encode_state`` off,
 its default).  Agents whose observations are narrower than the widest are zero-padded.
-Agents act in a fixed order (agent 0 first), as MAT decodes.
+Agents act in a fixed order (agent 0 first), as MAT decodes, or in the order ``set_order`` gives
+(``[updater.objective] order = "random"``: a permutation drawn for each rollout, which the update of
+that rollout uses too); the encoder has no positional embedding, so the order changes only who
+decodes first.
 """
 
 from __future__ import annotations
@@ -152,8 +155,12 @@ class MultiAgentTransformer(nn.Module):
     """MAT's encoder and decoder for ``n_agents`` agents with one action space.
 
     Tensors are team-major: observations ``(B, A, d)``, actions ``(B, A, k)``, available-action
-    masks ``(B, A, n)``; values ``(B, A)`` in the units the value normaliser gives them.
+    masks ``(B, A, n)``; values ``(B, A)`` in the units the value normaliser gives them.  The
+    public methods take and give agents in the env's order; ``encode``, ``decode`` and
+    ``decode_autoregressive`` work in decoding order (position ``p`` is agent ``order[p]``).
     """
+
+    order: torch.Tensor
 
     def __init__(self, observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
                  n_block: int, n_embd: int, n_head: int, decentralised: bool = False, share_actor: bool = False,
@@ -199,6 +206,28 @@ class MultiAgentTransformer(nn.Module):
         if not self.discrete:
             self.std_param = nn.Parameter(torch.ones(self.action_dim))
             """The Gaussian's standard deviation is ``0.5 * sigmoid(std_param)`` (MAT's ``log_std``)."""
+        self.register_buffer("order", torch.arange(self.n_agents))
+        """The decoding order: position ``p`` decodes agent ``order[p]`` (saved with the weights)."""
+        self.fixed_order = True
+
+    def set_order(self, order: torch.Tensor) -> None:
+        """Decode the agents in ``order`` from the next step on (MAT-Dec: no agent reads another, no effect)."""
+        if self.decentralised:
+            return
+        self.order.copy_(order)
+        self.fixed_order = bool(torch.equal(order.cpu(), torch.arange(self.n_agents)))
+
+    def _to_decoding(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, A, ...)`` from the env's agent order to the decoding order."""
+        return x if self.fixed_order else x[:, self.order]
+
+    def _to_env(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, A, ...)`` from the decoding order back to the env's."""
+        return x if self.fixed_order else x[:, torch.argsort(self.order)]
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self.fixed_order = bool(torch.equal(self.order.cpu(), torch.arange(self.n_agents)))
 
     # ------------------------------------------------------------------ harl's policy interface
 
@@ -240,9 +269,12 @@ class MultiAgentTransformer(nn.Module):
                hidden: Any = None, starts: Any = None) -> TeamSample:
         """One step of every agent in every env, decoded one agent after another, with the
         per-dimension log-probabilities of the actions (what the collector stores)."""
-        x = self.stack_obs(obs)
+        x = self._to_decoding(self.stack_obs(obs))
         _, rep = self.encode(x)
-        actions, log_probs = self.decode_autoregressive(x, rep, self._stack_avail(avail), deterministic)
+        mask = self._stack_avail(avail)
+        actions, log_probs = self.decode_autoregressive(x, rep, None if mask is None else self._to_decoding(mask),
+                                                        deterministic)
+        actions, log_probs = self._to_env(actions), self._to_env(log_probs)
         return TeamSample(list(actions.unbind(1)), list(log_probs.unbind(1)), None)
 
     @torch.no_grad()
@@ -320,7 +352,16 @@ class MultiAgentTransformer(nn.Module):
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher-forced: (per-dimension log-probs ``(B, A, k)``, entropies ``(B, A, k)``, values
-        ``(B, A)``) of stored actions, every agent in one decoder pass."""
+        ``(B, A)``) of stored actions, every agent in one decoder pass (agents in the env's order)."""
+        if not self.fixed_order:
+            obs, actions = self._to_decoding(obs), self._to_decoding(actions)
+            avail = None if avail is None else self._to_decoding(avail)
+            return tuple(self._to_env(x) for x in self.evaluate_in_order(obs, actions, avail))  # type: ignore[return-value]
+        return self.evaluate_in_order(obs, actions, avail)
+
+    def evaluate_in_order(self, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``evaluate`` with the agents already in decoding order."""
         values, rep = self.encode(obs)
         out = self.decode(self.shifted(actions), rep, obs)
         if self.discrete:
@@ -333,7 +374,11 @@ class MultiAgentTransformer(nn.Module):
 
 
 def transformer_policy(config: Any, parts: Any) -> MultiAgentTransformer:
-    """The policy an ``updater.objective`` of kind ``mat`` / ``mat_dec`` trains."""
-    return MultiAgentTransformer(parts.obs_spaces, parts.act_spaces, config.n_block, config.n_embd, config.n_head,
-                                 decentralised=getattr(config, "decentralised", False),
-                                 share_actor=getattr(config, "share_actor", False), source=parts.source)
+    """The policy an ``updater.objective`` of kind ``mat`` / ``mat_dec`` trains (``order = "random"``:
+    the first rollout's order drawn from the run's generator)."""
+    policy = MultiAgentTransformer(parts.obs_spaces, parts.act_spaces, config.n_block, config.n_embd, config.n_head,
+                                   decentralised=getattr(config, "decentralised", False),
+                                   share_actor=getattr(config, "share_actor", False), source=parts.source)
+    if getattr(config, "order", "fixed") == "random":
+        policy.set_order(torch.randperm(policy.n_agents, generator=parts.generator))
+    return policy

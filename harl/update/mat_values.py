@@ -75,7 +75,7 @@ class TransformerValues(nn.Module):
     def normalized(self, x: torch.Tensor, hidden: Any = None, starts: Any = None) -> torch.Tensor:
         """Raw encoder values ``(..., A)`` (normalised units when value normalisation is on)."""
         lead = x.shape[:-2]
-        values, _ = self.policy.encode(x.reshape(-1, *x.shape[-2:]))
+        values, _ = self.policy.encode(x.reshape(-1, *x.shape[-2:]))  # no positional embedding: any order
         return values.reshape(*lead, x.shape[-2])
 
     def denormalize(self, v: torch.Tensor) -> torch.Tensor:

@@ -242,3 +242,32 @@ def test_narrower_observations_are_zero_padded() -> None:
     x = net.stack_obs([np.ones((2, 3), np.float32), np.ones((2, 5), np.float32)])
     assert x.shape == (2, 2, 5)
     assert torch.equal(x[:, 0, 3:], torch.zeros(2, 2))
+
+
+def test_a_random_order_decodes_its_first_agent_first() -> None:
+    net = transformer()
+    order = torch.tensor([2, 0, 3, 1])
+    net.set_order(order)
+    obs = obs_list(64)
+    torch.manual_seed(4)
+    sampled = net.sample(obs, None)
+    actions = torch.stack(sampled.actions, 1)
+    x = net.stack_obs(obs)
+    log_probs, _, values = net.evaluate(x, actions, None)
+    torch.testing.assert_close(log_probs, torch.stack(sampled.log_probs, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(values, net.encode(x)[0])  # the encoder has no positions: values in any order
+    for p, agent in enumerate(order.tolist()):
+        changed = actions.clone()
+        changed[:, agent] = (changed[:, agent] + 1) % N_ACT
+        after, _, _ = net.evaluate(x, changed, None)
+        earlier_or_same = order[: p + 1].tolist()
+        later = order[p + 1:].tolist()
+        torch.testing.assert_close(after[:, earlier_or_same[:-1]], log_probs[:, earlier_or_same[:-1]], rtol=0, atol=1e-6)
+        if later:
+            assert not torch.allclose(after[:, later], log_probs[:, later], atol=1e-4)
+    copy = transformer(seed=9)
+    copy.load_state_dict(net.state_dict())
+    assert torch.equal(copy.order, order) and not copy.fixed_order
+    mat_dec = transformer(decentralised=True)
+    mat_dec.set_order(order)
+    assert torch.equal(mat_dec.order, torch.arange(A))  # no agent reads another: nothing to order

@@ -31,12 +31,16 @@ def settings(**extra: object) -> list[str]:
     return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
 
 
-@pytest.mark.parametrize(("objective", "continuous"), [("mat", False), ("mat_dec", False), ("mat", True)])
-def test_exact_resume_and_eval(tmp_path: Path, objective: str, continuous: bool,
+@pytest.mark.parametrize(("objective", "continuous", "order"),
+                         [("mat", False, "fixed"), ("mat_dec", False, ""), ("mat", True, "fixed"), ("mat", False, "random")])
+def test_exact_resume_and_eval(tmp_path: Path, objective: str, continuous: bool, order: str,
                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Discrete simple_spread (MAT, MAT-Dec) and its Box version (MAT's Gaussian)."""
+    """Discrete simple_spread (MAT, MAT-Dec, MAT with a random order per rollout) and its Box
+    version (MAT's Gaussian)."""
     whole = tmp_path / "whole"
     extra = {"updater.objective.kind": objective, "env.continuous_actions": str(continuous).lower()}
+    if order:
+        extra["updater.objective.order"] = order
     assert main(["train", str(MAT_MPE), *settings(**extra), "--run-dir", str(whole)]) == 0
     metrics = rows(whole)
     assert [r["iteration"] for r in metrics] == ["1", "2", "3", "4"]

@@ -28,7 +28,7 @@ import torch
 
 from harl.policy.mat import MultiAgentTransformer, transformer_policy
 from harl.registry import register
-from harl.settings import in_range, kind_field, own_first, positive, setting
+from harl.settings import in_range, kind_field, one_of, own_first, positive, setting
 from harl.update.common import optimizer_step
 
 
@@ -57,6 +57,8 @@ class MATConfig(TransformerPPOConfig):
     """``[updater.objective] kind = "mat"``: the Multi-Agent Transformer, actions decoded one agent after another."""
 
     kind: str = kind_field("mat")
+    order: str = setting("fixed", "the agents' decoding order: fixed (agent 0 first, as MAT) or random (a "
+                         "permutation drawn for each rollout, kept for its update)", one_of(("fixed", "random")))
 
 
 @attrs.frozen(field_transformer=own_first)
@@ -168,6 +170,8 @@ class TransformerLearner:
                 assert norm is not None
                 rows.append(torch.stack([*(t.detach() for t in terms), norm.detach()]))
         policy_loss, v_loss, entropy, ratio, norm = torch.stack(rows).mean(0).tolist()
+        if getattr(cfg, "order", "fixed") == "random":  # the next rollout's order, kept for its update
+            self.policy.set_order(torch.randperm(self.policy.n_agents, generator=self.generator))
         return TeamStats(policy_loss, v_loss, entropy, ratio, norm)
 
     @torch.no_grad()
