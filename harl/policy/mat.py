@@ -225,8 +225,10 @@ class MultiAgentTransformer(nn.Module):
         """``(B, A, ...)`` from the decoding order back to the env's."""
         return x if self.fixed_order else x[:, torch.argsort(self.order)]
 
-    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
-        super()._load_from_state_dict(*args, **kwargs)
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        # weights saved before the order was (harl ce055d2) decode in the fixed order
+        state_dict.setdefault(prefix + "order", torch.arange(self.n_agents))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self.fixed_order = bool(torch.equal(self.order.cpu(), torch.arange(self.n_agents)))
 
     # ------------------------------------------------------------------ harl's policy interface

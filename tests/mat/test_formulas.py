@@ -271,3 +271,12 @@ def test_a_random_order_decodes_its_first_agent_first() -> None:
     mat_dec = transformer(decentralised=True)
     mat_dec.set_order(order)
     assert torch.equal(mat_dec.order, torch.arange(A))  # no agent reads another: nothing to order
+
+
+def test_weights_saved_without_an_order_load_in_the_fixed_order() -> None:
+    net = transformer()
+    state = {k: v for k, v in net.state_dict().items() if k != "order"}
+    other = transformer(seed=7)
+    other.set_order(torch.tensor([3, 2, 1, 0]))
+    other.load_state_dict(state)
+    assert torch.equal(other.order, torch.arange(A)) and other.fixed_order
