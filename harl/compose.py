@@ -209,8 +209,9 @@ class Stages:
                               k(own.updater), k(own.updater.objective))
                 what = f"{name_of(kinds) or 'learning'} ({k(own.updater)}, {k(own.updater.objective)})"
             else:
-                what = {"frozen": f"frozen: {c.checkpoint}", "scripted": f"script {registry.kind_name(c.script)}",
-                        "self_play": f"self-play: snapshots of {c.of} (pool {c.pool_size}, {c.sample})"}[c.role]
+                what = (f"frozen: {c.checkpoint}" if c.role == "frozen" else
+                        f"script {registry.kind_name(c.script)}" if c.role == "scripted" else
+                        f"self-play: snapshots of {c.of} (pool {c.pool_size}, {c.sample})")
             rows.append((f"team {team.name}", c.role, f"{', '.join(agents.get(team.name, []))}; {what}; "
                          f"reward {c.reward}"))
         return rows

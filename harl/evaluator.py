@@ -65,7 +65,8 @@ class EvalStats:
 def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
     returns = np.array([e["return"] for e in episodes], dtype=np.float64)
     lengths = np.array([e["length"] for e in episodes], dtype=np.float64)
-    keys = sorted({k for e in episodes for k in e} - {"return", "length"})
+    keys = sorted({k for e in episodes for k, v in e.items() if not isinstance(v, str)} - {"return", "length"})
+    # (an env's words, SMAX's ``winner``, are not numbers to average)
     metrics = {k: float(np.mean([e[k] for e in episodes if k in e])) for k in keys}
     return EvalStats(float(returns.mean()), float(returns.std()), float(lengths.mean()),
                      len(episodes), metrics, tuple(float(r) for r in returns), tuple(episodes))
