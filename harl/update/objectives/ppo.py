@@ -14,26 +14,17 @@ import torch
 
 from harl.policy.on_policy import Actor
 from harl.registry import register
-from harl.settings import in_range, kind_field, one_of, positive, setting
+from harl.settings import in_range, kind_field, own_first, setting
 from harl.update.common import masked_mean
-from harl.update.objectives.surrogate import SurrogateLearner
+from harl.update.objectives.surrogate import SurrogateConfig, SurrogateLearner
 
 
-@attrs.frozen
-class PPOConfig:
+@attrs.frozen(field_transformer=own_first)
+class PPOConfig(SurrogateConfig):
     """``[updater.objective] kind = "ppo"``."""
 
     kind: str = kind_field("ppo")
     clip: float = setting(0.2, "clip range of the probability ratio", in_range(0, 1, low_open=True))
-    epochs: int = setting(5, "passes over the rollout per agent per iteration", positive())
-    minibatches: int = setting(1, "minibatches per pass", positive())
-    entropy_coef: float = setting(0.01, "weight of the entropy bonus", in_range(0, None))
-    lr: float = setting(5e-4, "actor Adam learning rate", positive())
-    adam_eps: float = setting(1e-5, "Adam epsilon", positive())
-    max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
-    action_aggregation: str = setting(
-        "prod", "how per-dimension ratios combine: prod or mean (a MultiDiscrete's sub-actions always as one joint ratio, as HARL)",
-        one_of(("prod", "mean")))
 
 
 def ppo_loss(ratio: torch.Tensor, advantages: torch.Tensor, factor: torch.Tensor,

@@ -1,17 +1,34 @@
-"""The update loop shared by the ratio-based objectives (PPO, A2C)."""
+"""The update loop shared by the ratio-based objectives (PPO, A2C), and the keys it reads."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+import attrs
 import torch
 
 from harl.buffers.rollout import AgentBatch, minibatch_rows
 from harl.policy.on_policy import Actor
+from harl.settings import in_range, one_of, positive, setting
 from harl.update.common import AgentStats, aggregate_ratio, masked_mean, optimizer_step, ratio_aggregation
 
 Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@attrs.frozen
+class SurrogateConfig:
+    """The keys of ``[updater.objective]`` that ``SurrogateLearner`` reads, defined once for PPO and
+    A2C; each subclass (``field_transformer=own_first``) lists ``kind`` and its own keys first."""
+
+    epochs: int = setting(5, "passes over the rollout per agent per iteration", positive())
+    minibatches: int = setting(1, "minibatches per pass", positive())
+    entropy_coef: float = setting(0.01, "weight of the entropy bonus", in_range(0, None))
+    lr: float = setting(5e-4, "actor Adam learning rate", positive())
+    adam_eps: float = setting(1e-5, "Adam epsilon", positive())
+    max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
+    action_aggregation: str = setting(
+        "prod", "how per-dimension ratios combine: prod or mean (a MultiDiscrete's sub-actions always as one joint ratio, as HARL)",
+        one_of(("prod", "mean")))
 
 
 class SurrogateLearner:
@@ -21,7 +38,7 @@ class SurrogateLearner:
     tells the updater how far the policy moved, for the next agent's HA factor.
     """
 
-    def __init__(self, actor: Actor, config: Any, generator: torch.Generator, loss: Surrogate) -> None:
+    def __init__(self, actor: Actor, config: SurrogateConfig, generator: torch.Generator, loss: Surrogate) -> None:
         self.actor = actor
         self.config = config
         self.generator = generator

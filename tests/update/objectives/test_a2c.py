@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import torch
 from gymnasium import spaces
 
 from harl.buffers.rollout import AgentBatch
 from harl.policy.on_policy import Actor, PolicyConfig
 from harl.update.objectives.a2c import A2CConfig, a2c_learner, a2c_loss
+from harl.update.objectives.ppo import PPOConfig
+from harl.update.objectives.surrogate import SurrogateConfig
+
+
+def test_a2c_and_ppo_share_their_keys_in_the_written_order() -> None:
+    """The keys SurrogateLearner reads are defined once (SurrogateConfig); ``kind`` and each
+    objective's own keys still come first, as ``harl stages`` and a dumped pipeline.toml list them."""
+    shared = ["epochs", "minibatches", "entropy_coef", "lr", "adam_eps", "max_grad_norm", "action_aggregation"]
+    assert [f.name for f in attrs.fields(SurrogateConfig)] == shared
+    assert [f.name for f in attrs.fields(A2CConfig)] == ["kind", *shared]
+    assert [f.name for f in attrs.fields(PPOConfig)] == ["kind", "clip", *shared]
+    assert (A2CConfig().kind, PPOConfig().kind, A2CConfig().lr, PPOConfig().epochs) == ("a2c", "ppo", 5e-4, 5)
 
 
 def test_loss_hand_example() -> None:
