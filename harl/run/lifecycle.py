@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import time
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from harl.algorithms import Kinds, algorithms, name_of, rename
 from harl.compose import build_stages
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_spec_and_notes
@@ -30,6 +31,7 @@ from harl.logging.sink import Sink, SinkContext, open_sinks, require_sinks
 from harl.run.open import open_run, restore, spec_of_run
 from harl.rundir.files import checkpoint_note, intact, list_checkpoints, writing
 from harl.rundir.lock import LOCK_FILE, RunLock, take
+from harl.rundir.naming import stamped
 from harl.trainer import Counters, Trainer, set_rng_state
 
 __all__ = ["new_run_dir", "on_close", "restore", "resume_run", "spec_of_run", "start_run"]
@@ -37,42 +39,29 @@ __all__ = ["new_run_dir", "on_close", "restore", "resume_run", "spec_of_run", "s
 Callbacks = Iterable[Any]
 
 
-ALGORITHMS = {("sequential", "ppo"): "happo", ("simultaneous", "ppo"): "mappo",
-              ("sequential", "trpo"): "hatrpo", ("simultaneous", "trpo"): "matrpo",
-              ("sequential", "a2c"): "haa2c", ("simultaneous", "a2c"): "maa2c",
-              ("sequential", "sac"): "hasac", ("simultaneous", "sac"): "masac",
-              ("sequential", "td3"): "hatd3", ("simultaneous", "td3"): "matd3",
-              ("sequential", "ddpg"): "haddpg", ("simultaneous", "ddpg"): "maddpg",
-              ("sequential", "d3qn"): "had3qn", ("simultaneous", "d3qn"): "mad3qn"}
-"""(updater kind, objective kind) -> the algorithm's name (README's table)."""
-
-
 def run_name(spec: PipelineSpec) -> tuple[str, str | None]:
     """The name a new run directory starts with: ``run.name``, its algorithm word replaced by the one
     the stages compose when they differ (``--set updater.kind=simultaneous`` on a ``happo-...``
-    pipeline runs MAPPO); and a note saying so (None when the name was kept)."""
-    import re
-
+    pipeline runs MAPPO; both names from ``harl.algorithms``' table); and a note saying so (None
+    when the name was kept)."""
     from harl.registry import kind_name
 
     updater, objective = kind_name(spec.updater), kind_name(spec.updater.objective)
-    ran = ALGORITHMS.get((updater, objective))
-    words = re.split(r"([-_.+])", spec.run.name)
-    named = [w for w in words if w.lower() in ALGORITHMS.values()]
-    if ran is None or not named or all(w.lower() == ran for w in named):
+    kinds = Kinds(kind_name(spec.collector), kind_name(spec.critic), bool(getattr(spec.critic, "twin", False)),
+                  updater, objective)
+    name = rename(spec.run.name, kinds)
+    if name.lower() == spec.run.name.lower():
         return spec.run.name, None
-    name = "".join(ran if w.lower() in ALGORITHMS.values() else w for w in words)
-    return name, (f'run.name "{spec.run.name}" names {named[0].lower()}, but the stages compose {ran} '
-                  f'(updater.kind = "{updater}", objective "{objective}"): the run directory is named "{name}-..."')
+    names = {a.name.lower() for a in algorithms()}
+    named = next(w for w in re.split(r"[-_.+]", spec.run.name) if w.lower() in names)
+    return name, (f'run.name "{spec.run.name}" names {named.lower()}, but the stages compose '
+                  f'{str(name_of(kinds)).lower()} (updater.kind = "{updater}", objective "{objective}"): '
+                  f'the run directory is named "{name}-..."')
 
 
 def new_run_dir(spec: PipelineSpec) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path(spec.logging.dir) / f"{run_name(spec)[0]}-s{spec.run.seed}-{stamp}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
+    """A new folder ``<run name>-s<seed>-<date>-<time>`` in ``logging.dir``, made here."""
+    path = stamped(Path(spec.logging.dir), f"{run_name(spec)[0]}-s{spec.run.seed}")
     path.mkdir(parents=True)
     return path
 
