@@ -40,10 +40,11 @@ K = TypeVar("K")
 class Processes(Generic[K]):
     """Child processes ``python -m MODULE ARGS...`` by key, each one's output appended to a log.
 
-    What ``--jobs N`` trials (``in_processes``) and ``harl tune``'s local runs
-    (``harl.tune.runners.Local``) share: starting, polling, passing a signal on, and stopping
-    them all when the driver fails.  ``new_session``: a terminal's Ctrl-C reaches the driver
-    only (harl tune passes each signal on itself); else the children get it too (a sweep).
+    What ``--jobs N`` trials (``in_processes``), ``--vectorize --jobs N`` populations
+    (``harl.sweep.population``) and ``harl tune``'s local runs (``harl.tune.runners.Local``)
+    share: starting, polling, passing a signal on, and stopping them all when the driver fails.
+    ``new_session``: a terminal's Ctrl-C reaches the driver only (harl tune passes each signal
+    on itself); else the children get it too (a sweep).
     """
 
     def __init__(self, new_session: bool = False) -> None:

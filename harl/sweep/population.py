@@ -1,9 +1,9 @@
 """A sweep's seeds as populations (``--vectorize``; ``harl.population``): one in this process
 (``--jobs 1``), or ``--jobs N`` populations of about S / N seeds, each in its own
-``python -m harl.sweep.population RUN_DIR...`` process (one torch thread each, as ``--jobs``
-trials: on few cores N single-threaded populations beat one population with N threads,
-docs/population.md).  A member's outcome is written to ``outcome.json`` in its run directory,
-which the driver reads when the process ends.
+``python -m harl.sweep.population RUN_DIR...`` process (``harl.sweep.local.Processes``, as
+``--jobs`` trials; one torch thread each: on few cores N single-threaded populations beat one
+population with N threads, docs/population.md).  A member's outcome is written to
+``outcome.json`` in its run directory, which the driver reads when the process ends.
 
 A resumed sweep regroups its unfinished seeds; resume is exact (bit for bit) when the groups
 are the same, i.e. with the same ``--jobs`` and the same seeds left to run.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harl.errors import HarlError
+from harl.sweep.local import Processes
 from harl.sweep.state import Display, TrialState
 from harl.sweep.trial import LOG
 
@@ -70,33 +71,33 @@ def run_states(states: list[TrialState], display: Display, quiet: bool, jobs: in
         return
     size = -(-len(states) // jobs)
     groups = [states[k:k + size] for k in range(0, len(states), size)]
-    running: list[tuple[list[TrialState], subprocess.Popen[bytes]]] = []
+    pool: Processes[int] = Processes()
+    codes: dict[int, int] = {}
     try:
-        for group in groups:
+        for k, group in enumerate(groups):
             for state in group:
                 (state.run_dir / OUTCOME).unlink(missing_ok=True)
                 state.status = "running"
             log = group[0].run_dir / LOG
             display.say(f"population of {', '.join(s.label for s in group)}: output in {log}")
-            with log.open("ab") as out:
-                running.append((group, subprocess.Popen(
-                    [sys.executable, "-m", "harl.sweep.population", *(str(s.run_dir) for s in group)],
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
-        while any(p.poll() is None for _, p in running):
+            pool.launch(k, "harl.sweep.population", [str(s.run_dir) for s in group], log)
+        while True:
+            codes.update(pool.ended())
+            if not pool:
+                break
             with contextlib.suppress(KeyboardInterrupt):  # the populations stop themselves, with checkpoints
                 time.sleep(0.5)
     except BaseException:
-        for _, process in running:
-            process.terminate()
+        pool.stop(signal.SIGTERM)
         raise
-    for group, process in running:
+    for k, group in enumerate(groups):
         for state in group:
             try:
                 record = json.loads((state.run_dir / OUTCOME).read_text(encoding="utf-8"))
                 state.status, state.message = record["status"], record["message"]
             except (OSError, ValueError, KeyError):
                 state.status = "failed"
-                state.message = f"its population's process ended with exit status {process.returncode}; see {group[0].run_dir / LOG}"
+                state.message = f"its population's process ended with exit status {codes[k]}; see {group[0].run_dir / LOG}"
 
 
 def train_dirs(run_dirs: list[Path], callbacks: Callbacks | None = None) -> int:
