@@ -14,14 +14,26 @@ reached (the pre-reset one, so a truncated episode can bootstrap).
 
 Epsilon falls linearly from ``epsilon_start`` to ``epsilon_finish`` over the first
 ``epsilon_anneal_steps`` env steps and stays there (EPyMARL's ``DecayThenFlatSchedule``,
-linear).  Each agent in each env draws its own coin and, where it explores, a uniformly
-random available action, from the collector's own generator (saved in checkpoints).
+linear).  With ``epsilon_timing = "per_episode"`` (the default, as EPyMARL's runners: its
+action selector reads ``t_env``, which only moves when an episode batch ends) each env holds
+the schedule's value at the env step its episode began for the whole episode;
+``"per_step"`` reads the schedule at every vector step, ``"per_iteration"`` once per
+``collect`` (JaxMARL's QLearning baselines, once per rollout).  Each agent in each env draws its
+own coin and, where it explores, a uniformly random available action, from the collector's
+own generator (saved in checkpoints).
+
+Updates inside collection: ``hook`` (set by the value family when ``[updater] timing =
+"per_episode"``) is told after every vector step at which episodes ended and went into the
+buffer (``hook.after_episodes(buffer, ended)``), so the gradient steps they earn are taken
+there, before the next action; if ``collect`` fails or is interrupted, ``hook.abandon()`` puts
+the learning state back as the iteration began, so that an exit checkpoint is a whole
+iteration's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -36,7 +48,9 @@ from harl.nets.heads import avail_size
 from harl.nets.image import storage_dtype
 from harl.policy.agent_q import AgentQNetworks, epsilon_greedy
 from harl.registry import register
-from harl.settings import in_range, kind_field, own_first, positive, setting
+from harl.settings import in_range, kind_field, one_of, own_first, positive, setting
+
+EPSILON_TIMINGS = ("per_episode", "per_step", "per_iteration")
 
 
 @attrs.frozen(field_transformer=own_first)
@@ -53,6 +67,11 @@ class EpisodeCollectorConfig(EnvWorkers):
     epsilon_anneal_steps: int = setting(
         50_000, "env steps over which epsilon falls linearly from epsilon_start to epsilon_finish "
         "(EPyMARL's epsilon_anneal_time; 0: epsilon_finish from the start)", in_range(0, None))
+    epsilon_timing: str = setting(
+        "per_episode", "per_episode: each env keeps the schedule's value at the env step its episode began "
+        "for the whole episode (EPyMARL's runners); per_step: the schedule at every vector step (harl before "
+        "issue 47); per_iteration: the schedule at the iteration's first step for all of it (JaxMARL's "
+        "QLearning: once per rollout)", one_of(EPSILON_TIMINGS))
 
 
 def epsilon_at(env_steps: int, start: float, finish: float, anneal_steps: int) -> float:
@@ -70,6 +89,17 @@ def collector_checks(config: EpisodeCollectorConfig, built: Mapping[str, Any]) -
                f"epsilon_finish = {config.epsilon_finish} is above epsilon_start = {config.epsilon_start}: the "
                "schedule falls from epsilon_start to epsilon_finish; swap the two values (EPyMARL: start 1.0, "
                "finish 0.05)")
+
+
+class EpisodeHook(Protocol):
+    """What the collector tells as episodes end inside ``collect`` (the ``q_learning`` updater with
+    ``timing = "per_episode"``)."""
+
+    def after_episodes(self, buffer: EpisodeBuffer, ended: int) -> None:
+        """``ended`` episodes went into ``buffer`` at the vector step just taken."""
+
+    def abandon(self) -> None:
+        """``collect`` failed or was interrupted: undo what this iteration's calls changed."""
 
 
 class EpisodeCollector:
@@ -106,6 +136,12 @@ class EpisodeCollector:
         self._restart: list[dict[str, Any]] | None = None
         self._saved = self._state_now(started=False)
         self._use_saved = False
+        self._iteration_start = 0
+        """Env steps when the current ``collect`` began (its epsilon with ``per_iteration``)."""
+        self._episode_start = torch.zeros(E, dtype=torch.long)
+        """The env step each env's current episode began at (its epsilon with ``per_episode``)."""
+        self.hook: EpisodeHook | None = None
+        """Told of the episodes each vector step ends (see the module docstring)."""
 
     @property
     def steps_per_iteration(self) -> int:
@@ -116,6 +152,17 @@ class EpisodeCollector:
     def epsilon(self) -> float:
         c = self.config
         return epsilon_at(self.env_steps, c.epsilon_start, c.epsilon_finish, c.epsilon_anneal_steps)
+
+    def epsilons(self) -> float | torch.Tensor:
+        """What this vector step explores with: ``epsilon`` (``per_step``), or per env ``(E, 1)`` the
+        schedule's value where its episode began (``per_episode``)."""
+        c = self.config
+        if c.epsilon_timing == "per_step":
+            return self.epsilon
+        if c.epsilon_timing == "per_iteration":
+            return epsilon_at(self._iteration_start, c.epsilon_start, c.epsilon_finish, c.epsilon_anneal_steps)
+        return torch.tensor([[epsilon_at(int(t), c.epsilon_start, c.epsilon_finish, c.epsilon_anneal_steps)]
+                             for t in self._episode_start], dtype=torch.float64)
 
     # ------------------------------------------------------------------ episodes in progress
 
@@ -141,6 +188,7 @@ class EpisodeCollector:
         self._current = (list(obs), state, None if avail is None else list(avail))
         self._hidden = self.policy.initial_hidden(E, self.device)
         self._starts = torch.ones(E, device=self.device)
+        self._episode_start.fill_(self.env_steps)
 
     def start(self) -> None:
         """Reset the envs (or restart a checkpoint's episodes): every env begins an episode."""
@@ -166,8 +214,14 @@ class EpisodeCollector:
         if self._current is None:
             self.start()
         episodes: list[dict[str, Any]] = []
-        for _ in range(self.config.rollout_length):
-            episodes.extend(self.step(buffer))
+        self._iteration_start = self.env_steps
+        try:
+            for _ in range(self.config.rollout_length):
+                episodes.extend(self.step(buffer))
+        except BaseException:
+            if self.hook is not None:
+                self.hook.abandon()
+            raise
         self._saved = self._state_now(started=True)
         self._use_saved = False
         return CollectStats(self.steps_per_iteration, episodes)
@@ -179,10 +233,10 @@ class EpisodeCollector:
         device = self.device
         obs_t = [torch.as_tensor(o, device=device) for o in obs]
         avail_t = None if avail is None else [None if a is None else torch.as_tensor(a, device=device) for a in avail]
-        epsilon = self.epsilon
+        epsilon = self.epsilons()
         q, masks, h = self.policy.q_step(obs_t, avail_t, self._hidden, self._starts)
         actions = epsilon_greedy(q, masks, epsilon, self.generator)
-        self.policy.explore_with(epsilon)
+        self.policy.explore_with(epsilon if isinstance(epsilon, float) else float(epsilon.min()))
         per_agent = self.policy.per_agent(actions)
         step = self.venv.step(per_agent if self.native else [a.cpu().numpy() for a in per_agent])
         self.env_steps += self.config.n_envs
@@ -205,12 +259,15 @@ class EpisodeCollector:
                         None if final_avail is None else list(final_avail))
             for e in done.tolist():
                 buffer.insert(self._episode(e))
+            self._episode_start[done] = self.env_steps
         pos[going] += 1
         pos[done] = 0
         self._write(self._rows, pos, list(step.obs), step.state, None if step.avail is None else list(step.avail))
         self._current = (list(step.obs), step.state, None if step.avail is None else list(step.avail))
         self._hidden = (h, actions.to(h.device))
         self._starts = ended.to(device=device, dtype=torch.float32)
+        if done.numel() and self.hook is not None:
+            self.hook.after_episodes(buffer, int(done.numel()))
         return step.episode_infos
 
     # ------------------------------------------------------------------ checkpoints

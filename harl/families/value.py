@@ -1,4 +1,5 @@
-"""The value-decomposition family: agent Q networks, a mixer, one joint TD loss (IQL, VDN, QMIX).
+"""The value-decomposition family: agent Q networks, a mixer, one joint TD loss (its named
+algorithms: ``harl.algorithms.algorithms("value")``).
 
 Its kinds: the ``episodes`` collector (epsilon-greedy, whole episodes), the ``episodes``
 buffer (a padded replay of whole episodes), ``episode_td`` returns (1-step, n-step or
@@ -7,7 +8,9 @@ TD(lambda) targets per sampled batch), the mixers ``none`` (IQL), ``vdn`` and ``
 agents' networks (``harl.policy.agent_q``, set in ``[policy]``: ``AgentQPolicyConfig``).  docs/value-decomposition.md has the tables.
 
 Build order: the agents' networks (from ``[policy]``), the mixer, the returns, the objective
-(target networks, optimiser), the updater, the buffer, the collector.
+(target networks, optimiser), the updater, the buffer, the collector; with ``[updater] timing =
+"per_episode"`` (the default) the collector tells the updater of each vector step's finished
+episodes, which takes their gradient steps there (EPyMARL's loop).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 
 from harl import registry
 from harl.buffers.episodes import episode_bytes
+from harl.collect.episodes import EpisodeCollector
 from harl.errors import ConfigError
 from harl.families import Built, Family, Need, Problem
 from harl.policy.agent_q import AgentQNetworks
@@ -104,6 +108,8 @@ def build(spec: Any, parts: registry.Parts) -> Built:
     updater = QUpdater(spec.updater, learner, spec.buffer.batch_size, parts.generator)
     buffer = registry.build(spec.buffer, parts)
     collector = registry.build(spec.collector, parts)
+    if spec.updater.timing == "per_episode" and isinstance(collector, EpisodeCollector):
+        collector.hook = updater  # the gradient steps follow the episodes inside collection, as EPyMARL's loop
     return Built(parts.policy, parts.critic, parts.returns, buffer, collector, updater)
 
 
@@ -142,7 +148,7 @@ def describe(stages: Any) -> dict[str, str]:
 
 
 FAMILY = registry.register_family(Family(
-    NAME, "agent Q networks, a mixer and one joint TD loss over a replay of whole episodes: IQL, VDN, QMIX",
+    NAME, "agent Q networks, a mixer and one joint TD loss over a replay of whole episodes",
     build, wiring, checks, memory, save_buffer=save_buffer, describe=describe, population=None,
     defaults={"buffer": "episodes", "returns": "episode_td", "critic": "qmix", "updater": "q_learning"}, rank=2,
     policy_config=AgentQPolicyConfig))

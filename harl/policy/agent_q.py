@@ -254,9 +254,13 @@ def greedy(q: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
     return q.masked_fill(masks == 0, MASKED_Q).argmax(-1)
 
 
-def epsilon_greedy(q: torch.Tensor, masks: torch.Tensor, epsilon: float,
+def epsilon_greedy(q: torch.Tensor, masks: torch.Tensor, epsilon: float | torch.Tensor,
                    generator: torch.Generator | None) -> torch.Tensor:
     """Per agent and row: with probability ``epsilon`` a uniformly random available action, else greedy.
+
+    ``epsilon``: one value, or a CPU tensor that broadcasts against the ``(rows, agents)`` actions
+    (``(rows, 1)``: one per env, as the episode collector's ``per_episode`` epsilons); the draws
+    are the same either way.
 
     The draws come from ``generator`` (a CPU generator; None: torch's global one), so that
     exploration does not depend on the device.  As EPyMARL's ``EpsilonGreedyActionSelector``.
@@ -265,7 +269,7 @@ def epsilon_greedy(q: torch.Tensor, masks: torch.Tensor, epsilon: float,
     flat = masks.reshape(-1, masks.shape[-1]).float().cpu()
     coin = torch.rand(flat.shape[0], generator=generator)
     random = torch.multinomial(flat, 1, generator=generator).squeeze(-1)
-    pick = (coin < epsilon).view(best.shape).to(best.device)
+    pick = (coin.view(best.shape) < epsilon).to(best.device)
     return torch.where(pick, random.view(best.shape).to(best.device), best)
 
 

@@ -8,7 +8,10 @@ Every function takes (B episodes, T steps, K = 1 for a mixed Q_tot or A for IQL'
     next_q      (B, T, K)   the target network's value of the state step t reached, Q'(s_{t+1})
 
 and returns ``(B, T, K)`` targets, zero on padding.  Where an episode was cut by a time
-limit (its last step not terminal), the last target bootstraps from ``next_q`` at that step.
+limit (its last step not terminal), the last target bootstraps from ``next_q`` at that step
+(``truncation = "bootstrap"``, the default); ``truncation = "terminal"`` treats every
+episode's last step as terminal, as EPyMARL's gymma envs and JaxMARL's baselines do (a
+time limit there ends the episode with ``terminated`` true: no bootstrap).
 
 - ``one_step_targets``: ``r_t + gamma (1 - d_t) Q'(s_{t+1})`` (EPyMARL's ``q_learner``)
 - ``n_step_targets``: ``sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - d) Q'(s_{t+m})``, m = min(n, steps left)
@@ -39,6 +42,10 @@ class EpisodeTDConfig:
                         one_of(("one_step", "n_step", "lambda")))
     n_step: int = setting(3, "rewards summed before bootstrapping when mode = n_step", positive())
     lam: float = setting(0.6, "lambda of mode = lambda (0: one-step, 1: Monte-Carlo)", in_range(0, 1))
+    truncation: str = setting(
+        "bootstrap", "an episode cut by a time limit: bootstrap (its last step's target adds gamma Q' of what it "
+        "reached) or terminal (no bootstrap: EPyMARL's gymma and JaxMARL treat a time limit as terminal)",
+        one_of(("bootstrap", "terminal")))
 
 
 def _check(rewards: torch.Tensor, next_q: torch.Tensor) -> None:
@@ -97,6 +104,12 @@ def lambda_targets(rewards: torch.Tensor, terminated: torch.Tensor, filled: torc
     return out
 
 
+def last_steps(filled: torch.Tensor) -> torch.Tensor:
+    """``(B, T)`` bool: True at each episode's last real step (every stored episode has ended)."""
+    after = torch.cat([filled[:, 1:], torch.zeros_like(filled[:, :1])], 1)
+    return filled & ~after
+
+
 class EpisodeTD:
     """The ``[returns]`` stage: ``targets`` on a sampled batch; ``compute`` has nothing to do."""
 
@@ -114,6 +127,8 @@ class EpisodeTD:
     def targets(self, rewards: torch.Tensor, terminated: torch.Tensor, filled: torch.Tensor,
                 next_q: torch.Tensor) -> torch.Tensor:
         c = self.config
+        if c.truncation == "terminal":
+            terminated = terminated | last_steps(filled)
         if c.mode == "n_step":
             return n_step_targets(rewards, terminated, filled, next_q, c.gamma, c.n_step)
         if c.mode == "lambda":

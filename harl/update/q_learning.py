@@ -15,9 +15,18 @@ moved by ``polyak`` after every one when the interval is 0.  Rewards are standar
 running mean and variance of the real steps' rewards (EPyMARL's ``standardise_rewards``;
 EPyMARL's own statistics also count the padding's zeros).
 
-The updater (``QUpdater``) decides how many gradient steps an iteration takes:
-``updates_per_episode`` for each episode the buffer received once it holds ``batch_size``
-(EPyMARL's episode runner: one step after each episode).
+The updater (``QUpdater``) decides how many gradient steps are taken and when:
+``updates_per_episode`` for each episode the buffer receives once it can sample
+``batch_size``.  ``timing = "per_episode"`` (the default) takes them inside collection, as
+EPyMARL's run loop does: after each vector step at which episodes end (the episode
+collector's ``hook``), the episodes that ended there earn their steps if the buffer can
+sample once they are in, and the steps are taken before the next action (EPyMARL inserts
+each ``runner.run()`` batch, then takes one step if ``buffer.can_sample``: its episode
+runner is ``n_envs = 1``, ``updates_per_episode = 1``; its parallel runner's
+``batch_size_run = B`` is ``n_envs = B``, ``updates_per_episode = 1 / B`` where the B
+episodes end together).  ``update`` then reports them at the iteration's end.
+``timing = "per_iteration"`` queues the steps to the end of each collection iteration
+(harl before issue 47): the episodes received since the buffer first held ``batch_size``.
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ from harl.returns.episode_td import EpisodeTD
 from harl.returns.running_stats import RunningMeanStd
 from harl.settings import in_range, kind_field, one_of, positive, setting
 
+UPDATE_TIMINGS = ("per_episode", "per_iteration")
+
 
 @attrs.frozen
 class JointTDConfig:
@@ -45,12 +56,14 @@ class JointTDConfig:
 
     kind: str = kind_field("joint_td")
     lr: float = setting(5e-4, "learning rate (EPyMARL: 5e-4; its IQL 3e-4)", positive())
-    optimizer: str = setting("adam", "adam (EPyMARL's QLearner) or rmsprop (PyMARL's, with optim_alpha and optim_eps)",
-                             one_of(("adam", "rmsprop")))
+    optimizer: str = setting("adam", "adam (EPyMARL's QLearner), rmsprop (PyMARL's, with optim_alpha and optim_eps) "
+                             "or radam (JaxMARL's QLearning: optax.radam)", one_of(("adam", "rmsprop", "radam")))
     optim_alpha: float = setting(0.99, "RMSprop's smoothing constant", in_range(0, 1, high_open=True))
     optim_eps: float = setting(1e-5, "RMSprop's epsilon (Adam keeps torch's 1e-8)", positive())
     grad_norm_clip: float = setting(10.0, "clip the gradient's L2 norm to this", positive())
     double_q: bool = setting(True, "the online agents pick the next action, the target agents value it")
+    reward_scale: float = setting(1.0, "the team reward is multiplied by this before anything else (JaxMARL's "
+                                  "REW_SCALE: 10 on SMAX, with standardise_rewards = false)", positive())
     standardise_rewards: bool = setting(True, "divide rewards by a running std after subtracting a running mean "
                                         "(EPyMARL's standardise_rewards)")
 
@@ -63,6 +76,10 @@ class QUpdaterConfig:
     updates_per_episode: float = setting(
         1.0, "gradient steps per episode collected once the buffer holds batch_size episodes (EPyMARL: 1)",
         in_range(0, None, low_open=True))
+    timing: str = setting(
+        "per_episode", "per_episode: the gradient steps follow the episodes that earn them inside collection, "
+        "before the next action (EPyMARL's run loop); per_iteration: queued to the end of each collection "
+        "iteration (harl before issue 47)", one_of(UPDATE_TIMINGS))
     target_update_interval: int = setting(
         200, "copy the online networks into the target networks every this many gradient steps (EPyMARL's "
         "target_update_interval_or_tau = 200); 0: soft updates by polyak after every step", in_range(0, None))
@@ -107,6 +124,8 @@ class JointTD:
         if config.optimizer == "rmsprop":
             self.optimizer: torch.optim.Optimizer = torch.optim.RMSprop(
                 self.params, lr=config.lr, alpha=config.optim_alpha, eps=config.optim_eps)
+        elif config.optimizer == "radam":
+            self.optimizer = torch.optim.RAdam(self.params, lr=config.lr)
         else:
             self.optimizer = torch.optim.Adam(self.params, lr=config.lr)
         self.base_lr = config.lr
@@ -133,7 +152,7 @@ class JointTD:
             target_q, _ = self.q_values(self.target_policy, batch)
             next_q = next_action_values(q.detach()[:, 1:], target_q[:, 1:], masks[:, 1:], c.double_q)
             next_total = self.target_mixer(next_q, state[:, 1:])                  # (B, T, K)
-            rewards = batch.rewards
+            rewards = batch.rewards * c.reward_scale if c.reward_scale != 1.0 else batch.rewards
             if c.standardise_rewards:
                 if update_stats:
                     self.reward_stats.update(rewards[filled])
@@ -191,7 +210,13 @@ class QUpdateStats:
 
 
 class QUpdater:
-    """How many joint TD steps an iteration takes, and when the targets follow (see the module docstring)."""
+    """How many joint TD steps are taken and when, and when the targets follow (see the module docstring).
+
+    With ``timing = "per_episode"`` it is the episode collector's ``hook``: ``after_episodes`` takes
+    the steps, ``update`` reports them once per iteration, ``abandon`` undoes an iteration that failed
+    inside collection (the networks, optimiser, targets, reward statistics, counters and generator
+    as the iteration began).
+    """
 
     def __init__(self, config: QUpdaterConfig, objective: JointTD, batch_size: int,
                  generator: torch.Generator) -> None:
@@ -205,17 +230,16 @@ class QUpdater:
         self.credit = 0.0
         """Gradient steps owed (a fraction of one carries over)."""
         self.seen = 0
-        """Episodes the buffer had received at the last update."""
+        """Episodes the buffer had received when last counted."""
+        self._pending_steps = 0
+        self._pending: dict[str, float] = dict.fromkeys(LOSS_STATS, 0.0)
+        self._began = (self.credit, self.seen)
+        """(credit, seen) as this iteration began (``abandon`` puts them back)."""
+        self._snapshot: dict[str, Any] | None = None
+        """The learning state before this iteration's first gradient step (``per_episode``)."""
 
-    def update(self, buffer: EpisodeBuffer, progress: float) -> QUpdateStats:
-        added = buffer.episodes_added
-        eligible = added - max(self.seen, self.batch_size - 1)  # episodes since the buffer could first sample
-        self.seen = added
-        if eligible > 0:
-            self.credit += eligible * self.config.updates_per_episode
-        steps = int(self.credit)
-        self.credit -= steps
-        sums: dict[str, float] = dict.fromkeys(LOSS_STATS, 0.0)
+    def _take(self, buffer: EpisodeBuffer, steps: int, sums: dict[str, float]) -> None:
+        """``steps`` gradient steps, their statistics added to ``sums``, the targets following."""
         for _ in range(steps):
             batch = buffer.sample(self.batch_size, self.generator)
             for key, value in self.objective.update(batch).items():
@@ -227,6 +251,61 @@ class QUpdater:
             elif self.since_sync >= self.config.target_update_interval:
                 self.objective.sync_targets(None)
                 self.since_sync = 0
+
+    def after_episodes(self, buffer: EpisodeBuffer, ended: int) -> None:
+        """``ended`` episodes went into ``buffer`` at the vector step just taken: if it can sample now,
+        they earn ``updates_per_episode`` steps each, taken here (``timing = "per_episode"``)."""
+        self.seen = buffer.episodes_added
+        if ended <= 0 or buffer.size < self.batch_size:
+            return
+        self.credit += ended * self.config.updates_per_episode
+        steps = int(self.credit + 1e-9)  # 8 x 1/8 is one step, whatever the rounding
+        self.credit = max(0.0, self.credit - steps)
+        if steps == 0:
+            return
+        if self._snapshot is None:
+            self._snapshot = self._learning_state()
+        with torch.enable_grad():  # the collector acts under no_grad
+            self._take(buffer, steps, self._pending)
+        self._pending_steps += steps
+
+    def abandon(self) -> None:
+        """Collection failed or was interrupted inside an iteration: back to the state it began with."""
+        began = self._began
+        if self._snapshot is not None:
+            saved = self._snapshot
+            self.objective.policy.load_state_dict(saved["policy"])
+            self.objective.mixer.load_state_dict(saved["mixer"])
+            self.load_state_dict(saved["updater"])
+        self.credit, self.seen = began
+        self._end_iteration()
+
+    def _learning_state(self) -> dict[str, Any]:
+        return copy.deepcopy({"policy": self.objective.policy.state_dict(),
+                              "mixer": self.objective.mixer.state_dict(), "updater": self.state_dict()})
+
+    def _end_iteration(self) -> None:
+        self._pending_steps, self._pending = 0, dict.fromkeys(LOSS_STATS, 0.0)
+        self._snapshot = None
+        self._began = (self.credit, self.seen)
+
+    def update(self, buffer: EpisodeBuffer, progress: float) -> QUpdateStats:
+        if self.config.timing == "per_episode":
+            missing = buffer.episodes_added - self.seen
+            if missing > 0:  # episodes no collector hook reported: their steps now
+                self.after_episodes(buffer, missing)
+            steps, sums = self._pending_steps, self._pending
+        else:
+            added = buffer.episodes_added
+            eligible = added - max(self.seen, self.batch_size - 1)  # episodes since the buffer could first sample
+            self.seen = added
+            if eligible > 0:
+                self.credit += eligible * self.config.updates_per_episode
+            steps = int(self.credit)
+            self.credit -= steps
+            sums = dict.fromkeys(LOSS_STATS, 0.0)
+            self._take(buffer, steps, sums)
+        self._end_iteration()
         stats: dict[str, float | None] = {k: (v / steps if steps else None) for k, v in sums.items()}
         return QUpdateStats(steps, stats)
 
@@ -239,6 +318,7 @@ class QUpdater:
         self.updates, self.since_sync = int(state["updates"]), int(state["since_sync"])
         self.credit, self.seen = float(state["credit"]), int(state["seen"])
         self.generator.set_state(state["generator"])
+        self._end_iteration()
 
 
 register("updater.objective", JointTDConfig, lambda config, parts: JointTD(config, parts.policy, parts.critic, parts.returns),
