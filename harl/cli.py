@@ -90,7 +90,7 @@ def cmd_stages(args: argparse.Namespace, console: Console) -> int:
             table.add_column(column, overflow="fold")  # a user family's dotted name is never cut
         for name, doc in api.families():
             named = [a.name for a in api.algorithms(name)]
-            table.add_row(escape(name), escape(_without_names(doc)), escape(", ".join(named) or "-"))
+            table.add_row(escape(name), escape(doc), escape(", ".join(named) or "-"))
         console.print(table)
         if args.slot == "families":
             return 0
@@ -109,14 +109,6 @@ def cmd_stages(args: argparse.Namespace, console: Console) -> int:
             table.add_row(*(escape(cell) for cell in row))
         console.print(table)
     return 0
-
-
-def _without_names(doc: str) -> str:
-    """A family's doc without its own list of algorithm names (``...: HAPPO, MAPPO``): the
-    algorithms column, from harl.algorithms' table, names them all."""
-    head, _, tail = doc.rpartition(": ")
-    known = {a.name for a in api.algorithms()}
-    return head if head and all(w.strip() in known for w in tail.split(",")) else doc
 
 
 def _summary(doc: str, title: str) -> str:

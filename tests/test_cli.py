@@ -123,6 +123,21 @@ class TestStages:
         assert "0.2" in clip and "clip range of the probability ratio" in clip
         assert "[run]" not in out
 
+    def test_families_name_their_algorithms_once(self, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+        """stages families: what a family is, in words, and its algorithms in their own column
+        (from harl.algorithms); a family's doc names none of them itself."""
+        from harl import registry
+        from harl.algorithms import algorithms
+
+        names = {a.name for a in algorithms()}
+        for family in registry.families():
+            assert not names & set(family.doc.replace(",", " ").replace(":", " ").split()), family.name
+        monkeypatch.setenv("COLUMNS", "400")
+        assert main(["stages", "families"]) == 0
+        row = next(line for line in capsys.readouterr().out.splitlines() if " on_policy " in line)
+        assert "rollouts, a V critic and advantages" in row and "HAPPO, HATRPO" in row
+
     def test_a_slot_with_its_nested_slot(self, capsys: pytest.CaptureFixture[str]) -> None:
         """stages updater shows both updaters and the objective inside them."""
         assert main(["stages", "updater"]) == 0

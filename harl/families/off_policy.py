@@ -1,5 +1,5 @@
-"""The off-policy actor-critic family: replay, Q critics, n-step targets (HASAC, HATD3, HADDPG,
-HAD3QN, MATD3, MADDPG).
+"""The off-policy actor-critic family: replay, Q critics, n-step targets (its named algorithms:
+``harl.algorithms.algorithms("off_policy")``).
 
 Its kinds: the ``off_policy`` collector, the ``replay`` buffer, ``n_step`` returns, Q critics and
 the ``sac`` / ``td3`` / ``ddpg`` / ``d3qn`` objectives; the updater is ``harl.update.off_policy``'s.
@@ -128,7 +128,7 @@ def collect_population(population: Any, fresh: bool) -> dict[int, CollectStats]:
 
 
 FAMILY = registry.register_family(Family(
-    NAME, "replay, Q critics and n-step targets: HASAC, HATD3, HADDPG, HAD3QN, MATD3, MADDPG",
+    NAME, "replay, Q critics and n-step targets",
     lambda spec, parts: build_actor_critic(spec, parts, build_off_policy_updater), wiring, checks, memory,
     save_buffer=save_buffer, describe=describe,
     population=Population(population_problems, population_memory, collect_population),

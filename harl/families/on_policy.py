@@ -1,4 +1,5 @@
-"""The on-policy actor-critic family: rollouts, a V critic, advantages (HAPPO, HATRPO, HAA2C, MAPPO).
+"""The on-policy actor-critic family: rollouts, a V critic, advantages (its named algorithms:
+``harl.algorithms.algorithms("on_policy")``).
 
 Its kinds: the ``on_policy`` collector, the ``rollout`` buffer, ``gae`` returns, V critics and
 the ``ppo`` / ``trpo`` / ``a2c`` objectives; the updater is ``harl.update.on_policy``'s.
@@ -153,7 +154,7 @@ def collect_population(population: Any, fresh: bool) -> dict[int, CollectStats]:
 
 
 FAMILY = registry.register_family(Family(
-    NAME, "rollouts, a V critic and advantages: HAPPO, HATRPO, HAA2C, MAPPO",
+    NAME, "rollouts, a V critic and advantages",
     lambda spec, parts: build_actor_critic(spec, parts, build_on_policy_updater), wiring, checks, memory,
     describe=describe, population=Population(population_problems, population_memory, collect_population, batched_update=True),
     rank=0))
