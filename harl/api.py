@@ -172,6 +172,15 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
     return run_tune(pipeline, space, trials, **options)
 
 
+def suite(suite_file: str | Path | None = None, out: str | Path | None = None, **options: Any) -> Any:
+    """Run a benchmark suite (``benchmarks/suites/*.toml``), or ``resume=DIR`` a stopped one: a
+    ``SuiteResult`` (suite_dir, entries with each one's verdict, failures, files, notes, exit_status).
+    ``options``: jobs, ray, resume, max_retries, reps, quiet, console.  docs/benchmarks.md."""
+    from harl.suite.command import run_suite
+
+    return run_suite(suite_file, out, **options)
+
+
 def evaluate(run_dir: str | Path, episodes: int | None = None, checkpoint: str | Path | None = None,
              deterministic: bool = True) -> Any:
     """A fresh, seeded evaluation of a run's checkpoint (its newest unless named): ``EvalStats``."""

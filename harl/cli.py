@@ -211,10 +211,27 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
     return int(result.exit_status)
 
 
+def cmd_suite(args: argparse.Namespace, console: Console) -> int:
+    result = api.suite(args.suite, args.out, jobs=args.jobs, ray=args.ray, resume=args.resume,
+                       max_retries=args.max_retries, reps=args.reps, quiet=args.quiet, console=console)
+    console.print(result.table())
+    for note in result.notes:
+        console.print(f"note: {note}", highlight=False, markup=False)
+    console.print(f"wrote {', '.join(str(p.relative_to(result.suite_dir)) for p in result.files)} in "
+                  f"{result.suite_dir}", highlight=False, markup=False)
+    if result.exit_status == 130:
+        console.print(f"continue the suite with: harl suite --resume {result.suite_dir}", highlight=False,
+                      markup=False)
+    for failure in result.failures:
+        Console(stderr=True).print(f"harl: threshold failed: {failure}", highlight=False, markup=False,
+                                   soft_wrap=True)
+    return int(result.exit_status)
+
+
 COMMANDS = {"train": cmd_train, "check": cmd_check, "stages": cmd_stages, "eval": cmd_eval,
             "plot": cmd_plot, "render": cmd_render, "export": cmd_export, "convert": cmd_convert,
             "compare": cmd_compare, "export-results": cmd_export_results, "tune": cmd_tune,
-            "crossplay": cmd_crossplay}
+            "crossplay": cmd_crossplay, "suite": cmd_suite}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

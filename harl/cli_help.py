@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from harl.compare.command import COMPARE_HELP, add_compare_arguments, add_export_arguments
+from harl.suite.command import add_suite_arguments
 
 TRAIN_EXAMPLES = """\
 examples:
@@ -68,6 +69,13 @@ examples (pip install "harl[compare]": rliable, pandas, matplotlib):
     "export-results": """\
 examples:
   harl export-results runs/happo-sweep runs/mappo-sweep --out results.json   # marl-eval's JSON
+""",
+    "suite": """\
+examples:
+  harl suite benchmarks/suites/smoke.toml --out runs/smoke            # each family learns (CI runs it)
+  harl suite benchmarks/suites/smax.toml --jobs 2                      # the SMAX benchmark
+  harl suite benchmarks/suites/mpe.toml --ray HEAD_IP:6379             # on a Ray cluster
+  harl suite --resume runs/smoke                                      # continue a stopped suite
 """,
     "tune": """\
 examples (pip install "harl[tune]": optuna, matplotlib):
@@ -239,6 +247,12 @@ def parser() -> argparse.ArgumentParser:
                         **examples("export-results"))
     add_export_arguments(er)
     add_tune_parser(sub, overrides, examples("tune"))
+    su = sub.add_parser("suite", help="run a benchmark suite: its runs, thresholds, IQM/CI tables, curves",
+                        description="Run every entry of a suite file (benchmarks/suites/) as a --seeds sweep, "
+                        "judge each against its threshold and write results.json, marl-eval JSON, harl "
+                        "compare's tables and harl plot's curves (docs/benchmarks.md); exit 1 when a "
+                        "threshold fails.", **examples("suite"))
+    add_suite_arguments(su)
     return p
 
 

@@ -17,8 +17,8 @@ def test_bare_harl_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> Non
     helps = dict(line.split(None, 1) for line in out[3:] if line.startswith("  "))
     assert helps["train"] == "train a pipeline, or resume a run"
     assert helps["check"] == "validate a pipeline and build every stage, run nothing"
-    assert list(helps) == ["train", "check", "stages", "eval", "plot", "render", "export", "convert", "compare",
-                           "export-results", "tune"]
+    assert list(helps) == ["train", "check", "stages", "eval", "crossplay", "plot", "render", "export", "convert",
+                           "compare", "export-results", "tune", "suite"]
     assert out[-1] == "harl COMMAND --help shows a command's options and examples."
 
 
@@ -46,7 +46,7 @@ def test_train_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("command", ["train", "check", "stages", "eval", "plot", "render", "export", "convert",
-                                     "compare", "export-results", "tune"])
+                                     "compare", "export-results", "tune", "suite"])
 def test_every_commands_help_shows_examples_of_itself(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     """The README promises examples under ``harl COMMAND --help``: each command has some, of itself."""
     with pytest.raises(SystemExit) as exit_:

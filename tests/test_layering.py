@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("harl.config",),
     ("harl.compose", "harl.trainer", "harl.loop", "harl.team_build"),
     ("harl.run", "harl.api", "harl.render", "harl.sweep", "harl.population", "harl.plot", "harl.export", "harl.inference", "harl.compat",
-     "harl.utils", "harl.compare", "harl.tune"),
+     "harl.utils", "harl.compare", "harl.tune", "harl.suite"),
     ("harl.cli", "harl.cli_help", "harl.cli_rules", "harl.compare.command", "harl.tune.command", "harl.__main__", "harl.runners"),
 ]
 

@@ -1,0 +1,226 @@
+"""A suite file: what a benchmark suite runs and how each run is judged.
+
+::
+
+    [suite]
+    name = "smoke"                       # optional: the file's stem
+    about = "each family learns at a tiny budget"
+
+    [[entry]]
+    name = "happo-spread"                # the entry's sweep directory inside the suite's
+    pipeline = "../../pipelines/happo_mpe_spread.toml"   # relative to this file
+    seeds = [1]                          # or "1-5"
+    budget = 40_000                      # run.total_env_steps of every seed
+    set = ["evaluator.every_iterations=2"]               # more --set overrides (optional)
+    metric = "train_return"              # a metrics.csv column (default eval_return)
+    window = 3                           # the mean of its last 3 values (default 1: the final one)
+    min_rise = 4.0                       # it must exceed the mean of the first 3 values by 4
+    threshold = -70.0                    # ... and/or be at least -70 (both optional)
+    note = "HARL's tuned config"         # where the pipeline's settings come from
+    [[entry.reference]]                  # published numbers, shown beside harl's
+    value = -53.1
+    source = "HARL (Zhong et al. 2024), ..."
+
+Every problem is one ``ConfigError`` that names the file, the entry and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from harl.config.loading import parse_toml
+from harl.errors import ConfigError, HarlError
+from harl.sweep.grid import parse_seeds
+
+SUITE_KEYS = ("name", "about")
+ENTRY_KEYS = ("name", "pipeline", "seeds", "budget", "set", "metric", "window", "threshold", "min_rise",
+              "label", "note", "reference")
+REFERENCE_KEYS = ("value", "source", "at", "note")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+@attrs.frozen
+class Reference:
+    """A published number for an entry's task and algorithm, with where it was published."""
+
+    value: float
+    source: str
+    at: str = ""
+    """When it is read in the source (``1M env steps``, ``final``), free text."""
+    note: str = ""
+
+
+@attrs.frozen
+class Entry:
+    name: str
+    pipeline: Path
+    seeds: tuple[int, ...]
+    budget: int
+    overrides: tuple[str, ...] = ()
+    metric: str = "eval_return"
+    window: int = 1
+    """The metric read is the mean of its last ``window`` values in metrics.csv (1: the final one)."""
+    threshold: float | None = None
+    """The metric (mean over seeds) must be at least this."""
+    min_rise: float | None = None
+    """The metric (mean over seeds) must exceed the mean of its first ``window`` values by this."""
+    label: str | None = None
+    """The algorithm's name in the comparison (default: harl.compare's name for the pipeline)."""
+    note: str = ""
+    references: tuple[Reference, ...] = ()
+
+    @property
+    def judged(self) -> bool:
+        return self.threshold is not None or self.min_rise is not None
+
+    def sweep_overrides(self) -> list[str]:
+        return [*self.overrides, f"run.total_env_steps={self.budget}"]
+
+
+@attrs.frozen
+class Suite:
+    path: Path
+    """The suite file (its folder anchors the entries' relative pipeline paths)."""
+    name: str
+    about: str
+    entries: tuple[Entry, ...]
+
+
+def _unknown(source: str, where: str, table: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    for key in table:
+        if key not in allowed:
+            near = difflib.get_close_matches(key, allowed, n=1)
+            hint = f' (did you mean "{near[0]}"?)' if near else ""
+            raise ConfigError(f'{source}: {where}: unknown key "{key}"{hint}; the keys are {", ".join(allowed)}')
+
+
+def _number(source: str, where: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{source}: {where}: {key} = {value!r}: expected a finite number")
+    return float(value)
+
+
+def _text(source: str, where: str, key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{source}: {where}: {key} = {value!r}: expected a string")
+    return value
+
+
+def _seeds(source: str, where: str, value: Any) -> tuple[int, ...]:
+    if isinstance(value, str):
+        try:
+            return tuple(parse_seeds(value))
+        except HarlError as exc:
+            raise ConfigError(f"{source}: {where}: seeds = {value!r}: {str(exc).partition(': ')[2]}") from None
+    if (isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                  for s in value) and len(set(value)) == len(value)):
+        return tuple(value)
+    raise ConfigError(f"{source}: {where}: seeds = {value!r}: expected distinct non-negative integers, "
+                      'e.g. seeds = [1, 2, 3] or seeds = "1-5"')
+
+
+def _positive(source: str, where: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{source}: {where}: {key} = {value!r}: expected a positive integer")
+    return value
+
+
+def _references(source: str, where: str, value: Any) -> tuple[Reference, ...]:
+    tables = value if isinstance(value, list) else [value]
+    out = []
+    for k, table in enumerate(tables):
+        here = f"{where}, reference {k + 1}"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: {here}: expected a table with value and source "
+                              '([[entry.reference]] value = 0.9, source = "...")')
+        _unknown(source, here, table, REFERENCE_KEYS)
+        for key in ("value", "source"):
+            if key not in table:
+                raise ConfigError(f'{source}: {here}: missing key "{key}" (a reference is a number and where '
+                                  "it was published)")
+        out.append(Reference(_number(source, here, "value", table["value"]),
+                             _text(source, here, "source", table["source"]),
+                             _text(source, here, "at", table.get("at", "")),
+                             _text(source, here, "note", table.get("note", ""))))
+    return tuple(out)
+
+
+def _entry(source: str, folder: Path, k: int, table: Any) -> Entry:
+    where = f"[[entry]] {k + 1}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: {where}: expected a table ([[entry]] with name, pipeline, seeds, budget)")
+    name = table.get("name")
+    if isinstance(name, str):
+        where += f' ("{name}")'
+    _unknown(source, where, table, ENTRY_KEYS)
+    for key in ("name", "pipeline", "seeds", "budget"):
+        if key not in table:
+            raise ConfigError(f'{source}: {where}: missing key "{key}" (every entry names its name, pipeline, '
+                              "seeds and budget)")
+    name = _text(source, where, "name", name)
+    if not _NAME.match(name):
+        raise ConfigError(f"{source}: {where}: name = {name!r}: letters, digits and . _ + - only (it names "
+                          "the entry's directory)")
+    pipeline = folder / _text(source, where, "pipeline", table["pipeline"])
+    if not pipeline.is_file():
+        raise ConfigError(f'{source}: {where}: pipeline = "{table["pipeline"]}": no such file ({pipeline}); '
+                          "a relative path is read from the suite file's folder")
+    overrides = table.get("set", [])
+    if not isinstance(overrides, list) or not all(isinstance(o, str) and "=" in o for o in overrides):
+        raise ConfigError(f"{source}: {where}: set = {overrides!r}: expected a list of \"KEY=VALUE\" strings, "
+                          'e.g. set = ["evaluator.every_iterations=2"]')
+    for o in overrides:
+        if o.partition("=")[0].strip() in ("run.seed", "run.total_env_steps"):
+            raise ConfigError(f"{source}: {where}: set = [\"{o}\"]: the entry's seeds and budget set "
+                              f"{o.partition('=')[0].strip()}; drop it from set")
+    optional = {key: _number(source, where, key, table[key]) for key in ("threshold", "min_rise") if key in table}
+    return Entry(name=name, pipeline=pipeline.resolve(), seeds=_seeds(source, where, table["seeds"]),
+                 budget=_positive(source, where, "budget", table["budget"]), overrides=tuple(overrides),
+                 metric=_text(source, where, "metric", table.get("metric", "eval_return")),
+                 window=_positive(source, where, "window", table.get("window", 1)),
+                 threshold=optional.get("threshold"), min_rise=optional.get("min_rise"),
+                 label=_text(source, where, "label", table["label"]) if "label" in table else None,
+                 note=_text(source, where, "note", table.get("note", "")),
+                 references=_references(source, where, table.get("reference", [])))
+
+
+def parse_suite(text: str, path: Path) -> Suite:
+    """The suite in ``text`` (the file ``path``'s content, or its copy in a suite directory)."""
+    source = str(path)
+    data = parse_toml(text, source)
+    _unknown(source, "the file", data, ("suite", "entry"))
+    head = data.get("suite", {})
+    if not isinstance(head, dict):
+        raise ConfigError(f"{source}: suite: expected a table ([suite] with name and about)")
+    _unknown(source, "[suite]", head, SUITE_KEYS)
+    tables = data.get("entry", [])
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{source}: no [[entry]]: a suite names at least one run (an [[entry]] table with "
+                          "name, pipeline, seeds and budget)")
+    entries = tuple(_entry(source, path.parent, k, t) for k, t in enumerate(tables))
+    names = [e.name for e in entries]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f'{source}: two entries are named "{repeated[0]}"; each entry needs its own name '
+                          "(it names its directory)")
+    return Suite(path.resolve(), _text(source, "[suite]", "name", head.get("name", path.stem)),
+                 _text(source, "[suite]", "about", head.get("about", "")), entries)
+
+
+def load_suite(path: str | Path) -> Suite:
+    """The suite file at ``path``, validated (a ``ConfigError`` naming the file and key)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such suite file (the shipped ones are in benchmarks/suites/)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the suite file ({exc})") from None
+    return parse_suite(text, path)
