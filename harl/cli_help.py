@@ -271,8 +271,8 @@ def add_tune_parser(sub: Any, overrides: Callable[[argparse.ArgumentParser], Non
     u.add_argument("--seeds", metavar="LIST", help="the seeds each trial trains, e.g. 1-3 (default 1,2,3)")
     u.add_argument("--final-seeds", metavar="LIST", help="fresh seeds to re-evaluate the best pipeline and the "
                    "starting one on (default: as many as --seeds, from the largest + 100); none: skip it")
-    u.add_argument("--jobs", type=int, default=1, metavar="N", help="runs at once, each its own process "
-                   "(default 1; with --ray: default the cluster's CPUs)")
+    u.add_argument("--jobs", type=int, metavar="N", help="runs at once, each its own process "
+                   "(default 1; with --ray: default the cluster's CPUs; with --resume: the study's)")
     u.add_argument("--vectorize", action="store_true", help="train each trial's seeds as one population "
                    "in one process (docs/population.md), pruned the same way as seeds run side by side")
     u.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS", help="run the trials' runs as Ray "

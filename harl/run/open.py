@@ -118,4 +118,8 @@ def open_run(run_dir: Path | str, checkpoint: Path | str | None = None, *, full:
     except BaseException:
         stages.close()
         raise
+    if full and "buffer" not in state and hasattr(stages.buffer, "state_dict"):  # a replay, saved only on request
+        stages.notes.append(f"{path.name} holds no replay buffer ([checkpoint] replay_buffer = false): the resumed "
+                            "run starts it empty, so its updates differ from an uninterrupted run's until the "
+                            "buffer refills")
     return OpenRun(run_dir, spec, text, path, state, stages)

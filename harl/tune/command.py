@@ -14,7 +14,7 @@ from harl.errors import HarlError
 from harl.sweep.grid import parse_seeds
 from harl.tune.driver import Tuner, check_pruning, stop_status
 from harl.tune.report import best_pipeline, plots, rows, trials_table, write_trials
-from harl.tune.space import read_space
+from harl.tune.space import check_fit, read_space
 from harl.tune.study import (
     Request,
     base_text,
@@ -23,6 +23,7 @@ from harl.tune.study import (
     new_dir,
     open_study,
     read_record,
+    update_record,
     write_record,
 )
 
@@ -59,15 +60,16 @@ def _seeds(text: str | Sequence[int] | None, default: list[int]) -> list[int]:
 
 
 def tune(pipeline: str | Path | None = None, space: str | Path | None = None, trials: int | None = None, *,
-         timeout: float | None = None, seeds: str | Sequence[int] | None = None, jobs: int = 1,
+         timeout: float | None = None, seeds: str | Sequence[int] | None = None, jobs: int | None = None,
          ray: str | None = None, storage: str | Path | None = None, vectorize: bool = False,
          overrides: Sequence[str] = (), run_dir: str | Path | None = None, resume: str | Path | None = None,
          final_seeds: str | Sequence[int] | None = None, quiet: bool = True,
          say: Callable[[str], Any] | None = None) -> TuneResult:
-    """Search ``space`` over ``pipeline`` (see docs/tune.md); ``resume``: continue the study in that directory."""
+    """Search ``space`` over ``pipeline`` (see docs/tune.md); ``resume``: continue the study in that directory
+    (``jobs`` None: the study's own, recorded in tune.json; 1 for a new study)."""
     import_optuna()  # the extra before anything else
     say = say or (lambda text: None)
-    if jobs < 0 or (jobs == 0 and not ray):
+    if jobs is not None and (jobs < 0 or (jobs == 0 and not ray)):
         raise HarlError(f"--jobs: expected a positive integer, got {jobs}")
     if trials is not None and trials < 1:
         raise HarlError(f"--trials: expected a positive integer, got {trials}")
@@ -87,7 +89,7 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
         if any(o.partition("=")[0].strip() == "run.seed" for o in overrides):
             raise HarlError("--seeds sets run.seed for each run of a trial; drop --set run.seed=...")
         asked = Request(pipeline, list(overrides), search, trials, fresh, vectorize,
-                        base_text(pipeline, overrides))
+                        base_text(pipeline, overrides), jobs if jobs is not None else 0 if ray else 1)
     from harl.rundir.lock import take
 
     with contextlib.ExitStack() as held:
@@ -105,7 +107,14 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
                 request = attrs.evolve(request, trials=trials)
             if final_seeds is not None:
                 request = attrs.evolve(request, final_seeds=_seeds(final_seeds, []))
+            if jobs is None:  # the study's own, unless it ran on Ray and this resume does not
+                jobs = request.jobs if request.jobs > 0 or ray else 1
+            request = attrs.evolve(request, jobs=jobs)
+            update_record(tune_dir, request)  # a later resume continues with these
             vectorize = vectorize or request.vectorize
+            if vectorize and ray:
+                raise HarlError(f"--resume {tune_dir}: this study trains a trial's seeds as one population "
+                                "(--vectorize, its tune.json), which runs in a local process; drop --ray")
             study = open_study(tune_dir, the_space, create=False)
         else:
             if asked is None or space is None:
@@ -115,12 +124,14 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
             if trials is None and timeout is None:
                 raise HarlError("harl tune needs --trials N or --timeout SECONDS (or both): when to stop searching")
             request = asked
+            jobs = request.jobs
             the_space = read_space(space, request.pipeline, request.overrides)
             from harl.config.loading import load_spec_and_notes
 
             if vectorize:
                 _check_population(request)
             check_pruning(the_space, load_spec_and_notes(request.pipeline, request.overrides)[0], request.pipeline)
+            check_fit(the_space, request.pipeline, request.overrides, len(request.seeds) if vectorize else 1)
             tune_dir = new_dir(request.pipeline, request.overrides, Path(run_dir) if run_dir else None,
                                Path(storage) if storage else None)
             tune_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,9 @@ A trial is one set of values: one run directory per seed under ``trial-NNNN/``. 
 start as slots free up (``--jobs`` at once; a trial's seeds first, so with ``--jobs`` at least
 the seeds they run side by side), a new trial is asked for only when no run waits.  Ctrl-C or
 SIGTERM: no new run starts, the running ones stop after their iteration with a checkpoint, and
-their trials stay open in the study; ``harl tune --resume DIR`` resumes them.
+their trials stay open in the study; ``harl tune --resume DIR`` resumes them.  A run directory
+another process still holds (a worker of a driver killed with SIGKILL, stopping since: see
+``harl.tune.worker``) is waited for, then resumed from its checkpoint, never failed for its lock.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import attrs
 from harl.config.dump import dump_pipeline
 from harl.config.loading import load_spec_and_notes
 from harl.errors import ConfigError, HarlError
+from harl.rundir.lock import LOCK_FILE
 from harl.rundir.signals import exit_status
 from harl.sweep.grid import Trial as SweepTrial
 from harl.sweep.trial import checkpoint_iteration
@@ -98,6 +101,8 @@ class Tuner:
         self.pipeline, self.overrides, self.seeds = pipeline, overrides, seeds
         self.say, self.vectorize = say, vectorize
         self.active: list[Active] = []
+        self.waited: set[Unit] = set()
+        """Units whose run lock another process held (said once)."""
         self.stops = 0
         self.signum = 0
         self.name = load_spec_and_notes(pipeline, overrides)[0].run.name
@@ -155,6 +160,11 @@ class Tuner:
                     active.ended[run_dir] = status
                     continue
                 todo.append(run_dir)
+                holder = _holder(run_dir)
+                if holder:
+                    parts.append(f"seed {_seed(run_dir)} is still written by {holder} (a worker of the driver that "
+                                 "stopped); it resumes once that one ends")
+                    continue
                 at = checkpoint_iteration(run_dir)
                 parts.append(f"seed {_seed(run_dir)} {'resumes at iteration ' + str(at) if at else 're-runs from the start (no checkpoint)'}")
             active.pending = self._units(todo)
@@ -182,10 +192,10 @@ class Tuner:
             with _stop_signals(self, runner):
                 while True:
                     while not self.stops and len(runner) < jobs:
-                        unit = next((a.pending.pop(0) for a in self.active if a.pending and not a.pruned), None)
+                        unit = self._next_unit()
                         if unit is None:
-                            if not more():
-                                break
+                            if any(a.pending and not a.pruned for a in self.active) or not more():
+                                break  # a run waits (for another process's lock), or the study is done
                             active = self.ask()
                             if active is not None:
                                 self.active.append(active)
@@ -193,7 +203,7 @@ class Tuner:
                         runner.start(unit)
                     for unit, code in runner.ended():
                         for run_dir in unit:
-                            status, message = outcome(run_dir, code)
+                            status, message = outcome(run_dir, code, stopping=bool(self.stops))
                             owner = next(a for a in self.active if run_dir in a.run_dirs)
                             owner.ended[run_dir] = status
                             if status == "failed":
@@ -213,6 +223,29 @@ class Tuner:
         if isinstance(runner, OnRay):
             runner.close()
         return not self.stops
+
+    def _next_unit(self) -> Unit | None:
+        """The first unit waiting to run whose run directories no other process holds (a worker of an
+        earlier driver that was killed: it stops and its lock frees; the unit resumes after it), and
+        of which some run is not finished yet (one that was held may have finished meanwhile)."""
+        for active in self.active:
+            if active.pruned:
+                continue
+            for unit in list(active.pending):
+                holders = [h for h in map(_holder, unit) if h]
+                if holders:
+                    if unit not in self.waited:
+                        self.waited.add(unit)
+                        self.say(f"{active.label}: {unit[0]} is still written by {holders[0]} (a worker of an "
+                                 "earlier driver); waiting for it to end, then resuming from its checkpoint")
+                    continue
+                active.pending.remove(unit)
+                left = tuple(d for d in unit if outcome(d)[0] != "finished")
+                for run_dir in set(unit) - set(left):
+                    active.ended[run_dir] = "finished"
+                if left:
+                    return left if not self.vectorize else unit
+        return None
 
     def _report(self) -> None:
         for active in self.active:
@@ -259,6 +292,23 @@ class Tuner:
         best = self.study.best_trial
         self.say(f"{active.label}: {value:.3f}" + (" (best so far)" if best.number == active.number else
                                                   f" (best: trial {best.number}, {best.value:.3f})"))
+
+
+def _holder(run_dir: Path) -> str:
+    """Who holds ``run_dir``'s run lock ("PID N on HOST", ``harl.rundir.lock``), '' when no live process
+    does; a look that writes nothing (no lock file: no holder)."""
+    import fcntl
+
+    try:
+        with (run_dir / LOCK_FILE).open("r", encoding="utf-8") as file:
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return file.read().strip() or "another process"
+            fcntl.flock(file, fcntl.LOCK_UN)
+    except OSError:  # no lock file, or a filesystem without flock
+        pass
+    return ""
 
 
 def _seed(run_dir: Path) -> str:

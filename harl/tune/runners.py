@@ -6,7 +6,12 @@ A *unit* is what one process or task runs: one run directory, or a trial's seeds
 population.  Each run directory ends with ``outcome.json`` (status finished, stopped or failed).
 Processes start in their own session, so a terminal's Ctrl-C reaches the driver only, and the
 driver passes each stop signal on once: the first stops the runs after their iteration with a
-checkpoint, a second at once.
+checkpoint, a second at once.  They die with the driver (``--driver PID``: SIGTERM when it ends,
+``harl.tune.worker.die_with``), so a driver killed with SIGKILL leaves no run behind.
+
+A run that ended without its ``outcome.json`` while the driver was stopping was killed by the
+driver's signal before its handlers were installed (a trial's first second): it is stopped, its
+trial stays open and a resume runs it again, where any other such end is a failure.
 
 The processes and Ray tasks themselves are the sweep's pools (``harl.sweep.local.Processes``,
 ``harl.sweep.ray_backend.Tasks``); what is tune's own is the unit, outcome.json and an
@@ -17,6 +22,7 @@ list of trials to their end, with retries, so they keep their own loops over the
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,12 +35,15 @@ from harl.sweep.trial import LOG
 Unit = tuple[Path, ...]
 
 
-def outcome(run_dir: Path, code: int | None = None) -> tuple[str, str]:
-    """(status, message) of a run that ended, from its outcome.json (else its train.log)."""
+def outcome(run_dir: Path, code: int | None = None, stopping: bool = False) -> tuple[str, str]:
+    """(status, message) of a run that ended, from its outcome.json (else its train.log); without
+    outcome.json and ``stopping`` (the driver got a stop signal), stopped (see the module doc)."""
     try:
         record = json.loads((run_dir / OUTCOME).read_text(encoding="utf-8"))
         return str(record["status"]), str(record.get("message", ""))
     except (OSError, ValueError, KeyError):
+        if stopping:
+            return "stopped", f"stopped before it started training (exit status {code})"
         message = last_harl_error(run_dir / LOG) or f"its process ended with exit status {code}; see {run_dir / LOG}"
         return "failed", message
 
@@ -49,7 +58,8 @@ class Local(Processes[Unit]):
     def start(self, unit: Unit) -> None:
         for run_dir in unit:
             (run_dir / OUTCOME).unlink(missing_ok=True)
-        self.launch(unit, "harl.tune.worker", [*(["--population"] if self.vectorize else []), *map(str, unit)],
+        self.launch(unit, "harl.tune.worker", ["--driver", str(os.getpid()),
+                                                *(["--population"] if self.vectorize else []), *map(str, unit)],
                     unit[0] / LOG)
 
 

@@ -37,13 +37,13 @@ import difflib
 import hashlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from harl.config.loading import load_spec_and_notes, read_toml
+from harl.config.loading import load_spec_and_notes, parse_toml
 from harl.config.messages import toml_literal
 from harl.errors import ConfigError
 
@@ -291,8 +291,17 @@ def _settings(data: dict[str, Any], problems: _Problems) -> dict[str, Any]:
 def read_space(path: str | Path, pipeline: str | Path, overrides: Sequence[str] = ()) -> Space:
     """Read and validate a space file against ``pipeline`` (with ``overrides``): a ``Space``."""
     path = Path(path)
-    data = read_toml(path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"--space {path}: no such space file; a space is a TOML file whose [params] name the "
+                          'pipeline keys to search, e.g. "updater.objective.lr" = { log_uniform = [1e-4, 1e-3] } '
+                          "(docs/tune.md)") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--space {path}: not a space file (it is not UTF-8 text)") from None
+    except OSError as exc:
+        raise ConfigError(f"--space {path}: cannot read the space file ({exc.strerror})") from None
+    data = parse_toml(text, str(path))
     problems = _Problems(path, text)
     settings = _settings(data, problems)
     raw_params = data.get("params", {})
@@ -332,18 +341,23 @@ def _check_conditions(params: Sequence[Param], problems: _Problems) -> None:
         seen[param.key] = param
 
 
-def _check_against_pipeline(params: Sequence[Param], pipeline: str | Path, overrides: list[str],
-                            problems: _Problems) -> None:
-    """Each value a param can take (its bounds, each choice) loaded into the pipeline, under its conditions."""
+def _extremes(params: Sequence[Param]) -> Iterator[tuple[Param, list[Any]]]:
+    """Each param with the values that bound it (its low and high, each choice) and, for a
+    conditional one, the ``--set`` strings of the choices it exists under."""
     by_key = {p.key: p for p in params}
     for param in params:
         context = [f"{key}={toml_literal(values[0])}" for key, values in param.when]
         for key, _values in param.when:  # the condition's own conditions, one level up
             context = [f"{k}={toml_literal(v[0])}" for k, v in by_key[key].when] + context
         candidates = param.choices if param.distribution == "categorical" else (param.low, param.high)
-        for value in candidates:
-            if param.distribution == "int":
-                value = int(value)
+        yield param, [(int(v) if param.distribution == "int" else v, context) for v in candidates]
+
+
+def _check_against_pipeline(params: Sequence[Param], pipeline: str | Path, overrides: list[str],
+                            problems: _Problems) -> None:
+    """Each value a param can take (its bounds, each choice) loaded into the pipeline, under its conditions."""
+    for param, candidates in _extremes(params):
+        for value, context in candidates:
             text = f"{param.key}={toml_literal(value)}"
             try:
                 load_spec_and_notes(pipeline, [*overrides, *context, text])
@@ -353,3 +367,31 @@ def _check_against_pipeline(params: Sequence[Param], pipeline: str | Path, overr
                 message = "; ".join(line.replace(f" (from --set {text})", "") for line in mine)
                 problems.add("params", param.key, f"{toml_literal(value)} does not go into the pipeline: {message}")
                 break
+
+
+def check_fit(space: Space, pipeline: str | Path, overrides: Sequence[str] = (), members: int = 1) -> None:
+    """Each bound and choice of the space checked against memory as a run checks it before building
+    anything (``harl.envs.footprint.check_sizes``; ``members``: a population's seeds), once, before the
+    first trial: a value that cannot fit would fail every trial that draws it.  One ``ConfigError``,
+    a line per key, naming the value and the bound to lower."""
+    from harl.compose import resolve_device
+    from harl.envs.footprint import check_sizes
+    from harl.errors import HarlError, ResourceError
+
+    problems = _Problems(space.path, space.text)
+    for param, candidates in _extremes(space.params):
+        for value, context in candidates:
+            text = f"{param.key}={toml_literal(value)}"
+            try:
+                spec = load_spec_and_notes(pipeline, [*overrides, *context, text])[0]
+                check_sizes(spec, f"{pipeline} with {text}", resolve_device(spec.run.device, str(pipeline)), members)
+            except ResourceError as exc:
+                bound = ("that choice" if param.distribution == "categorical" else
+                         "its high bound" if value == param.high else "its low bound")
+                problems.add("params", param.key, f"{toml_literal(value)} cannot fit in memory, so every trial "
+                             f"that drew it would fail: {' '.join(str(exc).split())}; change {bound} so that every "
+                             "value of the space fits")
+                break
+            except HarlError:  # not a size: the trial that draws it says what, in the run's own words
+                continue
+    problems.raise_any()

@@ -47,6 +47,8 @@ class Request:
     vectorize: bool = False
     pipeline_text: str = ""
     """The starting pipeline resolved (its file edited since: a resume says so)."""
+    jobs: int = 1
+    """``--jobs`` (0: with ``--ray``, the cluster's CPUs); a resume without ``--jobs`` keeps it."""
 
     def describe(self) -> str:
         parts = [self.pipeline, *(f"--set {o}" for o in self.overrides), "--seeds " + ",".join(map(str, self.seeds))]
@@ -78,12 +80,20 @@ def write_record(tune_dir: Path, request: Request, space: Space) -> None:
     (tune_dir / RECORD).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
+def update_record(tune_dir: Path, request: Request) -> None:
+    """tune.json with a resume's settings (``--trials``, ``--jobs``, ``--final-seeds``) for the next resume."""
+    data = json.loads((tune_dir / RECORD).read_text(encoding="utf-8"))
+    data.update(attrs.asdict(request))
+    (tune_dir / RECORD).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
 def read_record(tune_dir: Path) -> tuple[Request, Space]:
     """The recorded request and space of a study, validated again (the pipeline may have changed)."""
     try:
         data = json.loads((tune_dir / RECORD).read_text(encoding="utf-8"))
         request = Request(data["pipeline"], list(data["overrides"]), list(data["seeds"]), data["trials"],
-                          list(data["final_seeds"]), bool(data.get("vectorize")), data.get("pipeline_text", ""))
+                          list(data["final_seeds"]), bool(data.get("vectorize")), data.get("pipeline_text", ""),
+                          int(data.get("jobs", 1)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HarlError(f"{tune_dir / RECORD}: cannot read the study's record ({exc}); is {tune_dir} a tune "
                         "directory of harl tune? (it holds tune.json, space.toml and study.db)") from None
@@ -102,6 +112,9 @@ def check_resume(tune_dir: Path, recorded: Request, asked: Request | None, space
         if asked.seeds != recorded.seeds:
             raise HarlError(f"--resume {tune_dir}: this study scores each trial over --seeds "
                             f"{','.join(map(str, recorded.seeds))}; drop --seeds (or repeat those) to continue it")
+    if space_path is not None and not space_path.is_file():
+        raise HarlError(f"--resume {tune_dir}: --space {space_path}: no such space file; drop --space to continue "
+                        f"the study with its own ({tune_dir / SPACE})")
     if space_path is not None and space_path.read_text(encoding="utf-8") != space.text:
         raise HarlError(f"--resume {tune_dir}: --space {space_path} differs from the space this study searches "
                         f"({tune_dir / SPACE}); drop --space to continue the study, or start a new one")
@@ -112,14 +125,29 @@ def check_resume(tune_dir: Path, recorded: Request, asked: Request | None, space
                         "restore the file (git diff shows what changed), or start a new study")
 
 
+def sampler_seed(seed: int, made: int) -> int:
+    """The sampler's seed in a study that already made ``made`` trials: ``seed`` itself for a new
+    study (the same seed proposes the same trials), else one drawn from (seed, made), so that a
+    resumed study continues with proposals of its own instead of replaying its first ones."""
+    if not made:
+        return seed
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, made]).generate_state(1)[0])
+
+
 def open_study(tune_dir: Path, space: Space, create: bool) -> Any:
-    """The study in ``tune_dir/study.db`` with the space's sampler and pruner."""
+    """The study in ``tune_dir/study.db`` with the space's sampler and pruner; a study that already
+    has trials gets its sampler seeded from (seed, trials made) (``sampler_seed``)."""
     optuna = import_optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{tune_dir / DATABASE}"
+    made = 0 if create else len(optuna.load_study(study_name=STUDY, storage=storage).get_trials(deepcopy=False))
+    seed = sampler_seed(space.seed, made)
     if space.sampler == "random":
-        sampler = optuna.samplers.RandomSampler(seed=space.seed)
+        sampler = optuna.samplers.RandomSampler(seed=seed)
     else:
-        sampler = optuna.samplers.TPESampler(seed=space.seed, n_startup_trials=space.sampler_startup_trials)
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=space.sampler_startup_trials)
     if space.pruner == "median":
         pruner = optuna.pruners.MedianPruner(n_startup_trials=space.startup_trials, n_warmup_steps=space.warmup)
     elif space.pruner == "halving":
@@ -127,7 +155,6 @@ def open_study(tune_dir: Path, space: Space, create: bool) -> Any:
                                                         reduction_factor=max(2, space.reduction_factor))
     else:
         pruner = optuna.pruners.NopPruner()
-    storage = f"sqlite:///{tune_dir / DATABASE}"
     if create:
         return optuna.create_study(storage=storage, sampler=sampler, pruner=pruner, study_name=STUDY,
                                    direction="maximize")
