@@ -81,24 +81,28 @@ class PoolPlayer(nn.Module):
         self.template = [template.requires_grad_(False)]  # a list: not a submodule, not in state_dict
         self.pool, self.ratings, self.learner, self.deterministic = pool, ratings, learner, deterministic
         self._nets: dict[int, nn.Module] = {}
+        self._retired: dict[int, dict[str, torch.Tensor]] = {}
+        """Evicted snapshots whose training episodes still run."""
         self.games: list[float] = []
         """The learner's results in the episodes finished since the last ``row``."""
 
     def add(self, state: dict[str, torch.Tensor], iteration: int) -> int:
-        """A snapshot of the learner's policy into the pool; the ones evicted are forgotten here too."""
+        """A snapshot of the learner's policy into the pool.  One the pool evicts keeps playing the
+        training episodes it is in: its weights are kept here until none of them runs (``record``)."""
+        before = {k: self.pool.state(k) for k in self.pool.ids()}
         snapshot = self.pool.add(state, iteration)
-        for gone in set(self._nets) - set(self.pool.ids()):
-            del self._nets[gone]
+        self._retired.update({k: v for k, v in before.items() if k not in self.pool.ids()})
         return snapshot
 
     def reload(self) -> None:
         """Forget the networks made from snapshots (the pool was restored from a checkpoint)."""
         self._nets.clear()
+        self._retired.clear()
 
     def net(self, snapshot: int) -> nn.Module:
         if snapshot not in self._nets:
             net = copy.deepcopy(self.template[0])
-            net.load_state_dict(self.pool.state(snapshot))
+            net.load_state_dict(self.pool.state(snapshot) if snapshot in self.pool.ids() else self._retired[snapshot])
             self._nets[snapshot] = net
         return self._nets[snapshot]
 
@@ -144,6 +148,11 @@ class PoolPlayer(nn.Module):
     def record(self, hidden: Any, envs: Sequence[int], outcomes: Sequence[float]) -> None:
         """The learner's results (1 win, 0.5 draw, 0 loss) in the episodes that just ended in ``envs``."""
         ids = hidden[0]
+        ended = set(envs)
+        playing = {int(k) for e, k in enumerate(ids) if e not in ended}
+        for gone in [k for k in {*self._nets, *self._retired} if k not in self.pool.ids() and k not in playing]:
+            self._nets.pop(gone, None)  # evicted, and no training episode plays it any more
+            self._retired.pop(gone, None)
         for env, outcome in zip(envs, outcomes):
             snapshot = int(ids[env])
             if snapshot not in self.pool.ids():

@@ -298,3 +298,17 @@ def test_vectorize_refuses_teams_and_seeds_run(tmp_path: Path, capsys: pytest.Ca
     assert main(["train", str(TAG), *sets([*SMALL, "run.total_env_steps=50"]), "--seeds", "1,2", "--run-dir",
                  str(tmp_path / "sweep"), "--quiet"]) == 0
     assert len(list((tmp_path / "sweep").glob("*/metrics.csv"))) == 2
+
+
+def test_a_snapshot_evicted_mid_episode_plays_its_episode_out(tmp_path: Path) -> None:
+    """Pool of 1, a snapshot every iteration, rollouts of 10 steps in episodes of 25: the snapshot an
+    episode began with leaves the pool while the episode runs, and still plays it to its end."""
+    pytest.importorskip("openskill", reason="ratings need openskill (pip install harl[teams])")
+    path = tmp_path / "selfplay.toml"
+    path.write_text((ROOT / "pipelines" / "happo_mpe_spread.toml").read_text()
+                    + '\n[teams.red]\nagents = ["agent_0", "agent_1"]\n[teams.blue]\nagents = ["agent_2", "agent_3"]\n'
+                    'role = "self_play"\nof = "red"\nsnapshot_every = 1\npool_size = 1\n')
+    small = [*SMALL, "env.n_agents=4", "env.team_reward=false", "collector.backend=inline",
+             "collector.rollout_length=10", "run.total_env_steps=100"]
+    assert main(["train", str(path), *sets(small), "--run-dir", str(tmp_path / "run"), "--quiet"]) == 0
+    assert len(read_metrics(tmp_path / "run" / "metrics.csv")) == 5
