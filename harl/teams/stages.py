@@ -80,13 +80,6 @@ class TeamsBuffer:
     def insert(self, record: Any) -> None:
         raise TypeError("a teams pipeline's buffer is filled per team: insert into buffer.members[NAME]")
 
-    def state_dict(self) -> dict[str, Any]:
-        return {name: buffer.state_dict() for name, buffer in self.members.items()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for name, buffer in self.members.items():
-            buffer.load_state_dict(state[name])
-
 
 @attrs.define
 class TeamsReturns:
