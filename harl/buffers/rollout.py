@@ -247,6 +247,30 @@ class RolloutBuffer:
             x[0].copy_(x[-1])
         self.step = 0
 
+    def _carried_slots(self) -> dict[str, torch.Tensor]:
+        named = {f"obs{i}": o for i, o in enumerate(self.obs)}
+        named.update({f"avail{i}": a for i, a in enumerate(self.avail) if a is not None})
+        named.update({"state": self.state, "active": self.active, "values": self.values, "starts": self.starts})
+        named.update({f"hidden{i}": h for i, h in enumerate(self.hidden or [])})
+        if self.critic_hidden is not None:
+            named["critic_hidden"] = self.critic_hidden
+        return named
+
+    def carried(self) -> dict[str, torch.Tensor]:
+        """What ``roll_over`` carries into the next rollout (the last slot: observations, state,
+        masks, GRU states, ...), copied to the CPU: a checkpoint's record of where the next rollout
+        starts, for ``carry_in``."""
+        return {name: x[-1].detach().cpu().clone() for name, x in self._carried_slots().items()}
+
+    def carry_in(self, carried: dict[str, torch.Tensor]) -> None:
+        """Slot 0 from ``carried()`` of a buffer of the same layout, as ``roll_over`` would set it."""
+        slots = self._carried_slots()
+        if carried.keys() != slots.keys():
+            raise ValueError(f"carry_in: expected the slots {sorted(slots)}, got {sorted(carried)}")
+        for name, x in slots.items():
+            x[0].copy_(carried[name])
+        self.step = 0
+
     def normalized_advantages(self, agent: int) -> torch.Tensor:
         """(T, E) advantages for one agent, standardised over its active samples (EP, FP per_agent),
         or, FP joint, over all agents' active samples with HARL's population std."""

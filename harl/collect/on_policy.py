@@ -25,7 +25,7 @@ from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
-from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
+from harl.envs.protocol import VectorEnv, VectorStep, can_set_env_state, get_env_state, is_tensor_native
 from harl.errors import EnvCrashedError
 from harl.policy.on_policy import OnPolicyActors
 from harl.registry import register
@@ -95,6 +95,8 @@ class OnPolicyCollector:
         """The env takes and returns torch tensors: no numpy round trip."""
         self.started = False
         self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
+        self._resume: dict[str, Any] | None = None  # a checkpoint's whole env state and next rollout start
+        self._buffer: Any = None  # the buffer of the last finished rollout (what the next one starts from)
         self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
         self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
 
@@ -104,7 +106,10 @@ class OnPolicyCollector:
         return self.config.rollout_length * self.config.n_envs
 
     def state_dict(self) -> dict[str, Any]:
-        """How the envs' current episodes began, so a resumed run can begin them again.
+        """How the envs' current episodes began, so a resumed run can begin them again; and, where
+        the env gives its whole state (``harl.envs.protocol.VectorEnv.get_state``) and the buffer
+        what its next rollout starts from (``RolloutBuffer.carried``), both (``env_state``,
+        ``next``), so that a resumed run continues the episodes under way exactly.
 
         Asked while a ``collect`` was cut short (an env crashed, a second Ctrl-C), or after the
         envs failed to answer it, it does not talk to them (closed, or with a step in flight):
@@ -114,18 +119,32 @@ class OnPolicyCollector:
         if self._use_saved:
             return self._saved
         try:
-            return {"started": self.started, "episode_starts": self.venv.episode_starts() if self.started else None}
+            return self._state()
         except EnvCrashedError:  # a worker died since the collect: the exit-save takes the saved state
             self._use_saved = True
             raise
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """The first ``collect`` after this restarts the saved episodes instead of seeding anew.
+    def _state(self) -> dict[str, Any]:
+        if not self.started:
+            return {"started": False, "episode_starts": None}
+        state = {"started": True, "episode_starts": self.venv.episode_starts()}
+        carried = getattr(self._buffer, "carried", None)
+        env_state = None if carried is None else get_env_state(self.venv)
+        if carried is not None and env_state is not None:
+            state.update(env_state=env_state, next=carried())
+        return state
 
-        Exact when every env was at an episode's first step at the checkpoint (as when the
-        rollout length is a multiple of the episode length); otherwise those episodes start over.
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The first ``collect`` after this continues the saved episodes, or restarts them.
+
+        A checkpoint with the envs' whole state (``env_state``, ``next``; see ``state_dict``)
+        restores it where the env takes it (``set_state``): exact at any rollout length.
+        Otherwise the saved episodes begin again from their starts: exact when every env was at an
+        episode's first step at the checkpoint (as when the rollout length is a multiple of the
+        episode length); otherwise those episodes start over.
         """
         self._restart = state["episode_starts"] if state["started"] else None
+        self._resume = state if state["started"] and "env_state" in state else None
         self._saved = state
 
     def take_restart(self) -> list[dict[str, Any]] | None:
@@ -134,12 +153,30 @@ class OnPolicyCollector:
         restart, self._restart = self._restart, None
         return restart
 
+    def take_resume(self) -> dict[str, Any] | None:
+        """The checkpoint's whole env state and next rollout start (``env_state``: for the envs'
+        ``set_state``, ``next``: for ``carry_in``), or None (and forget them): for a caller that
+        restores the envs itself (a population, ``harl.population``)."""
+        resume, self._resume = self._resume, None
+        return resume
+
+    def carry_in(self, buffer: RolloutBuffer, carried: dict[str, Any]) -> None:
+        """Start the next rollout from a checkpoint's ``next`` (the envs restored by the caller)."""
+        buffer.carry_in(carried)
+        self._restart = None
+        self.started = True
+
     def start(self, buffer: RolloutBuffer, first: StartRecord | None = None) -> None:
         """Reset the envs (or restart a checkpoint's episodes) and give the buffer their first
         observations; ``first``: the envs were reset by the caller (HARL's runner ``warmup``)."""
         if first is not None:
             buffer.start(first)
             self.started = True
+            return
+        resume = self.take_resume()
+        if resume is not None and can_set_env_state(self.venv) and hasattr(buffer, "carry_in"):
+            self.venv.set_state(resume["env_state"])  # type: ignore[attr-defined]
+            self.carry_in(buffer, resume["next"])
             return
         if self._restart is not None:
             obs, state, avail = self.venv.restart(self._restart)
@@ -197,6 +234,7 @@ class OnPolicyCollector:
     @torch.no_grad()
     def finish(self, buffer: RolloutBuffer) -> None:
         """V of the state after the rollout's last step, for the returns stage to bootstrap from."""
+        self._buffer = buffer
         inputs = buffer.inputs(buffer.length)
         seen = critic_input(self.critic, inputs.obs, inputs.state)
         if inputs.critic_hidden is None:
@@ -219,7 +257,7 @@ class OnPolicyCollector:
             buffer.insert(self.observe(acting, step))
             episodes.extend(step.episode_infos)
         self.finish(buffer)
-        self._saved = {"started": True, "episode_starts": self.venv.episode_starts()}
+        self._saved = self._state()
         self._use_saved = False
         return CollectStats(buffer.length * buffer.n_envs, episodes)
 

@@ -136,6 +136,8 @@ class MPEEnv:
         self._continuous = config.continuous_actions
         self._max_cycles = config.max_cycles
         self._steps = 0
+        self._episode_start: dict[str, Any] = {"seed": None, "rng": None}
+        """How the current episode began: its reset's seed, or mpe2's generator before it (``get_state``)."""
         # BaseScenario.is_terminal exists since mpe2 1.0; older scenarios never terminate.
         self._is_terminal = getattr(raw.scenario, "is_terminal", None)
         legacy = config.variant == "pettingzoo_1.22"
@@ -186,6 +188,7 @@ class MPEEnv:
         self, seed: int | None = None
     ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray] | None]:
         """Start an episode; a seed re-seeds mpe2's generator exactly as ``raw_env.reset`` does."""
+        self._episode_start = {"seed": seed, "rng": None if seed is not None else self.get_rng_state()}
         self._raw.reset(seed=seed)
         self._steps = 0
         self._side_returns[:] = 0.0
@@ -254,6 +257,35 @@ class MPEEnv:
 
     def set_rng_state(self, state: dict[str, Any]) -> None:
         self._raw.np_random.bit_generator.state = state
+
+    def get_state(self) -> dict[str, Any]:
+        """The whole env mid-episode (``harl.envs.protocol.MultiAgentEnv``): how its episode began
+        (the reset's seed, or mpe2's generator before it), every entity's position and velocity and
+        every agent's utterance now, the step count, the generator now and the side accumulators.
+
+        What a reset sets besides positions (colours, goal landmarks, speeds) never changes within
+        an episode, so ``set_state`` replays the episode's reset for it and then puts the moving
+        parts back: a copy of the world costs a few arrays, not a pickle of mpe2's objects."""
+        n_agents = self.n_agents
+        entities = [(e.state.p_pos.copy(), e.state.p_vel.copy(), e.state.c.copy() if k < n_agents else None)
+                    for k, e in enumerate(self._world.entities)]
+        return {"start": dict(self._episode_start), "entities": entities, "steps": self._steps,
+                "rng": self.get_rng_state(), "side_returns": self._side_returns.copy(), "captures": self._captures}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``get_state``'s snapshot: the next ``step`` is the one that followed it."""
+        start = state["start"]
+        if start["seed"] is None and start["rng"] is not None:
+            self.set_rng_state(start["rng"])
+        self.reset(start["seed"])
+        for entity, (pos, vel, c) in zip(self._world.entities, state["entities"], strict=True):
+            entity.state.p_pos, entity.state.p_vel = pos.copy(), vel.copy()
+            if c is not None:
+                entity.state.c = c.copy()
+        self._steps = int(state["steps"])
+        self._side_returns[:] = state["side_returns"]
+        self._captures = state["captures"]
+        self.set_rng_state(state["rng"])
 
     def render(self) -> np.ndarray:
         """An RGB frame ``(height, width, 3)``; needs ``make_mpe_env(..., render_mode="rgb_array")``."""

@@ -72,6 +72,12 @@ class MultiAgentEnv(Protocol):
     them a resumed env starts from its first seed again.  Optional too: ``summary``, a short
     line ``harl check`` shows beside the env (e.g. where the global state comes from).
 
+    Optional, for exact resume at any rollout length: ``get_state() -> Any`` (a picklable
+    snapshot of the whole env mid-episode: its world, step counter, episode accumulators and
+    random generator) and ``set_state(state)`` (the env continues from it: its next ``step``
+    is the one that would have followed the snapshot).  ``InlineVectorEnv`` offers the vector
+    env's ``get_state`` only when every env has them (MPE's does).
+
     Optional, for teams: ``agent_names: list[str]`` (one unique name per agent, in agent
     order; default ``agent_0 .. agent_{n-1}``) and ``agent_groups: dict[str, list[str]]``
     (the env's own sides, each naming its agents, e.g. ``{"adversary": ["adversary_0"],
@@ -152,6 +158,18 @@ class VectorEnv(Protocol):
 
     Optional too: ``agent_names`` and ``agent_groups``, taken from its envs (see
     ``MultiAgentEnv``; ``harl.envs.names`` reads them with their defaults).
+
+    Optional, for exact resume mid-episode: ``get_state() -> list[Any] | None``, every env's
+    whole state now (one picklable entry per env, in env order: its world, step counter, the
+    vector env's episode return and length accumulators; state the envs share, such as one
+    generator, in entry 0), or None where it cannot be captured now; and
+    ``set_state(states)``, which restores such a list (of these ``n_envs`` envs, or rows of
+    several such lists concatenated, as a population splits and joins them) so that the next
+    ``step`` continues the captured episodes.  A collector then saves it with its next
+    rollout's first observations and resumes exactly at any rollout length; without it a
+    resumed run restarts the episodes under way from their starts (``episode_starts`` /
+    ``restart``).  Read it with ``get_env_state``; the torch MPE and the inline backend over
+    envs with ``get_state`` / ``set_state`` (MPE) offer it.
     """
 
     n_envs: int
@@ -188,6 +206,18 @@ class TensorNativeVectorEnv(VectorEnv, Protocol):
 
     tensor_native: bool
     device: torch.device
+
+
+def get_env_state(venv: Any) -> list[Any] | None:
+    """``venv``'s whole state (its optional ``get_state``, see ``VectorEnv``), or None where it has
+    none or cannot give it now."""
+    get = getattr(venv, "get_state", None)
+    return None if get is None else get()
+
+
+def can_set_env_state(venv: Any) -> bool:
+    """Whether ``venv`` restores ``get_env_state``'s list (its optional ``set_state``)."""
+    return callable(getattr(venv, "set_state", None))
 
 
 def is_tensor_native(venv: Any) -> TypeGuard[TensorNativeVectorEnv]:

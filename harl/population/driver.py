@@ -38,7 +38,7 @@ import torch
 from harl.buffers.records import StartRecord
 from harl.compose import capped_threads, env_backend, resolve_device, seed_everything
 from harl.envs.footprint import check_sizes
-from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.envs.protocol import VectorEnv, can_set_env_state, is_tensor_native
 from harl.envs.vector import make_vector_env
 from harl.errors import HarlError
 from harl.logging.progress import ProgressView
@@ -121,6 +121,8 @@ class Population:
         return len(self.trainers)
 
     def _start(self) -> None:
+        if self._resume():
+            return
         restarts = [t.stages.collector.take_restart() for t in self.trainers]
         if all(r is not None for r in restarts):
             obs, state, avail = self.venv.restart([s for r in restarts for s in r])
@@ -130,6 +132,19 @@ class Population:
             stages = self.trainers[s].stages
             stages.collector.start(stages.buffer, StartRecord(o, st, av))
         self.started = True
+
+    def _resume(self) -> bool:
+        """Continue the members' checkpoints' episodes where every member saved its worlds' whole state
+        and the env takes it (``set_state``): exact at any rollout length.  False: restart them."""
+        takes = [getattr(t.stages.collector, "take_resume", None) for t in self.trainers]
+        resumes = [None if take is None else take() for take in takes]
+        if not can_set_env_state(self.venv) or any(r is None for r in resumes):
+            return False
+        self.venv.set_state([s for r in resumes for s in r["env_state"]])  # type: ignore[attr-defined, index]
+        for t, r in zip(self.trainers, resumes):
+            t.stages.collector.carry_in(t.stages.buffer, r["next"])  # type: ignore[index]
+        self.started = True
+        return True
 
     def collect(self) -> dict[int, Any]:
         """One iteration's steps of every live member (the family's batched collection); its

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from harl.envs.protocol import VectorEnv, VectorStep
+from harl.envs.protocol import VectorEnv, VectorStep, get_env_state
 
 
 class MemberView:
@@ -38,10 +38,15 @@ class MemberView:
     def episode_starts(self) -> list[dict[str, Any]]:
         return self.population_venv.episode_starts()[self.rows]
 
+    def get_state(self) -> list[Any] | None:
+        """Its worlds' whole state (the population env's ``get_state`` rows), or None where that has none."""
+        states = get_env_state(self.population_venv)
+        return None if states is None else states[self.rows]
+
     def _driven(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a population member's envs are stepped by its population (harl.population)")
 
-    reset = step = restart = _driven
+    reset = step = restart = set_state = _driven
 
     def get_rng_state(self) -> list[Any]:
         return self.population_venv.get_rng_state()

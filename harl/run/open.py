@@ -18,6 +18,7 @@ import attrs
 from harl.compose import Stages, build_stages
 from harl.config.loading import parse_toml, structure_pipeline
 from harl.config.spec import PipelineSpec
+from harl.envs.protocol import can_set_env_state
 from harl.errors import CheckpointError, ConfigError
 from harl.run.resume_check import check_resumable
 from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
@@ -52,6 +53,15 @@ def restore(stages: Stages, state: dict[str, Any], networks_only: bool = False) 
             f"the checkpoint does not fit this pipeline's networks ({str(exc).splitlines()[0]}); "
             "was the run's pipeline.toml edited after the checkpoint was written?"
         ) from None
+
+
+def restarts_episodes(saved: Any, venv: Any) -> bool:
+    """Whether a collector's checkpoint state ``saved`` has episodes under way that a resume on ``venv``
+    begins again from their first step: no whole env state saved (``env_state``), or an env (a
+    population's, for a member's view) that cannot take it (``harl.envs.protocol.VectorEnv.set_state``)."""
+    if not isinstance(saved, dict) or not any(s.get("steps") for s in saved.get("episode_starts") or ()):
+        return False
+    return "env_state" not in saved or not can_set_env_state(getattr(venv, "population_venv", venv))
 
 
 def small(spec: PipelineSpec) -> PipelineSpec:
@@ -122,4 +132,9 @@ def open_run(run_dir: Path | str, checkpoint: Path | str | None = None, *, full:
         stages.notes.append(f"{path.name} holds no replay buffer ([checkpoint] replay_buffer = false): the resumed "
                             "run starts it empty, so its updates differ from an uninterrupted run's until the "
                             "buffer refills")
+    if full and restarts_episodes(state.get("collector"), stages.venv):
+        stages.notes.append(f"{path.name} was written with episodes under way, and this env cannot save and "
+                            "restore its whole state (get_state / set_state): those episodes begin again from "
+                            "their first step, so the resumed run is deterministic but differs from an "
+                            "uninterrupted one")
     return OpenRun(run_dir, spec, text, path, state, stages)

@@ -49,21 +49,25 @@ def test_steps_that_end_no_episode_read_nothing_back(pipeline: str, length: str,
 
             monkeypatch.setattr(torch.Tensor, name, counted)
         venv = stages.collector.venv
-        starts = venv.episode_starts
 
-        def once_per_iteration() -> Any:  # the checkpoint's record, taken once per collect
-            counting[0] = False
-            mode = torch.cuda.get_sync_debug_mode() if device == "cuda" else 0
-            if device == "cuda":
-                torch.cuda.set_sync_debug_mode("default")
-            try:
-                return starts()
-            finally:
-                counting[0] = True
+        def once_per_iteration(read: Any) -> Any:  # the checkpoint's record, taken once per collect
+            def uncounted() -> Any:
+                counting[0] = False
+                mode = torch.cuda.get_sync_debug_mode() if device == "cuda" else 0
                 if device == "cuda":
-                    torch.cuda.set_sync_debug_mode(mode)
+                    torch.cuda.set_sync_debug_mode("default")
+                try:
+                    return read()
+                finally:
+                    counting[0] = True
+                    if device == "cuda":
+                        torch.cuda.set_sync_debug_mode(mode)
+            return uncounted
 
-        monkeypatch.setattr(venv, "episode_starts", once_per_iteration)
+        # the record: how the episodes began and, on-policy, the envs' whole state and the next start
+        for owner, name in ((venv, "episode_starts"), (venv, "get_state"), (stages.buffer, "carried")):
+            if hasattr(owner, name):
+                monkeypatch.setattr(owner, name, once_per_iteration(getattr(owner, name)))
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.set_sync_debug_mode("error")

@@ -10,7 +10,9 @@ time limit ``max_cycles`` ends an episode as truncated (these scenarios never te
 Randomness: one ``torch.Generator`` on the device draws every reset (MPE is deterministic
 between resets).  For exact resume, ``episode_starts`` records each env's initial world
 itself and the generator's state, so ``restart`` replays any env's episode alone and the
-resets after it are those the checkpointed run would have drawn.
+resets after it are those the checkpointed run would have drawn.  ``get_state`` /
+``set_state`` capture and restore the whole batch mid-episode (worlds, initial worlds, episode
+returns and lengths, the generator), so a resume continues the episodes under way exactly.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ Reset = tuple[list[torch.Tensor], torch.Tensor, list[torch.Tensor] | None]
 
 _INITIAL = ("agent_pos", "landmark_pos", "goals")
 """The parts of a world that a reset draws (velocities and utterances start at zero)."""
+_WORLD = ("agent_pos", "agent_vel", "landmark_pos", "comm", "goals")
+"""Every part of a world (``World``): what ``get_state`` captures mid-episode."""
 
 
 def _device(name: str) -> torch.device:
@@ -182,6 +186,38 @@ class MPETorchVectorEnv:
         self._generator.set_state(starts[0]["generator"])
         stacked = {name: np.stack([start[name] for start in starts]) for name in _INITIAL}
         return self.set_initial_worlds(torch.arange(self.n_envs), **stacked)
+
+    def get_state(self) -> list[dict[str, Any]]:
+        """Every env's whole state now (``harl.envs.protocol.VectorEnv``), numpy, picklable: its
+        world (positions, velocities, utterances, goals), its episode's initial world, return and
+        length; entry 0 also holds the generator and how far the envs have run together."""
+        world = {name: getattr(self._world, name).cpu().numpy() for name in _WORLD}
+        start = {name: value.cpu().numpy() for name, value in self._start.items()}
+        returns, lengths = self._returns.cpu().numpy(), self._lengths.cpu().numpy()
+        states = [{"world": {name: world[name][k].copy() for name in _WORLD},
+                   "start": {name: start[name][k].copy() for name in _INITIAL},
+                   "return": float(returns[k]), "length": int(lengths[k])} for k in range(self.n_envs)]
+        states[0]["generator"] = self._generator.get_state()
+        states[0]["lockstep"] = self._lockstep
+        return states
+
+    def set_state(self, states: Sequence[dict[str, Any]]) -> None:
+        """Restore ``get_state``'s list (or rows of several joined, entry 0 holding the generator):
+        the next ``step`` continues the episodes it captured."""
+        if len(states) != self.n_envs:
+            raise ValueError(f"set_state needs {self.n_envs} env states, got {len(states)}")
+        for name in _WORLD:
+            target = getattr(self._world, name)
+            target.copy_(torch.as_tensor(np.stack([s["world"][name] for s in states]), device=self.device))
+        for name in _INITIAL:
+            self._start[name].copy_(torch.as_tensor(np.stack([s["start"][name] for s in states]), device=self.device))
+        self._returns.copy_(torch.tensor([s["return"] for s in states], dtype=torch.float64))
+        self._lengths.copy_(torch.tensor([s["length"] for s in states], dtype=torch.int64))
+        self._generator.set_state(states[0]["generator"])
+        lengths = {s["length"] for s in states}
+        # rows of several vector envs: in lockstep where every episode has run as long
+        self._lockstep = states[0]["lockstep"] if len(lengths) == 1 and states[0]["lockstep"] is not None else None
+        self._reset_before = True
 
     def get_rng_state(self) -> list[Any]:
         """One generator draws every env's resets: its state is entry 0."""

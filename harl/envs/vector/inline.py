@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -108,6 +108,32 @@ class InlineVectorEnv:
                     seed = self._seed + k
             seeds.append(seed)
         return self._reset_all(seeds)
+
+    def get_state(self) -> list[dict[str, Any]] | None:
+        """Every env's whole state now (``harl.envs.protocol.VectorEnv``): its own ``get_state``, how
+        its episode began and the episode's return and length so far; None unless every env has
+        ``get_state`` and ``set_state``."""
+        if not all(callable(getattr(env, "get_state", None)) and callable(getattr(env, "set_state", None))
+                   for env in self.envs):
+            return None
+        return [{"env": cast(Any, env).get_state(), "start": dict(start), "return": float(ret), "length": int(length)}
+                for env, start, ret, length in zip(self.envs, self._starts, self._returns, self._lengths)]
+
+    def set_state(self, states: Sequence[dict[str, Any]]) -> None:
+        """Restore ``get_state``'s list: the next ``step`` continues the episodes it captured."""
+        per_env(states, self.n_envs, "set_state", "env states")
+        for k, (env, state) in enumerate(zip(self.envs, states)):
+            call = WATCH.enter(self._timeout_s, (self._check.name, k, "restoring its state"))
+            try:
+                cast(Any, env).set_state(state["env"])
+            except Exception as exc:
+                self._raise_crashed(k, "restoring its state", exc)
+            finally:
+                WATCH.leave(call)
+            self._starts[k] = dict(state["start"])
+            self._returns[k] = state["return"]
+            self._lengths[k] = state["length"]
+        self._reset_before = True
 
     def get_rng_state(self) -> list[Any]:
         """Each env's RNG state now (None for an env without ``get_rng_state``)."""

@@ -152,7 +152,7 @@ def _worker_main(conn: Connection, config_bytes: bytes, n_envs: int, seed: int) 
                 conn.send(("ok", (step.episode_infos, step.avail is not None)))
             elif command == "reset":
                 conn.send(("ok", venv.reset(argument)))
-            elif command in ("episode_starts", "restart", "get_rng_state", "set_rng_state"):
+            elif command in ("episode_starts", "restart", "get_rng_state", "set_rng_state", "get_state", "set_state"):
                 method = getattr(venv, command)
                 conn.send(("ok", method() if argument is None else method(argument)))
             elif command == "close":
@@ -319,6 +319,16 @@ class SubprocessVectorEnv:
         parts = self._call("restart", chunks, "resetting")
         self._pending.clear()
         return self._keep(concat_resets(parts))
+
+    def get_state(self) -> list[Any] | None:
+        """Every env's whole state now (see ``InlineVectorEnv.get_state``); None unless every env has it."""
+        parts = self._call("get_state", None, "reporting its state")
+        return None if any(part is None for part in parts) else [s for part in parts for s in part]
+
+    def set_state(self, states: Sequence[Any]) -> None:
+        """Restore ``get_state``'s list: the next ``step`` continues the episodes it captured."""
+        per_env(states, self.n_envs, "set_state", "env states")
+        self._call("set_state", [list(states[w.start:w.stop]) for w in self._check_open()], "restoring its state")
 
     def get_rng_state(self) -> list[Any]:
         """Each env's RNG state now (None for an env without ``get_rng_state``)."""
