@@ -133,8 +133,8 @@ def open_run(run_dir: Path | str, checkpoint: Path | str | None = None, *, full:
                             "run starts it empty, so its updates differ from an uninterrupted run's until the "
                             "buffer refills")
     if full and restarts_episodes(state.get("collector"), stages.venv):
-        stages.notes.append(f"{path.name} was written with episodes under way, and this env cannot save and "
-                            "restore its whole state (get_state / set_state): those episodes begin again from "
-                            "their first step, so the resumed run is deterministic but differs from an "
-                            "uninterrupted one")
+        stages.notes.append(f"{path.name} was written with episodes under way and holds no env state this run "
+                            "can restore (on-policy collectors save it where the env has get_state / "
+                            "set_state): those episodes begin again from their first step, so the resumed "
+                            "run is deterministic but differs from an uninterrupted one")
     return OpenRun(run_dir, spec, text, path, state, stages)
