@@ -141,6 +141,10 @@ class EpisodeCollector:
         self._episode_start = torch.zeros(E, dtype=torch.long)
         """The env step each env's current episode began at (its epsilon with ``per_episode``)."""
         self.hook: EpisodeHook | None = None
+
+    def updates_with(self, hook: EpisodeHook) -> None:
+        """Take the gradient steps ``hook`` gives inside collection, as episodes end (``[updater] timing``)."""
+        self.hook = hook
         """Told of the episodes each vector step ends (see the module docstring)."""
 
     @property

@@ -109,7 +109,7 @@ def build(spec: Any, parts: registry.Parts) -> Built:
     buffer = registry.build(spec.buffer, parts)
     collector = registry.build(spec.collector, parts)
     if spec.updater.timing == "per_episode" and isinstance(collector, EpisodeCollector):
-        collector.hook = updater  # the gradient steps follow the episodes inside collection, as EPyMARL's loop
+        collector.updates_with(updater)  # the gradient steps follow the episodes inside collection, as EPyMARL's loop
     return Built(parts.policy, parts.critic, parts.returns, buffer, collector, updater)
 
 

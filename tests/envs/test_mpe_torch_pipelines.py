@@ -9,6 +9,7 @@ import pytest
 from harl.compose import build_stages
 from harl.config.loading import load_spec_and_notes, read_toml
 from harl.envs.mpe import MPEConfig, make_mpe_env
+from harl.envs.mpe_keys import SCENARIOS as TORCH_SCENARIOS
 from harl.envs.mpe_torch.vector import MPETorchVectorEnv
 from tests.train_briefly import train_briefly
 
@@ -16,7 +17,9 @@ pytest.importorskip("mpe2")
 
 ROOT = Path(__file__).parent.parent.parent
 MPE_PIPELINES = [p for p in sorted(ROOT.glob("pipelines/*.toml"))
-                 if read_toml(p).get("env", {}).get("kind") == "mpe"]
+                 if read_toml(p).get("env", {}).get("kind") == "mpe"
+                 and read_toml(p)["env"].get("scenario", "simple_spread") in TORCH_SCENARIOS]
+"""The shipped MPE pipelines of a scenario the torch MPE plays (not the competitive ones, mpe2's only)."""
 
 
 def test_there_are_mpe_pipelines() -> None:
