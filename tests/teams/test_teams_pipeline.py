@@ -312,3 +312,20 @@ def test_a_snapshot_evicted_mid_episode_plays_its_episode_out(tmp_path: Path) ->
              "collector.rollout_length=10", "run.total_env_steps=100"]
     assert main(["train", str(path), *sets(small), "--run-dir", str(tmp_path / "run"), "--quiet"]) == 0
     assert len(read_metrics(tmp_path / "run" / "metrics.csv")) == 5
+
+
+def test_a_pettingzoo_parallel_game_in_teams(tmp_path: Path) -> None:
+    """Any PettingZoo parallel env whose agents fall into teams (its names' prefixes are its groups):
+    mpe2's simple_adversary through the generic adapter, the adversary against the good agents."""
+    pytest.importorskip("pettingzoo", reason="the PettingZoo adapter (pip install harl[pettingzoo])")
+    text = TAG.read_text(encoding="utf-8")
+    head, tail = text[:text.index("[env]")], text[text.index("[collector]"):text.index("[teams.predators]")]
+    path = tmp_path / "pz.toml"
+    path.write_text(head + '[env]\nkind = "pettingzoo"\nenv = "mpe2.simple_adversary_v3"\n'
+                    '[env.kwargs]\nmax_cycles = 25\n\n' + tail
+                    + '[teams.adversary]\nagents = ["adversary"]\n[teams.good]\nagents = ["agent"]\n'
+                    + text[text.index("[evaluator]"):], encoding="utf-8")
+    assert main(["train", str(path), *sets([*SMALL, "run.total_env_steps=50"]), "--run-dir", str(tmp_path / "run"),
+                 "--quiet"]) == 0
+    row = read_metrics(tmp_path / "run" / "metrics.csv")[0]
+    assert {"adversary_train_return", "good_train_return", "adversary_value_loss", "good_value_loss"} <= set(row)
