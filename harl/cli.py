@@ -86,9 +86,11 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 def cmd_stages(args: argparse.Namespace, console: Console) -> int:
     if args.slot in (None, "families"):  # what the collector's kind chooses: its family's stages
         table = Table(title="families (a pipeline's is its collector kind's)", title_justify="left")
-        for column in ("family", "what it is", "algorithms"):
-            table.add_column(column, overflow="fold")  # a user family's dotted name is never cut
-        for name, doc in api.families():
+        families = api.families()
+        table.add_column("family", no_wrap=True, min_width=max(len(name) for name, _ in families))  # never cut
+        for column in ("what it is", "algorithms"):
+            table.add_column(column, overflow="fold")
+        for name, doc in families:
             named = [a.name for a in api.algorithms(name)]
             table.add_row(escape(name), escape(doc), escape(", ".join(named) or "-"))
         console.print(table)
