@@ -212,6 +212,7 @@ def test_smax_names_are_jaxmarls_allies() -> None:
 
 
 def test_air_combat_dogfight_learners_are_blue() -> None:
+    pytest.importorskip("jsbsim", reason="the air-combat env flies JSBSim's F-16 (pip install harl[lag])")
     from harl.envs.air_combat.config import AirCombatConfig
     from harl.envs.air_combat.dogfight import DogfightEnv
 
