@@ -132,11 +132,55 @@ class TeamActor:
         return draw.reshape(-1, *space["shape"])
 
 
+class JointTeamActor:
+    """A team that acts through one module (MAT: ``"joint"`` in the manifest): every agent's
+    observations stacked ``(B, A, obs_dim)`` in, every agent's deterministic action out."""
+
+    def __init__(self, module: Any, joint: dict[str, Any], agents: Sequence[dict[str, Any]]) -> None:
+        self.module = module
+        self.joint = dict(joint)
+        self.agents = list(agents)
+        self.n_agents = int(joint["n_agents"])
+        self.obs_dim = int(joint["obs_dim"])
+        self.hidden_size = 0
+        names = [t["name"] for t in joint["inputs"]]
+        self.mask_width = int(joint["inputs"][names.index("avail")]["shape"][2]) if "avail" in names else 0
+
+    def initial_hidden(self, n_envs: int = 1, device: Any = None) -> None:
+        """None: nothing is carried from step to step."""
+        return None
+
+    @torch.no_grad()
+    def act(self, obs: Sequence[Any], avail: Sequence[Any] | None = None, deterministic: Any = True,
+            hidden: Any = None, starts: Any = None) -> tuple[list[np.ndarray], None]:
+        """(one action per agent, None): ``TeamActor.act``'s contract; the joint module takes the
+        deterministic actions only (``deterministic=False`` is refused)."""
+        if not deterministic:
+            raise HarlError("this team acts through one joint module (MAT) whose export takes the "
+                            "deterministic actions only; call act(..., deterministic=True)")
+        single = np.ndim(obs[0]) == 1
+        batch = 1 if single else int(np.shape(obs[0])[0])
+        stacked = np.zeros((batch, self.n_agents, self.obs_dim), np.float32)
+        for i in range(self.n_agents):
+            row = np.asarray(obs[i], np.float32).reshape(batch, -1)
+            stacked[:, i, :row.shape[1]] = row  # narrower observations are zero-padded, as MAT pads them
+        inputs = [torch.as_tensor(stacked)]
+        if self.mask_width:
+            mask = np.ones((batch, self.n_agents, self.mask_width), np.float32)
+            if avail is not None:
+                for i in range(self.n_agents):
+                    if avail[i] is not None:
+                        mask[:, i] = np.asarray(avail[i], np.float32).reshape(batch, self.mask_width)
+            inputs.append(torch.as_tensor(mask))
+        actions = self.module(*inputs).numpy()
+        return [actions[0, i] if single else actions[:, i] for i in range(self.n_agents)], None
+
+
 _PARAM_NAMES = {"gaussian": ("mean", "std"), "squashed_gaussian": ("mu", "log_std"),
                 "categorical": ("logits",), "deterministic": (), "q": ("q_values",)}
 
 
-def load_policy(path: str | Path, checkpoint: str | Path | None = None) -> TeamActor:
+def load_policy(path: str | Path, checkpoint: str | Path | None = None) -> TeamActor | JointTeamActor:
     """The team in ``path``: a ``harl export --format torchscript`` folder, or a run directory."""
     folder = Path(path)
     if (folder / MANIFEST).is_file():
@@ -148,14 +192,25 @@ def load_policy(path: str | Path, checkpoint: str | Path | None = None) -> TeamA
                 "onnxruntime (see docs/export.md)")
         with warnings.catch_warnings():  # torch.jit is deprecated, yet TorchScript is what libtorch loads
             warnings.simplefilter("ignore", DeprecationWarning)
+            if "joint" in manifest:  # one module for the whole team (MAT)
+                joint = manifest["joint"]
+                module = torch.jit.load(str(folder / joint["file"]), map_location="cpu")
+                return JointTeamActor(module, joint, manifest["agents"])
             modules = [torch.jit.load(str(folder / a["file"]), map_location="cpu") for a in manifest["agents"]]
         return TeamActor(modules, manifest["agents"])
     if (folder / "pipeline.toml").is_file():
         from harl.export import load_team
         from harl.export.deploy import deploy_team
-        from harl.export.manifest import agent_entry
+        from harl.export.joint import deploy_joint, joint_entry, joint_policy
+        from harl.export.manifest import agent_entry, joint_agent_entry
 
         team = load_team(folder, Path(checkpoint) if checkpoint else None)
+        policy = joint_policy(team.policy)
+        if policy is not None:
+            joint = deploy_joint(policy, team.action_spaces[0], team.masked)
+            agents = [joint_agent_entry(i, "", d, s) for i, (d, s)
+                      in enumerate(zip(team.observation_dims, team.action_spaces))]
+            return JointTeamActor(joint, joint_entry("", joint, team.action_spaces[0]), agents)
         modules = deploy_team(team.policy, team.action_spaces, team.masked, with_params=True)
         entries = [agent_entry(i, "", m, d, s) for i, (m, d, s)
                    in enumerate(zip(modules, team.observation_dims, team.action_spaces))]

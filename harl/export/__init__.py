@@ -7,6 +7,9 @@
                                                     # of what team.policy.export_actors() gives
     agent<i>.onnx / agent<i>.pt + policy.json       # one file per agent, the manifest beside them
 
+A team that acts through one network (MAT, MAT-Dec) ships as one TorchScript file instead,
+``team.pt``, of its whole auto-regressive acting (joint.py; the manifest's ``"joint"``).
+
 Each file computes the deterministic action in the env's own action space, as harl's
 ``evaluate`` would take it; ``with_params`` adds the distribution's parameters.
 """
@@ -20,11 +23,14 @@ from typing import Any
 import attrs
 import torch
 from gymnasium import spaces
+from torch import nn
 
 from harl.errors import HarlError, MissingExtraError
 from harl.export.deploy import DeployActor, deploy_team
-from harl.export.manifest import agent_entry, write_manifest
+from harl.export.joint import deploy_joint, joint_entry, joint_example, joint_policy
+from harl.export.manifest import agent_entry, joint_agent_entry, write_manifest
 from harl.nets.heads import avail_size
+from harl.policy.mat import MultiAgentTransformer
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 ONNX_OPSET = 17
@@ -90,7 +96,7 @@ def require_onnx() -> None:
             raise MissingExtraError("harl export --format onnx", "onnx", name) from exc
 
 
-def write_torchscript(module: DeployActor, example: tuple[torch.Tensor, ...], path: Path) -> None:
+def write_torchscript(module: nn.Module, example: tuple[torch.Tensor, ...], path: Path) -> None:
     # torch.jit is deprecated in favour of torch.export, but TorchScript is still what C++
     # (libtorch) loads; the GRU's shape checks become trace-time constants (harmless here).
     with torch.no_grad(), warnings.catch_warnings():
@@ -118,6 +124,9 @@ def export_team(team: LoadedTeam, fmt: str, out: Path, with_params: bool = False
     """Write one file per agent and ``policy.json`` into ``out``; the manifest's path."""
     if fmt not in FORMATS:
         raise HarlError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    policy = joint_policy(team.policy)
+    if policy is not None:  # one network for the whole team (MAT)
+        return export_joint(team, policy, fmt, out, with_params)
     if fmt == "onnx":
         require_onnx()
     out.mkdir(parents=True, exist_ok=True)
@@ -129,6 +138,24 @@ def export_team(team: LoadedTeam, fmt: str, out: Path, with_params: bool = False
         write(module, example_inputs(module, dim, space), out / file)
         entries.append(agent_entry(i, file, module, dim, space))
     return write_manifest(out, fmt, entries, team.pipeline, team.checkpoint)
+
+
+def export_joint(team: LoadedTeam, policy: MultiAgentTransformer, fmt: str, out: Path,
+                 with_params: bool) -> Path:
+    """A team acting through one network (MAT): one file, ``team.pt``, every agent's actions at once."""
+    if fmt != "torchscript":
+        raise HarlError("MAT's agents act through one transformer that decodes one agent after another; "
+                        "harl export ships it as one TorchScript module only: use --format torchscript")
+    if with_params:
+        raise HarlError("MAT's export takes the deterministic actions only (its decoding feeds each agent's "
+                        "action to the next); export it without --with-distribution")
+    module = deploy_joint(policy, team.action_spaces[0], team.masked)
+    out.mkdir(parents=True, exist_ok=True)
+    file = "team.pt"
+    write_torchscript(module, joint_example(module), out / file)
+    entries = [joint_agent_entry(i, file, dim, space)
+               for i, (dim, space) in enumerate(zip(team.observation_dims, team.action_spaces))]
+    return write_manifest(out, fmt, entries, team.pipeline, team.checkpoint, joint_entry(file, module, team.action_spaces[0]))
 
 
 def export_run(run_dir: Path, checkpoint: Path | None, fmt: str, out: Path, with_params: bool = False,

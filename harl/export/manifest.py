@@ -81,10 +81,19 @@ def agent_entry(index: int, file: str, module: DeployActor, obs_dim: int,
             "inputs": inputs, "outputs": outputs}
 
 
+def joint_agent_entry(index: int, file: str, obs_dim: int, space: spaces.Space) -> dict[str, Any]:
+    """An agent of a team that acts through one module (``"joint"`` in the manifest): its spaces."""
+    return {"agent": index, "file": file, "observation_space": {"type": "Box", "shape": [obs_dim]},
+            "action_space": describe(space), "distribution": "joint", "hidden_size": 0, "joint": True}
+
+
 def write_manifest(out: Path, fmt: str, agents: list[dict[str, Any]], pipeline: str,
-                   checkpoint: Path) -> Path:
-    data = {"format_version": FORMAT_VERSION, "harl_version": harl_version(), "format": fmt,
-            "checkpoint": str(checkpoint), "agents": agents, "pipeline": pipeline}
+                   checkpoint: Path, joint: dict[str, Any] | None = None) -> Path:
+    """``joint``: the one module every agent acts through (MAT), when the team has one."""
+    data: dict[str, Any] = {"format_version": FORMAT_VERSION, "harl_version": harl_version(), "format": fmt,
+                            "checkpoint": str(checkpoint), "agents": agents, "pipeline": pipeline}
+    if joint is not None:
+        data["joint"] = joint
     path = out / MANIFEST
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return path

@@ -246,7 +246,8 @@ class MultiAgentTransformer(nn.Module):
 
     def export_actors(self) -> list[nn.Module]:
         raise ConfigError("MAT's agents act through one transformer, decoding one agent after another; "
-                          "harl export ships one module per agent and cannot export it yet")
+                          "its agents have no modules of their own; harl export ships the whole team as one "
+                          "TorchScript module (harl.export.joint)")
 
     def stack_obs(self, obs: Sequence[Any]) -> torch.Tensor:
         """Per-agent ``(..., d_i)`` observations -> ``(..., A, d)``, zero-padded to the widest."""
