@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from collections.abc import Callable
 from types import ModuleType
 
 
@@ -76,3 +77,19 @@ def deprecated(old: str, new: str, stacklevel: int = 3) -> None:
     that calls this (a property, a module's ``__getattr__``), i.e. the code that still uses ``old``."""
     warnings.warn(f"{old} is deprecated: use {new} ({old} is removed in {REMOVED_IN})",
                   HarlDeprecationWarning, stacklevel=stacklevel)
+
+
+def old_names(module: str, renamed: dict[str, tuple[str, object]]) -> Callable[[str], object]:
+    """A module's ``__getattr__`` that serves each old name of ``renamed`` (old -> (new name, the object))
+    with a ``HarlDeprecationWarning``, and any other name as a missing attribute, as without one::
+
+        if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
+            __getattr__ = old_names(__name__, {"OldName": ("NewName", NewName)})
+    """
+    def __getattr__(name: str) -> object:
+        if name in renamed:
+            new, value = renamed[name]
+            deprecated(f"{module}.{name}", f"{module}.{new}")  # stacklevel 3: the code that used the old name
+            return value
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return __getattr__

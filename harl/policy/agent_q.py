@@ -25,7 +25,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from harl.errors import ConfigError, deprecated
+from harl.errors import ConfigError, old_names
 
 MASKED_Q = -1e9
 """What an unavailable action's Q value becomes before a max or an argmax."""
@@ -274,9 +274,4 @@ def epsilon_greedy(q: torch.Tensor, masks: torch.Tensor, epsilon: float | torch.
 
 
 if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
-    def __getattr__(name: str) -> Any:
-        """``AgentQTeam``: ``AgentQNetworks``'s older name (a *team* is now a set of agents), with a ``HarlDeprecationWarning``."""
-        if name == "AgentQTeam":
-            deprecated("harl.policy.agent_q.AgentQTeam", "harl.policy.agent_q.AgentQNetworks")
-            return AgentQNetworks
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = old_names(__name__, {"AgentQTeam": ("AgentQNetworks", AgentQNetworks)})  # a team: agents now

@@ -29,7 +29,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional as F
 
-from harl.errors import deprecated
+from harl.errors import old_names
 from harl.nets.heads import MASKED_LOGIT, add_up
 from harl.nets.mlp import MLP, init_linear
 from harl.nets.plain import EdgeLinear, masked_argmax, off_policy_encoder, plain_mlp, prefixed
@@ -415,9 +415,4 @@ def policy_builder(make_actor: Callable[..., nn.Module], with_targets: bool,
 
 
 if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
-    def __getattr__(name: str) -> Any:
-        """``OffPolicyTeam``: ``OffPolicyActors``'s older name (a *team* is now a set of agents), with a ``HarlDeprecationWarning``."""
-        if name == "OffPolicyTeam":
-            deprecated("harl.policy.off_policy.OffPolicyTeam", "harl.policy.off_policy.OffPolicyActors")
-            return OffPolicyActors
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = old_names(__name__, {"OffPolicyTeam": ("OffPolicyActors", OffPolicyActors)})  # a team: agents now

@@ -16,7 +16,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from harl.errors import ConfigError, deprecated
+from harl.errors import ConfigError, old_names
 from harl.nets.cnn import OnPolicyBase, on_policy_base
 from harl.nets.heads import make_head
 from harl.nets.image import choose_encoder, image_layout, is_image
@@ -319,9 +319,5 @@ def stochastic_policy(config: object, parts: Any) -> OnPolicyActors:
 
 
 if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
-    def __getattr__(name: str) -> Any:
-        """``TeamPolicy`` and ``OnPolicyTeam``: ``OnPolicyActors``'s older names, with a ``HarlDeprecationWarning``."""
-        if name in ("TeamPolicy", "OnPolicyTeam"):
-            deprecated(f"harl.policy.on_policy.{name}", "harl.policy.on_policy.OnPolicyActors")
-            return OnPolicyActors
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = old_names(__name__, {"TeamPolicy": ("OnPolicyActors", OnPolicyActors),
+                                       "OnPolicyTeam": ("OnPolicyActors", OnPolicyActors)})

@@ -33,7 +33,7 @@ import attrs
 import torch
 
 from harl.buffers.replay import ReplayBatch, ReplayBuffer
-from harl.errors import deprecated
+from harl.errors import old_names
 from harl.returns.n_step import NStepReturns
 from harl.update.batched_off_policy import BatchedOffPolicy
 from harl.update.common import agent_order, lr_scale, set_lr
@@ -73,12 +73,7 @@ class OffPolicyLearner(Protocol):
 
 
 if not TYPE_CHECKING:  # mypy does not see old names, so harl's own code cannot use one
-    def __getattr__(name: str) -> Any:
-        """``OffPolicyAgent``: ``OffPolicyLearner``'s older name, with a ``HarlDeprecationWarning``."""
-        if name == "OffPolicyAgent":
-            deprecated("harl.update.off_policy.OffPolicyAgent", "harl.update.off_policy.OffPolicyLearner")
-            return OffPolicyLearner
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = old_names(__name__, {"OffPolicyAgent": ("OffPolicyLearner", OffPolicyLearner)})
 
 
 def actor_round(learners: Sequence[OffPolicyLearner], batch: ReplayBatch, order: Sequence[int],
