@@ -38,10 +38,9 @@ from harl.rundir.lock import take
 from harl.rundir.naming import stamped
 from harl.suite.results import EntryResult, judge
 from harl.suite.spec import Entry, Suite, load_suite, parse_suite
-from harl.sweep import local, ray_backend
+from harl.sweep import ray_backend
 from harl.sweep.plan import RECORD as SWEEP_RECORD
-from harl.sweep.plan import Request, Sweep
-from harl.sweep.report import write_summary, write_trials
+from harl.sweep.plan import Request, Sweep, run_trials
 from harl.sweep.state import Display
 
 RECORD = "suite.json"
@@ -141,18 +140,11 @@ def _run(sweeps: list[Sweep], jobs: int, address: str | None, max_retries: int, 
                   highlight=False)
     if not todo:
         return
-    display = Display(todo, console, quiet)
     try:
-        if address:
-            ray_backend.on_ray(todo, address, max_retries, display)
-        elif jobs == 1:
-            local.in_process(todo, display, quiet)
-        else:
-            local.in_processes(todo, jobs, max_retries, display)
+        run_trials(todo, Display(todo, console, quiet), jobs, address, max_retries, quiet)
     finally:
         for sweep in sweeps:
-            write_trials(sweep.sweep_dir / "trials.csv", sweep.states)
-            write_summary(sweep.sweep_dir / "summary.csv", sweep.states)
+            sweep.write_records()
 
 
 def _task_of_entry(sweep: Sweep) -> str:

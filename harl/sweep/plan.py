@@ -157,19 +157,28 @@ class Sweep:
         n = len(self.states)
         console.print(f"sweep directory: {self.sweep_dir} ({n} trial{'s' if n > 1 else ''}, {len(todo)} to run; "
                       f"{where})", highlight=False)
-        display = Display(todo, console, quiet)
         try:
-            if vectorize:
-                population.run_states(todo, display, quiet, jobs)
-            elif address:
-                ray_backend.on_ray(todo, address, max_retries, display)
-            elif jobs == 1:
-                local.in_process(todo, display, quiet)
-            else:
-                local.in_processes(todo, jobs, max_retries, display)
+            run_trials(todo, Display(todo, console, quiet), jobs, address, max_retries, quiet, vectorize)
         finally:
-            write_trials(self.sweep_dir / "trials.csv", self.states)
-            write_summary(self.sweep_dir / "summary.csv", self.states)
+            self.write_records()
+
+    def write_records(self) -> None:
+        """trials.csv and summary.csv, as the trials stand."""
+        write_trials(self.sweep_dir / "trials.csv", self.states)
+        write_summary(self.sweep_dir / "summary.csv", self.states)
+
+
+def run_trials(todo: list[TrialState], display: Display, jobs: int, address: str | None, max_retries: int,
+               quiet: bool, vectorize: bool = False) -> None:
+    """The trials ``todo`` by the backend asked for: populations, Ray tasks, this process, or ``jobs`` processes."""
+    if vectorize:
+        population.run_states(todo, display, quiet, jobs)
+    elif address:
+        ray_backend.on_ray(todo, address, max_retries, display)
+    elif jobs == 1:
+        local.in_process(todo, display, quiet)
+    else:
+        local.in_processes(todo, jobs, max_retries, display)
 
 
 def _previous_statuses(sweep_dir: Path) -> dict[str, str]:
