@@ -189,26 +189,55 @@ class RolloutBuffer:
         t = self.step
         if t >= self.length:
             raise IndexError(f"the rollout holds {self.length} steps; call roll_over() before inserting more")
-        self.values[t] = record.values
-        if self.critic_hidden is not None and record.critic_hidden is not None:
-            self.critic_hidden[t + 1] = record.critic_hidden
-        for i in range(self.n_agents):
-            self.actions[i][t] = record.actions[i]
-            self.log_probs[i][t] = record.log_probs[i]
-            self.obs[i][t + 1].copy_(torch.as_tensor(record.obs[i]))
-            if record.avail is not None and self.avail[i] is not None:
-                self.avail[i][t + 1].copy_(torch.as_tensor(record.avail[i]))  # type: ignore[index]
-        self.state[t + 1].copy_(torch.as_tensor(record.state))
-        self.rewards[t].copy_(torch.as_tensor(record.rewards))
-        self.terminated[t] = record.terminated
-        self.truncated[t] = record.truncated
-        self.starts[t + 1] = record.starts
-        for h, new in zip(self.hidden or [], record.hidden or []):
-            h[t + 1] = new
-        self.active[t + 1] = record.active
-        if record.final_values is not None:
-            self.final_values[t] = record.final_values
+        self.write(t, record)
         self.step = t + 1
+
+    def write(self, t: int | torch.Tensor, record: StepRecord) -> None:
+        """Store ``record`` as step ``t``; ``step`` is left as it was (see ``write_fields``)."""
+        self.write_fields(t, record.actions, record.log_probs, record.values, record.obs, record.avail,
+                          record.state, record.rewards, record.terminated, record.truncated, record.active,
+                          record.starts, record.hidden, record.critic_hidden, record.final_values)
+
+    def write_fields(self, t: int | torch.Tensor, actions: Sequence[Any], log_probs: Sequence[Any], values: Any,
+                     obs: Sequence[Any], avail: Sequence[Any] | None, state: Any, rewards: Any, terminated: Any,
+                     truncated: Any, active: Any, starts: Any, hidden: Sequence[Any] | None = None,
+                     critic_hidden: Any = None, final_values: Any = None) -> None:
+        """A ``StepRecord``'s fields (as there) stored as step ``t``: an int, or a ``(1,)`` int64 tensor,
+        the compiled collection step's index (a graph takes it without recompiling per step, and
+        builds no record object)."""
+        if isinstance(t, int):
+            def put(x: torch.Tensor, offset: int, value: Any) -> None:
+                x[t + offset].copy_(torch.as_tensor(value))
+        else:
+            def put(x: torch.Tensor, offset: int, value: Any) -> None:
+                x.index_copy_(0, t + offset, torch.as_tensor(value).to(x.dtype).unsqueeze(0))
+        put(self.values, 0, values)
+        if self.critic_hidden is not None and critic_hidden is not None:
+            put(self.critic_hidden, 1, critic_hidden)
+        for i in range(self.n_agents):
+            put(self.actions[i], 0, actions[i])
+            put(self.log_probs[i], 0, log_probs[i])
+            put(self.obs[i], 1, obs[i])
+            mask = self.avail[i]
+            if avail is not None and mask is not None:
+                put(mask, 1, avail[i])
+        put(self.state, 1, state)
+        put(self.rewards, 0, rewards)
+        put(self.terminated, 0, terminated)
+        put(self.truncated, 0, truncated)
+        put(self.starts, 1, starts)
+        for h, new in zip(self.hidden or [], hidden or []):
+            put(h, 1, new)
+        put(self.active, 1, active)
+        if final_values is not None:
+            put(self.final_values, 0, final_values)
+
+    def written(self, steps: int) -> None:
+        """``steps`` steps were stored by ``write`` (the compiled collection step): the next
+        ``insert`` writes step ``steps``."""
+        if not 0 <= steps <= self.length:
+            raise IndexError(f"the rollout holds {self.length} steps, not {steps}")
+        self.step = steps
 
     def finish(self, last_values: torch.Tensor) -> None:
         """V of the state after the last step ``(E, *V)``: the bootstrap of the rollout's returns."""

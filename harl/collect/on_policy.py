@@ -16,6 +16,8 @@ the same numbers.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import attrs
@@ -23,13 +25,14 @@ import torch
 
 from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
+from harl.collect import compiled
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, can_set_env_state, get_env_state, is_tensor_native
-from harl.errors import EnvCrashedError
+from harl.errors import ConfigError, EnvCrashedError
 from harl.policy.on_policy import OnPolicyActors
 from harl.registry import register
-from harl.settings import kind_field, own_first, positive, setting
+from harl.settings import kind_field, one_of, own_first, positive, setting
 
 
 class ValueFunction(Protocol):
@@ -54,6 +57,10 @@ class OnPolicyCollectorConfig(EnvWorkers):
     kind: str = kind_field("on_policy")
     rollout_length: int = setting(200, "env steps per env per iteration (T)", positive())
     n_envs: int = setting(20, "environments stepped together", positive())
+    compile: str = setting(
+        "off", "run each vector step (env step, acting, buffer write) as one compiled graph (torch MPE, "
+        "feed-forward networks): on, off, or auto (compile once eager collection has taken as long as the "
+        "compile; docs/performance.md)", one_of(compiled.MODES))
 
 
 @attrs.frozen
@@ -99,6 +106,10 @@ class OnPolicyCollector:
         self._buffer: Any = None  # the buffer of the last finished rollout (what the next one starts from)
         self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
         self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
+        self.compiled: compiled.CompiledCollection | None = None
+        """``compile = "on"`` / ``"auto"``: the compiled step, once made (at the first compiled rollout)."""
+        self._eager_s = 0.0  # seconds of eager rollouts so far: what "auto" weighs against the compile
+        self._expected_compile_s: float | None = None
 
     @property
     def steps_per_iteration(self) -> int:
@@ -250,21 +261,68 @@ class OnPolicyCollector:
             self.start(buffer)
         else:
             buffer.roll_over()
-        episodes: list[dict[str, Any]] = []
-        for t in range(buffer.length):
-            acting = self.act(buffer, t)
-            step = self.venv.step(self.env_actions(acting))
-            buffer.insert(self.observe(acting, step))
-            episodes.extend(step.episode_infos)
+        if self._use_compiled(buffer):
+            assert self.compiled is not None
+            episodes = self.compiled.rollout()
+        else:
+            began = time.perf_counter()
+            episodes = []
+            for t in range(buffer.length):
+                acting = self.act(buffer, t)
+                step = self.venv.step(self.env_actions(acting))
+                buffer.insert(self.observe(acting, step))
+                episodes.extend(step.episode_infos)
+            self._eager_s += time.perf_counter() - began
         self.finish(buffer)
         self._saved = self._state()
         self._use_saved = False
         return CollectStats(buffer.length * buffer.n_envs, episodes)
 
+    def _use_compiled(self, buffer: RolloutBuffer) -> bool:
+        """Whether this rollout runs through the compiled step (``[collector] compile``), making it first."""
+        mode = self.config.compile
+        if mode == "off":
+            return False
+        if self.compiled is not None and self.compiled.buffer is buffer:
+            return True
+        hidden = getattr(self.policy, "hidden_size", 0) or getattr(self.critic, "hidden_size", 0)
+        if not compiled.compilable(self.venv) or hidden or not isinstance(buffer, RolloutBuffer):
+            if mode == "on":  # config checks refuse these first; a user's own stages can still get here
+                raise ConfigError(compiled.compile_problem(getattr(getattr(self.venv, "config", None), "kind", "?"),
+                                                           bool(hidden), False, "inline")
+                                  or "collector.compile: this collector's buffer is not a rollout buffer")
+            return False
+        if mode == "auto":
+            if self._expected_compile_s is None:
+                sig = compiled.signature(self.venv, self.policy, self.critic, buffer.length)
+                recorded = compiled.recorded_compile_s(sig)
+                self._expected_compile_s = compiled.COLD_COMPILE_S if recorded is None else recorded
+            if not compiled.should_compile(mode, self._eager_s, self._expected_compile_s):
+                return False
+        self.compiled = compiled.CompiledCollection(self.venv, self.policy, self.critic, buffer)
+        return True
+
     def close(self) -> None:
         self.venv.close()
 
 
-register("collector", OnPolicyCollectorConfig, family="on_policy", default=True, check=backend_checks,
+def collector_checks(config: OnPolicyCollectorConfig, built: Any) -> Iterator[tuple[list[str], str]]:
+    """``backend_checks``, and what ``compile`` needs of the pipeline."""
+    yield from backend_checks(config, built)
+    if config.compile == "off":
+        return
+    if built.get("teams") is not None:
+        yield (["collector", "compile"], "the compiled collection step serves one team's collector, not a [teams] "
+               'pipeline\'s; remove collector.compile (or set it to "off")')
+        return
+    if config.compile == "on":
+        env, policy = built.get("env"), built.get("policy")
+        problem = compiled.compile_problem(getattr(env, "kind", "?"), getattr(policy, "recurrent", "none") != "none",
+                                           False, config.backend)
+        if problem is not None:
+            yield (["collector", "compile"], problem)
+
+
+register("collector", OnPolicyCollectorConfig, family="on_policy", default=True, check=collector_checks,
          factory=lambda config, parts: OnPolicyCollector(config, parts.venv, parts.policy, parts.critic,
                                                           parts.device, seed=parts.env_seed))

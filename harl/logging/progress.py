@@ -39,6 +39,17 @@ class StageTimes:
                           for part, seconds in self.seconds.items())
 
 
+_OPEN: list[ProgressView] = []
+"""The progress views on screen now (``show_activity`` reaches them)."""
+
+
+def show_activity(text: str | None) -> None:
+    """A long step under way, such as ``"compiling the collection step"``: the open views show it
+    with its seconds so far (a plain log: a line when it starts and one when it ends); None: over."""
+    for view in _OPEN:
+        view.activity(text)
+
+
 class ProgressView:
     """Shows env steps / total, env-steps/s, ETA, iteration, last train and eval returns,
     and where the time goes (collect / update / evaluate shares).
@@ -58,6 +69,9 @@ class ProgressView:
         self.log_every = log_every
         self.layout = ProgressLayout(total_steps, done_steps)
         self.live_display: Live | None = None
+        self._activity: tuple[str, float] | None = None
+        if enabled:
+            _OPEN.append(self)
         if self.live:
             self.live_display = Live(self.layout, console=self.console, refresh_per_second=4)
             self.live_display._live_render = ReflowingLiveRender(self.layout, self.console)  # see its docstring
@@ -78,7 +92,20 @@ class ProgressView:
     def message(self, text: str) -> None:
         self.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
+    def activity(self, text: str | None) -> None:
+        """``show_activity`` for this view: the live display's line, or a plain line at each end."""
+        now = self.layout.clock()
+        if self.live_display is not None:
+            self.layout.activity = None if text is None else (text, now)
+        elif self.plain and text is not None:
+            self.message(f"{text}...")
+        elif self.plain and self._activity is not None:
+            self.message(f"{self._activity[0]}: done in {now - self._activity[1]:.1f} s")
+        self._activity = None if text is None else (text, now)
+
     def close(self) -> None:
+        if self in _OPEN:
+            _OPEN.remove(self)
         if self.live_display is not None:
             self.live_display.stop()
 

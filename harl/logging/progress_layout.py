@@ -74,6 +74,8 @@ class ProgressLayout:
         self.steps_per_s = "-"
         self.train = self.eval = "-"
         self.shares = ""
+        self.activity: tuple[str, float] | None = None
+        """A long step under way and when it began (``ProgressView.activity``): shown with its seconds."""
         self.last_widths: list[int] = []
         """The width of each line of the last frame."""
 
@@ -124,6 +126,9 @@ class ProgressLayout:
             Text.assemble(("eval ", "dim"), (self.eval, "bold")),
             Text(self.shares, style="dim"),
         ]
+        if self.activity is not None:
+            text, began = self.activity
+            figures.insert(0, Text.assemble((f"{text}... {self.clock() - began:.0f} s", "bold yellow")))
         return [first, *(f for f in figures if f.plain)]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -120,6 +120,9 @@ class MPETorchVectorEnv:
         """Steps every env's episode has run, where all began together (MPE episodes end only
         by time limit, so they end together): which envs end is then known on the host, and a
         step that ends none reads nothing back from the device.  None: lengths differ."""
+        self._host_lengths: np.ndarray | None = None
+        """Outside lockstep, the episode lengths as ``plan_ends`` counts them on the host (None: not
+        read yet, or out of date: ``step``, a reset or ``set_state`` ran since)."""
 
     # ----------------------------------------------------------------- episode starts
 
@@ -149,6 +152,7 @@ class MPETorchVectorEnv:
         self._returns[envs] = 0.0
         self._lengths[envs] = 0
         self._lockstep = 0 if len(envs) == self.n_envs else None
+        self._host_lengths = None
         return self._observe()
 
     def _reset_envs(self, envs: torch.Tensor) -> None:
@@ -217,6 +221,7 @@ class MPETorchVectorEnv:
         lengths = {s["length"] for s in states}
         # rows of several vector envs: in lockstep where every episode has run as long
         self._lockstep = states[0]["lockstep"] if len(lengths) == 1 and states[0]["lockstep"] is not None else None
+        self._host_lengths = None
         self._reset_before = True
 
     def get_rng_state(self) -> list[Any]:
@@ -232,11 +237,14 @@ class MPETorchVectorEnv:
 
     # ----------------------------------------------------------------- stepping
 
-    def step(self, actions: Sequence[Any]) -> VectorStep:
-        """Step every world with its row of ``actions``; ended episodes are reset."""
+    def advance(self, actions: Sequence[Any], check: bool = True
+                ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Step every world with its row of ``actions``, without resetting the episodes that end:
+        ``(obs, state, rewards, truncated)`` after the step (tensors only, no read-back: the part
+        of ``step`` the compiled collection step runs in its graph; ``check``: as ``Physics.decode``)."""
         if len(actions) != self.n_agents:
             raise ValueError(f"step needs {self.n_agents} action batches, got {len(actions)}")
-        u, comm = self._physics.decode(actions, self.n_envs, self.device)
+        u, comm = self._physics.decode(actions, self.n_envs, self.device, check)
         self._physics.step(self._world, u, comm)
         rewards = self._scenario.rewards(self._world)
         if self._self_collision:
@@ -246,10 +254,16 @@ class MPETorchVectorEnv:
         rewards = rewards.float().contiguous()
         self._returns += rewards.mean(1, dtype=torch.float64)
         self._lengths += 1
-        obs, state, avail = self._observe()
+        obs, state, _ = self._observe()
+        return obs, state, rewards, self._lengths >= self.config.max_cycles
+
+    def step(self, actions: Sequence[Any]) -> VectorStep:
+        """Step every world with its row of ``actions``; ended episodes are reset."""
+        obs, state, rewards, truncated = self.advance(actions)
+        avail = self._avail
         final_obs, final_state = obs, state
-        truncated = self._lengths >= self.config.max_cycles
         episode_infos: list[dict[str, Any]] = []
+        self._host_lengths = None
         if self._lockstep is not None:
             self._lockstep += 1
             ended = self._all_envs if self._lockstep >= self.config.max_cycles else self._no_envs
@@ -266,6 +280,85 @@ class MPETorchVectorEnv:
             truncated=truncated, active=self._active, final_state=final_state,
             episode_infos=episode_infos, final_obs=[*final_obs], final_avail=masks,
         )
+
+    # ----------------------------------------------------------------- the compiled step's parts
+
+    @property
+    def avail(self) -> list[torch.Tensor] | None:
+        """The action masks every step reports (all ones; None: continuous actions)."""
+        return self._avail
+
+    @property
+    def active(self) -> torch.Tensor:
+        """``(n_envs, n_agents)`` bool: every agent is always active in MPE."""
+        return self._active
+
+    def plan_ends(self) -> np.ndarray:
+        """The envs whose episode ends with the next step (indices, on the host), and the host's
+        count of episode lengths moved on by that step: a caller that runs ``advance`` and
+        ``begin_where`` itself (the compiled collection step) learns the ends without reading the
+        device.  MPE episodes end only by the time limit, so the lengths say it; outside lockstep
+        the lengths are read once and then counted on the host."""
+        limit = self.config.max_cycles
+        if self._lockstep is not None:
+            self._lockstep += 1
+            if self._lockstep < limit:
+                return np.arange(0)
+            self._lockstep = 0  # as set_initial_worlds: every env begins together
+            return np.arange(self.n_envs)
+        if self._host_lengths is None:
+            self._host_lengths = self._lengths.cpu().numpy().copy()
+        self._host_lengths += 1
+        ended = np.flatnonzero(self._host_lengths >= limit)
+        self._host_lengths[ended] = 0
+        if len(ended) == self.n_envs:  # as set_initial_worlds: every env begins together
+            self._lockstep, self._host_lengths = 0, None
+        return ended
+
+    def fresh_starts(self, ended: np.ndarray) -> tuple[torch.Tensor, ...]:
+        """New initial worlds for ``ended`` (drawn from the env's generator as ``step`` draws them),
+        spread over the whole batch for ``begin_where``: ``(mask (n_envs,) bool, agent_pos,
+        landmark_pos, goals)``, rows outside ``ended`` zero."""
+        fresh = sample_worlds(self._layout, len(ended), self._generator, self.device, self._dtype)
+        drawn = (fresh.agent_pos, fresh.landmark_pos, fresh.goals)
+        mask = torch.zeros(self.n_envs, dtype=torch.bool, device=self.device)
+        if len(ended) == self.n_envs:
+            return (mask.fill_(True), *drawn)
+        rows = torch.as_tensor(ended, device=self.device)
+        mask[rows] = True
+        spread = []
+        for value in drawn:
+            full = value.new_zeros(self.n_envs, *value.shape[1:])
+            full[rows] = value
+            spread.append(full)
+        return (mask, *spread)
+
+    def begin_where(self, mask: torch.Tensor, agent_pos: torch.Tensor, landmark_pos: torch.Tensor,
+                    goals: torch.Tensor) -> Reset:
+        """``set_initial_worlds`` for the envs where ``mask`` is set, with whole-batch tensors
+        (``torch.where``, in place, no indexing by a variable count): the compiled step's reset."""
+        given = {"agent_pos": agent_pos, "landmark_pos": landmark_pos, "goals": goals}
+        for name, value in given.items():
+            target = getattr(self._world, name)
+            where = mask.view(-1, *([1] * (target.dim() - 1)))
+            target.copy_(torch.where(where, value.to(target.dtype), target))
+            self._start[name].copy_(torch.where(where, value.to(target.dtype), self._start[name]))
+        rows = mask.view(-1, 1, 1)
+        self._world.agent_vel.masked_fill_(rows, 0.0)
+        self._world.comm.masked_fill_(rows, 0.0)
+        self._returns.masked_fill_(mask, 0.0)
+        self._lengths.masked_fill_(mask, 0)
+        return self._observe()
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor ``advance`` and ``begin_where`` change in place (CUDA graphs keep them at
+        static addresses)."""
+        return [*(getattr(self._world, name) for name in _WORLD), *self._start.values(), self._returns,
+                self._lengths]
+
+    def final_returns(self) -> torch.Tensor:
+        """``(n_envs,)`` float64 each episode's return so far (read before ``begin_where``)."""
+        return self._returns.clone()
 
     def close(self) -> None:
         """Nothing to release (tensors only)."""

@@ -132,15 +132,17 @@ class Physics:
         self._dist_min = size[:, None] + size[None, :]
         self._eye = torch.eye(n_agents, device=device, dtype=dtype)
 
-    def decode(self, actions: Sequence[Any], n_envs: int, device: torch.device
+    def decode(self, actions: Sequence[Any], n_envs: int, device: torch.device, check: bool = True
                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-agent actions -> controls ``u`` ``(n, A, 2)`` and utterances ``(n, A, dim_c)``."""
+        """Per-agent actions -> controls ``u`` ``(n, A, 2)`` and utterances ``(n, A, dim_c)``;
+        ``check=False``: discrete actions are not checked against their spaces (a read-back from
+        the device; the compiled collection step's actions come from masked sampling)."""
         if self.continuous:
             return self._decode_continuous(actions, n_envs, device)
         layout = self.layout
         index = torch.cat([torch.as_tensor(a, device=device).reshape(n_envs, 1) for a in actions], 1).long()
         bad = (index < 0) | (index >= self._n_actions)
-        if bool(bad.any()):
+        if check and bool(bad.any()):
             agent = int(bad.any(0).nonzero()[0])
             raise ValueError(f"agent {agent}: an action is outside Discrete({int(self._n_actions[agent])})")
         # An immovable agent's move is 0 (no-op); a silent agent's channel is masked out.
@@ -179,7 +181,7 @@ class Physics:
         world.agent_vel.mul_(1.0 - DAMPING).add_(force * DT)
         if self._legacy:
             world.agent_pos += world.agent_vel * DT
-        world.comm = comm
+        world.comm.copy_(comm)  # in place: the compiled collection step keeps the world's tensors
 
     def _contact_forces(self, pos: torch.Tensor) -> torch.Tensor:
         """Sum over the other agents of mpe2's soft contact force, ``(n, A, 2)``."""
