@@ -48,6 +48,23 @@ class AgentQNet(nn.Module):
         h = self.rnn(y, h) if self.recurrent else torch.relu(self.rnn(y))
         return self.fc2(h), h
 
+    def unroll(self, x: torch.Tensor) -> torch.Tensor:
+        """Q over sequences that start from a zero state: ``x`` (T, R, in_dim) -> (T, R, n).
+
+        A recurrent net runs its ``GRUCell``'s own weights through the fused one-layer GRU
+        (``torch.gru``, what ``nn.GRU`` calls: the same gates, its ``*_l0`` tensors are the cell's
+        ``weight_ih``/``weight_hh``/``bias_*``), so the result is the step-by-step loop's up to float
+        rounding and the parameters (and checkpoints) stay the cell's."""
+        y = torch.relu(self.fc1(x))
+        if not self.recurrent:
+            return self.fc2(torch.relu(self.rnn(y)))
+        cell = self.rnn
+        assert isinstance(cell, nn.GRUCell)
+        h0 = y.new_zeros(1, y.shape[1], self.hidden_dim)
+        weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        out, _ = torch.gru(y, h0, weights, True, 1, 0.0, self.training, False, False)
+        return self.fc2(out)
+
 
 def discrete_sizes(action_spaces: Sequence[spaces.Space], source: str = "pipeline") -> list[int]:
     """Each agent's number of actions; anything but ``Discrete`` is refused with the reason."""
@@ -143,11 +160,25 @@ class AgentQNetworks(nn.Module):
         return torch.stack([o[0] for o in outs], 1), torch.stack([o[1] for o in outs], 1)
 
     def unroll(self, x: torch.Tensor) -> torch.Tensor:
-        """Q over whole episodes from their first step: ``x`` (B, T, A, in_dim) -> (B, T, A, n)."""
+        """Q over whole episodes from their first step: ``x`` (B, T, A, in_dim) -> (B, T, A, n).
+
+        Every state starts at zero at an episode's first step, so each agent's GRU runs over the
+        whole sequence in one fused call (``AgentQNet.unroll``): the step loop's values up to float
+        rounding (``unroll_loop`` is that loop, kept as the reference)."""
         b, t = x.shape[:2]
         if not self.recurrent:  # no state: every step at once
             h = x.new_zeros(b * t, self.n_agents, self.hidden_dim)
             return self(x.reshape(b * t, self.n_agents, -1), h)[0].view(b, t, self.n_agents, -1)
+        seq = x.transpose(0, 1)                                   # (T, B, A, in_dim): time first
+        if self.share_parameters:
+            q = self.nets[0].unroll(seq.reshape(t, b * self.n_agents, -1))
+            return q.view(t, b, self.n_agents, -1).transpose(0, 1)
+        qs = [net.unroll(seq[:, :, i]) for i, net in enumerate(self.nets)]  # each (T, B, n)
+        return torch.stack(qs, 2).transpose(0, 1)
+
+    def unroll_loop(self, x: torch.Tensor) -> torch.Tensor:
+        """``unroll`` as one ``forward`` per step (EPyMARL's loop): the reference the fused unroll is tested against."""
+        b, t = x.shape[:2]
         h = x.new_zeros(b, self.n_agents, self.hidden_dim)
         qs = []
         for k in range(t):
