@@ -18,7 +18,7 @@ what the Evaluator asks of any team: ``deterministic`` acting is greedy (epsilon
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -170,10 +170,11 @@ class AgentQNetworks(nn.Module):
             h = x.new_zeros(b * t, self.n_agents, self.hidden_dim)
             return self(x.reshape(b * t, self.n_agents, -1), h)[0].view(b, t, self.n_agents, -1)
         seq = x.transpose(0, 1)                                   # (T, B, A, in_dim): time first
+        nets = cast("list[AgentQNet]", list(self.nets))
         if self.share_parameters:
-            q = self.nets[0].unroll(seq.reshape(t, b * self.n_agents, -1))
+            q = nets[0].unroll(seq.reshape(t, b * self.n_agents, -1))
             return q.view(t, b, self.n_agents, -1).transpose(0, 1)
-        qs = [net.unroll(seq[:, :, i]) for i, net in enumerate(self.nets)]  # each (T, B, n)
+        qs = [net.unroll(seq[:, :, i]) for i, net in enumerate(nets)]  # each (T, B, n)
         return torch.stack(qs, 2).transpose(0, 1)
 
     def unroll_loop(self, x: torch.Tensor) -> torch.Tensor:
