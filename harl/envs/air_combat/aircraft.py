@@ -32,7 +32,7 @@ _READ = {
     "vn": "velocities/v-north-fps", "ve": "velocities/v-east-fps", "vd": "velocities/v-down-fps",
     "roll": "attitude/phi-rad", "pitch": "attitude/theta-rad", "yaw": "attitude/psi-rad",
     "u": "velocities/u-fps", "v": "velocities/v-fps", "w": "velocities/w-fps",
-    "vt": "velocities/vt-fps", "p": "velocities/p-rad_sec", "q": "velocities/q-rad_sec",
+    "vt": "velocities/vt-fps", "vc": "velocities/vc-fps", "p": "velocities/p-rad_sec", "q": "velocities/q-rad_sec",
     "r": "velocities/r-rad_sec", "nx": "accelerations/n-pilot-x-norm",
     "ny": "accelerations/n-pilot-y-norm", "nz": "accelerations/n-pilot-z-norm",
 }
@@ -60,6 +60,8 @@ class FlightState:
     """Body angular rates (p, q, r), rad/s."""
     load: float
     """The largest pilot-station acceleration along any axis, in g."""
+    calibrated_airspeed: float = 0.0
+    """m/s (LAG's ``vc`` feature)."""
 
     @property
     def altitude(self) -> float:
@@ -144,6 +146,16 @@ class Aircraft:
         for _ in range(sim_steps):
             run()
 
+    def kinematics(self) -> tuple[list[float], list[float]]:
+        """Position and velocity ((north, east, up), metres and m/s) alone: what a missile steers by."""
+        g = self._read
+        position = [(g["lat"].get_double_value() - REFERENCE_LAT_DEG) * _M_PER_DEG_LAT,
+                    (g["lon"].get_double_value() - REFERENCE_LON_DEG) * _M_PER_DEG_LON,
+                    g["alt_ft"].get_double_value() * FEET]
+        velocity = [g["vn"].get_double_value() * FEET, g["ve"].get_double_value() * FEET,
+                    -g["vd"].get_double_value() * FEET]
+        return position, velocity
+
     def read(self) -> FlightState:
         g = {key: node.get_double_value() for key, node in self._read.items()}
         position = np.array([(g["lat"] - REFERENCE_LAT_DEG) * _M_PER_DEG_LAT,
@@ -153,7 +165,7 @@ class Aircraft:
             velocity=np.array([g["vn"], g["ve"], -g["vd"]]) * FEET,
             roll=g["roll"], pitch=g["pitch"], yaw=g["yaw"],
             body_velocity=np.array([g["u"], g["v"], g["w"]]) * FEET,
-            airspeed=g["vt"] * FEET,
+            airspeed=g["vt"] * FEET, calibrated_airspeed=g["vc"] * FEET,
             rates=np.array([g["p"], g["q"], g["r"]]),
             load=max(abs(g["nx"]), abs(g["ny"]), abs(g["nz"])),
         )

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import attrs
 
 from harl.envs.air_combat.actions import ACTION_TYPES
-from harl.settings import InvalidSetting, in_range, kind_field, one_of, positive, setting
+from harl.envs.air_combat.tasks import HARL_NAMES, HIERARCHY, SHORT_NAMES, canonical
+from harl.settings import InvalidSetting, each_positive, in_range, kind_field, one_of, positive, setting
 
-TASKS = ("heading", "2v2_noweapon")
+TASKS = SHORT_NAMES
+SIDES = ("two_teams", "one_team")
+
+
+def _known_task(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or canonical(value) is None:
+        raise InvalidSetting(attribute.name, (
+            f"unknown air-combat task {value!r}; harl's names: {', '.join(SHORT_NAMES)}; HARL's lag names "
+            f"(scenario/task paths, each the same task as a harl name): {', '.join(HARL_NAMES)}"),
+            suggest_default=False)
 
 
 @attrs.frozen
@@ -17,7 +30,10 @@ class AirCombatConfig:
     kind: str = kind_field("air_combat")
     task: str = setting(
         "heading", '"heading": one F-16 flies to changing heading/altitude/speed targets; '
-        '"2v2_noweapon": two learning F-16s against two scripted ones', one_of(TASKS),
+        '"2v2_noweapon": two learning F-16s against two scripted ones; the LAG combat tasks '
+        '("1v1_noweapon", "1v1_dodge_missile", "2v2_shoot_missile_hierarchy", ... and their '
+        '"_selfplay" variants; docs/environments/air-combat.md), each also by HARL\'s name '
+        '("2v2/ShootMissile/HierarchyVsBaseline")', _known_task,
     )
     action_type: str = setting(
         "continuous", '"continuous": Box(-1, 1, (4,)) stick and throttle; "multidiscrete": '
@@ -63,6 +79,34 @@ class AirCombatConfig:
         4000.0, "2v2: below this altitude a learner is penalised, down to -1 at the floor",
         positive(),
     )
+    sides: str = setting(
+        "two_teams", 'self-play tasks: "two_teams": red and blue are agent groups (a pipeline\'s '
+        '[teams] can pit a learner against its snapshots) and the env names the winner; "one_team": '
+        "no groups, every aircraft one learning team (HARL's way)", one_of(SIDES),
+    )
+    controller: str = setting(
+        "", "hierarchy tasks: the frozen flight controller's weight file (a state dict from a heading "
+        'run, python -m harl.envs.air_combat.controller); "" = the one harl ships',
+    )
+    controller_hidden_sizes: list[int] = setting(
+        factory=lambda: [128, 128], doc="hierarchy tasks: the controller network's hidden sizes",
+        check=each_positive(),
+    )
+    controller_activation: str = setting(
+        "relu", "hierarchy tasks: the controller network's activation",
+        one_of(("relu", "tanh", "leaky_relu", "elu")),
+    )
+
+    @property
+    def task_name(self) -> str:
+        """harl's short name of ``task`` (HARL's path names map to one)."""
+        return canonical(self.task) or self.task
+
+    @property
+    def controller_path(self) -> Path:
+        from harl.envs.air_combat.controller import SHIPPED
+
+        return Path(self.controller) if self.controller else SHIPPED
 
 
     def __attrs_post_init__(self) -> None:
@@ -71,3 +115,15 @@ class AirCombatConfig:
                 "safe_altitude_m", f"expected a value above floor_altitude_m "
                 f"({self.floor_altitude_m}), got {self.safe_altitude_m}", suggest_default=False,
             )
+        if self.task_name in HIERARCHY:
+            from harl.envs.air_combat.controller import weights_problem
+
+            problem = weights_problem(self.controller_path, self.controller_hidden_sizes,
+                                      self.controller_activation)
+            if problem is not None:
+                raise InvalidSetting("controller", (
+                    f"task {self.task!r} flies through a frozen flight controller, and {problem}. "
+                    "Give controller the path of a weight file made from a heading run "
+                    "(python -m harl.envs.air_combat.controller CHECKPOINT OUT), with "
+                    "controller_hidden_sizes and controller_activation as that run's [policy], or "
+                    'leave controller = "" for the one harl ships'), suggest_default=False)
