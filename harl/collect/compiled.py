@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,9 @@ class CompiledCollection:
     buffer the graph writes (the same one every rollout: its tensors are the graph's inputs).
     """
 
-    def __init__(self, venv: Any, policy: Any, critic: Any, buffer: Any) -> None:
+    def __init__(self, venv: Any, policy: Any, critic: Any, buffer: Any,
+                 compiler: Callable[..., Any] = torch.compile) -> None:
+        """``compiler``: ``torch.compile``, or what stands for it (a test runs the graphs' Python as is)."""
         if getattr(policy, "hidden_size", 0) or getattr(critic, "hidden_size", 0):
             raise ConfigError(compile_problem("mpe_torch", True, True, "inline") or "")
         from harl.collect.on_policy import critic_input  # that module builds this one
@@ -167,8 +170,8 @@ class CompiledCollection:
         else:
             options["cpp_wrapper"] = True
         use_cache_dir()
-        self._plain = torch.compile(self._step, fullgraph=True, dynamic=False, options=options)
-        self._ending = torch.compile(self._step_ending, fullgraph=True, dynamic=False, options=options)
+        self._plain = compiler(self._step, fullgraph=True, dynamic=False, options=options)
+        self._ending = compiler(self._step_ending, fullgraph=True, dynamic=False, options=options)
         self._first = {"plain": True, "ending": True}
         self._index = [torch.tensor([t], dtype=torch.int64, device=self.device) for t in range(buffer.length)]
 

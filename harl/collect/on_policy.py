@@ -309,12 +309,6 @@ class OnPolicyCollector:
 def collector_checks(config: OnPolicyCollectorConfig, built: Any) -> Iterator[tuple[list[str], str]]:
     """``backend_checks``, and what ``compile`` needs of the pipeline."""
     yield from backend_checks(config, built)
-    if config.compile == "off":
-        return
-    if built.get("teams") is not None:
-        yield (["collector", "compile"], "the compiled collection step serves one team's collector, not a [teams] "
-               'pipeline\'s; remove collector.compile (or set it to "off")')
-        return
     if config.compile == "on":
         env, policy = built.get("env"), built.get("policy")
         problem = compiled.compile_problem(getattr(env, "kind", "?"), getattr(policy, "recurrent", "none") != "none",
