@@ -32,6 +32,7 @@ from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError, deprecated
 from harl.evaluator import ActingPolicy, Evaluator
 from harl.nets.cnn import CNNBase, PlainCNN
+from harl.nets.entity import EntityEncoder
 from harl.parts import FamilyWiring, Parts
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater
 from harl.sizes import allocating
@@ -243,7 +244,10 @@ def acting(policy: torch.nn.Module) -> ActingPolicy:
 
 
 def _encoders(module: torch.nn.Module) -> str:
-    """What reads the inputs of ``module``'s networks: cnn (an image encoder is among them) or mlp."""
+    """What reads the inputs of ``module``'s networks: cnn (an image encoder is among them), entity
+    (attention over entities, ``harl.nets.entity``) or mlp."""
+    if any(isinstance(m, EntityEncoder) for m in module.modules()):
+        return "entity"
     return "cnn" if any(isinstance(m, (CNNBase, PlainCNN)) for m in module.modules()) else "mlp"
 
 

@@ -12,7 +12,9 @@ world states and action masks of both the ended and the new episodes; the arrays
 numpy once per step.  On 3m that is ~50,000 env steps per CPU-second at 256 envs against
 ~2,000 with one env per call (see docs/environments/smax.md).
 
-- Observations: jaxmarl's ``unit_list`` observation of each ally.
+- Observations: jaxmarl's ``unit_list`` observation of each ally; its split into entities (other
+  allies, enemies, its own) is ``entity_layouts`` and rides on each observation space (and the
+  state's on the state space) for ``encoder = "entity"`` (``harl.nets.entity``).
 - State (EP): jaxmarl's ``get_world_state`` (every unit's health, position, weapon
   cooldown and type, plus teams and types), one per env.
 - ``avail``: jaxmarl's available-action masks (a dead ally may only ``stop``); ``active``
@@ -62,6 +64,7 @@ from gymnasium import spaces
 
 from harl.envs.protocol import VectorStep
 from harl.errors import ConfigError, MissingExtraError
+from harl.nets.entity import EntityGroup, EntityLayout, with_entity_layout
 from harl.registry import register
 from harl.settings import kind_field, one_of, positive, setting
 
@@ -261,6 +264,33 @@ def action_counts(env: Any, config: SMAXConfig) -> list[int]:
     return [env.num_ally_actions] * env.num_allies
 
 
+def entity_layouts(env: Any, n_agents: int) -> list[EntityLayout]:
+    """Each agent's ``unit_list`` observation as entities: a block per other unit of its own side
+    (``ally``), a block per unit of the other side (``enemy``), then its own block (``own``).  jaxmarl
+    lists an ally's other units in index order and an enemy's in reverse, and numbers each side's
+    attack actions the same way (move actions first), so attack action ``5 + k`` targets the ``k``-th
+    ``enemy`` block for both sides.  A unit is there when its health (feature 0) is not zero: jaxmarl
+    zeroes the block of a dead or unseen unit, and the own block once the agent is dead."""
+    unit, own = len(env.unit_features), len(env.own_features)
+    layouts = []
+    for i in range(n_agents):
+        mine, theirs = ((env.num_allies, env.num_enemies) if i < env.num_allies
+                        else (env.num_enemies, env.num_allies))
+        groups = (EntityGroup("ally", 0, mine - 1, unit), EntityGroup("enemy", (mine - 1) * unit, theirs, unit),
+                  EntityGroup("own", (mine + theirs - 1) * unit, 1, own))
+        layouts.append(EntityLayout(groups, env.obs_size, targets="enemy", target_offset=env.num_movement_actions,
+                                    presence=0))
+    return layouts
+
+
+def state_entity_layout(env: Any) -> EntityLayout:
+    """jaxmarl's world state as entities: a block per ally, then per enemy (``get_world_state``)."""
+    width = len(env.own_features)
+    return EntityLayout((EntityGroup("ally", 0, env.num_allies, width),
+                         EntityGroup("enemy", env.num_allies * width, env.num_enemies, width)), env.state_size,
+                        presence=0)
+
+
 @functools.cache
 def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
     """The jaxmarl env, ``reset(keys)`` and ``step(key, states, start_keys, actions)`` over a
@@ -369,15 +399,22 @@ class SMAXVectorEnv:
         ``enemy = "agents"`` the ``enemy`` group (``enemy_0`` ...) follows them."""
         if config.enemy == "agents":
             self.agent_groups["enemy"] = self.agent_names[self._n_allies:]
+        self.entity_layouts: list[EntityLayout] = entity_layouts(env, self.n_agents)
+        """Each agent's observation cut into its entities (also on its space, for ``encoder = "entity"``)."""
         self.observation_spaces: list[spaces.Box] = [
-            spaces.Box(-1.0, 1.0, (env.obs_size,), np.float32) for _ in range(self.n_agents)
+            with_entity_layout(spaces.Box(-1.0, 1.0, (env.obs_size,), np.float32), layout)
+            for layout in self.entity_layouts
         ]
         self._n_actions = action_counts(env, config)
         self.action_spaces: list[spaces.Space] = [spaces.Discrete(n) for n in self._n_actions]
         self._ragged = len(set(self._n_actions)) > 1
         """The two sides' action counts differ (5m_vs_6m with enemy = "agents"): masks come out of
         JAX padded to the widest and are cut back to each agent's own."""
-        self.state_space = spaces.Box(-np.inf, np.inf, (env.state_size,), np.float32)
+        self.state_entity_layout = state_entity_layout(env)
+        """The world state's units (the teams and type ids after them are left out: each unit's type
+        bits and group say the same)."""
+        self.state_space = with_entity_layout(spaces.Box(-np.inf, np.inf, (env.state_size,), np.float32),
+                                              self.state_entity_layout)
         self._seed = seed
         self._key = jax.random.PRNGKey(seed)
         self._reset_before = False

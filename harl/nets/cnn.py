@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from harl.nets.entity import EntityEncoder
 from harl.nets.image import ImageLayout
 from harl.nets.mlp import ACTIVATIONS, MLP, activation_gain, init_linear
 
@@ -104,8 +105,8 @@ class ImageMLP(nn.Module):
         return self.mlp(self.layout.flat(x))
 
 
-OnPolicyBase = CNNBase | MLP | ImageMLP
-"""What reads an on-policy actor's observation (``out_dim`` wide)."""
+OnPolicyBase = CNNBase | MLP | ImageMLP | EntityEncoder
+"""What reads an on-policy actor's observation (``out_dim`` wide; ``EntityEncoder``: ``harl.nets.entity``)."""
 
 
 def on_policy_base(layout: ImageLayout | None, encoder: str, in_dim: int, hidden_sizes: Sequence[int],

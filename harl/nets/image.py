@@ -21,8 +21,11 @@ import torch
 from gymnasium import spaces
 
 from harl.errors import ConfigError
+from harl.nets.entity import require_layout
 
-ENCODERS = ("auto", "mlp", "cnn")
+ENCODERS = ("auto", "mlp", "cnn", "entity")
+"""``encoder`` keys' choices; ``entity``: attention over the entities of an observation the env splits
+(``harl.nets.entity``), never chosen by ``auto``."""
 CHANNEL_ORDERS = ("auto", "last", "first")
 MAX_MLP_IMAGE_INPUT = 16_384
 """Largest flattened image an ``encoder = "mlp"`` network accepts: past this its first layer alone
@@ -107,8 +110,11 @@ def image_layout(space: spaces.Box, channel_order: str, table: str, source: str)
 
 
 def choose_encoder(space: Any, encoder: str, table: str, source: str) -> str:
-    """``cnn`` or ``mlp`` for ``space`` under ``[table] encoder``; clear errors for what cannot work."""
+    """``cnn``, ``mlp`` or ``entity`` for ``space`` under ``[table] encoder``; clear errors for what cannot work."""
     image = is_image(space)
+    if encoder == "entity":
+        require_layout(space, table, source)
+        return encoder
     if encoder == "auto":
         return "cnn" if image else "mlp"
     shape = tuple(space.shape) if isinstance(space, spaces.Box) else space

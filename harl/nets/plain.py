@@ -14,6 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from harl.nets.cnn import ImageMLP, PlainCNN
+from harl.nets.entity import EntityEncoder, require_layout
 from harl.nets.image import choose_encoder, image_layout, is_image
 from harl.nets.mlp import ACTIVATIONS
 
@@ -51,8 +52,12 @@ def plain_mlp(sizes: Sequence[int], activation: str, final_activation: str | Non
 def off_policy_encoder(space: spaces.Box, encoder: str, channel_order: str, width: int, activation: str,
                        table: str, source: str) -> tuple[nn.Module | None, int]:
     """(what reads the input first, its output width): HARL's ``PlainCNN`` (``width`` features) for
-    an image under ``encoder = "cnn"``, a flatten-and-scale for an image under ``"mlp"``, else None."""
+    an image under ``encoder = "cnn"``, a flatten-and-scale for an image under ``"mlp"``, the entities'
+    attention (``width`` features) under ``"entity"``, else None."""
     kind = choose_encoder(space, encoder, table, source)
+    if kind == "entity":
+        entities = EntityEncoder(require_layout(space, table, source), [width], activation)
+        return entities, entities.out_dim
     if not is_image(space):
         return None, int(np.prod(space.shape))
     layout = image_layout(space, channel_order, table, source)

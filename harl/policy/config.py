@@ -39,7 +39,7 @@ class PolicyConfig:
                         one_of(INITS))
     agent_id: bool = setting(False, "one actor shared by the agents (share_parameters = true): the agent's one-hot id "
                              "appended to its observation (EPyMARL's obs_agent_id)")
-    encoder: str = setting("auto", "what reads an observation: cnn (HARL's CNN base), mlp, or auto (cnn for 3-D Box images, else mlp)", one_of(ENCODERS))
+    encoder: str = setting("auto", "what reads an observation: cnn (HARL's CNN base), mlp, entity (attention over the units of an env that splits its observations into entities, e.g. SMAX; docs/entity-encoders.md), or auto (cnn for 3-D Box images, else mlp)", one_of(ENCODERS))
     channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4, last if both; else the smaller end)", one_of(CHANNEL_ORDERS))
     batch_agents: bool = setting(
         False, "agents as a batch dimension: actors of the same shapes act, evaluate and (MA simultaneous update) "

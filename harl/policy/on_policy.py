@@ -18,6 +18,7 @@ from torch import nn
 
 from harl.errors import ConfigError, old_names
 from harl.nets.cnn import OnPolicyBase, on_policy_base
+from harl.nets.entity import EntityEncoder, entity_encoder
 from harl.nets.heads import make_head
 from harl.nets.image import choose_encoder, image_layout, is_image
 from harl.nets.mlp import MLP, GRULayer, torch_default_init
@@ -29,6 +30,9 @@ def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline"
     """The network under an actor's GRU and head: ``[policy] encoder`` on ``space`` (and ``ids``
     more inputs: the agent's one-hot id)."""
     encoder = choose_encoder(space, config.encoder, "policy", source)
+    if encoder == "entity":  # attention over the entities the env's space describes (harl.nets.entity)
+        return entity_encoder(space, config.hidden_sizes, config.activation, config.input_norm, "policy", source,
+                              config.layer_norm, ids)
     layout = image_layout(space, config.channel_order, "policy", source) if is_image(space) else None
     if ids and layout is not None:
         raise ConfigError(f"{source}: policy.agent_id appends the agent's one-hot id to a flat observation, but "
@@ -51,8 +55,9 @@ class Actor(nn.Module):
                                                       config.input_norm, config.layer_norm)
         width = self.base.out_dim
         self.rnn = GRULayer(width, width, config.layer_norm) if config.recurrent != "none" else None
-        self.head = make_head(action_space, width, config.std_x_coef,
-                              config.std_y_coef, config.output_gain)
+        own = self.base.action_head(action_space, config) if isinstance(self.base, EntityEncoder) else None
+        self.head = own if own is not None else make_head(action_space, width, config.std_x_coef,
+                                                          config.std_y_coef, config.output_gain)
         if config.init == "torch":
             torch_default_init(self)
 

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from harl.nets.cnn import CNNBase
+from harl.nets.entity import entity_encoder
 from harl.nets.image import CHANNEL_ORDERS, ENCODERS, choose_encoder, image_layout, is_image
 from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer, init_linear
 from harl.registry import register
@@ -54,7 +55,7 @@ class VCriticConfig(VLearningConfig):
 
     kind: str = kind_field("v")
     state_type: str = setting("EP", "EP: one global state/value per env; FP: one per agent", one_of(("EP", "FP")))
-    encoder: str = setting("auto", "what reads the state: cnn (HARL's CNN base), mlp, or auto (cnn for a 3-D Box image state, else mlp)", one_of(ENCODERS))
+    encoder: str = setting("auto", "what reads the state: cnn (HARL's CNN base), mlp, entity (attention over the state's units where the env splits it, e.g. SMAX), or auto (cnn for a 3-D Box image state, else mlp)", one_of(ENCODERS))
     channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto", one_of(CHANNEL_ORDERS))
 
 
@@ -113,6 +114,9 @@ class VCritic(NormalizedValues, nn.Module):
         if choose_encoder(state_space, config.encoder, "critic", source) == "cnn":
             assert self.layout is not None
             self.base = CNNBase(self.layout, config.hidden_sizes, config.activation, extra_dim=ids)
+        elif config.encoder == "entity":  # attention over the state's entities (harl.nets.entity)
+            self.base = entity_encoder(state_space, config.hidden_sizes, config.activation, config.input_norm,
+                                       "critic", source, extra_dim=ids)
         else:
             self.base = MLP(state_dim + ids, config.hidden_sizes, config.activation, config.input_norm)
         width = self.base.out_dim
