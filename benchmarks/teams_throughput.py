@@ -2,10 +2,11 @@
 
     python benchmarks/teams_throughput.py                          # MPE simple_tag, 20 envs x 200 steps
     python benchmarks/teams_throughput.py --rounds 8 --set collector.n_envs=32
+    python benchmarks/teams_throughput.py --pipeline pipelines/mappo_smax_3m_selfplay.toml
 
-Both pipelines are ``pipelines/happo-vs-mappo_mpe_tag.toml``: the two-team one as shipped
-(predators HAPPO, prey MAPPO), the one-team one the same file without ``[teams]`` (every agent
-in one HAPPO team).  Each round times one ``collect`` of each, in alternating order, after a
+Both pipelines are one file (``--pipeline``, by default ``pipelines/happo-vs-mappo_mpe_tag.toml``):
+the teams one as shipped (there: predators HAPPO, prey MAPPO), the one-team one the same file
+without ``[teams]`` (every agent in one team with the file's stages).  Each round times one ``collect`` of each, in alternating order, after a
 warm-up collect each, so both see the same machine load; reported: the median env-steps/s of
 each, their ratio, this process's CPU time per env step, and the load average (issue 45, item 7:
 two teams at no more than 10 % below one team per env step).  Updates are not timed: the
@@ -31,16 +32,23 @@ PIPELINE = Path(__file__).parents[1] / "pipelines" / "happo-vs-mappo_mpe_tag.tom
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipeline", type=Path, default=PIPELINE)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--full-pool", action="store_true",
+                        help="fill each self-play pool to its size first (as late in a run: each env plays "
+                             "one of pool_size snapshots)")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    two, _ = load_spec_and_notes(PIPELINE, args.overrides)
-    one = attrs.evolve(two, teams=())
+    two, _ = load_spec_and_notes(args.pipeline, args.overrides)
+    one = attrs.evolve(two, teams=(), evaluator=attrs.evolve(two.evaluator, team=None, env={}))
     rates: dict[str, list[float]] = {"one team": [], "two teams": []}
     cpu: dict[str, list[float]] = {"one team": [], "two teams": []}
     with build_stages(one) as a, build_stages(two) as b:
         built = {"one team": a, "two teams": b}
+        if args.full_pool:
+            for _ in range(max((p.player.pool.size for p in b.updater.self_play), default=0)):
+                b.updater.snapshot_all()
         for stages in built.values():
             stages.collector.collect(stages.buffer)  # warm-up: first resets, allocations
         for r in range(args.rounds):

@@ -78,7 +78,7 @@ def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, device: torch.
         elif c.role == "self_play":
             learner = by_name[c.of]
             _same_sides(team.name, view, team_view(venv, _agents(teams, c.of)), source)
-            template = _build(learner.spec, view, device, spec.run.seed, spec.run.seed * 1000, source).policy
+            template = _policy(learner.spec, view, device, spec.run.seed, source)
             pool = SnapshotPool(c.pool_size, c.sample, seed=spec.run.seed * 1000 + 29)
             player = PoolPlayer(template, pool, Ratings(), c.of, c.deterministic)
             players[team.name] = player
@@ -104,13 +104,24 @@ def _agents(teams: Sequence[TeamAgents], name: str) -> TeamAgents:
 def _build(spec: PipelineSpec, view: TeamView, device: torch.device, seed: int, env_seed: int,
            source: str) -> Any:
     """One team's stages by its family (its ``Built``), on its view of the world."""
+    return registry.family_of(spec.collector).build(spec, _parts(spec, view, device, seed, env_seed, source))
+
+
+def _policy(spec: PipelineSpec, view: TeamView, device: torch.device, seed: int, source: str) -> torch.nn.Module:
+    """The acting networks of ``spec``'s family on ``view``, alone where the family builds them alone
+    (``Family.policy``), for a team that plays and does not learn."""
     family = registry.family_of(spec.collector)
-    parts = Parts(obs_spaces=list(view.observation_spaces), act_spaces=list(view.action_spaces),
-                  state_dim=int(np.prod(view.state_space.shape)), n_agents=view.n_agents,
-                  venv=view,  # type: ignore[arg-type]  # a view: its collector acts and observes, never steps
-                  device=device, generator=torch.Generator().manual_seed(seed), env_seed=env_seed,
-                  policy_config=spec.policy, wiring=wiring(spec), source=source, state_space=view.state_space)
-    return family.build(spec, parts)
+    parts = _parts(spec, view, device, seed, seed * 1000, source)
+    return family.policy(spec, parts) if family.policy is not None else family.build(spec, parts).policy
+
+
+def _parts(spec: PipelineSpec, view: TeamView, device: torch.device, seed: int, env_seed: int,
+           source: str) -> Parts:
+    return Parts(obs_spaces=list(view.observation_spaces), act_spaces=list(view.action_spaces),
+                 state_dim=int(np.prod(view.state_space.shape)), n_agents=view.n_agents,
+                 venv=view,  # type: ignore[arg-type]  # a view: its collector acts and observes, never steps
+                 device=device, generator=torch.Generator().manual_seed(seed), env_seed=env_seed,
+                 policy_config=spec.policy, wiring=wiring(spec), source=source, state_space=view.state_space)
 
 
 def _same_sides(name: str, view: TeamView, learner: TeamView, source: str) -> None:
@@ -153,7 +164,7 @@ def frozen_policy(team: TeamSpec, view: TeamView, device: torch.device, source: 
         state = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
     else:
         spec = theirs
-    policy = _build(spec, view, device, 0, 0, source).policy
+    policy = _policy(spec, view, device, 0, source)
     try:
         policy.load_state_dict(state)
     except (RuntimeError, KeyError) as exc:

@@ -185,6 +185,9 @@ class Family:
     """slot -> the kind a table of its pipelines gets without ``kind`` (else the slot's default)."""
     rank: int = 100
     """Where listings (``harl stages``, kind tables) show it and its kinds: lower first."""
+    policy: Callable[[Spec, Parts], torch.nn.Module] | None = None
+    """``policy(spec, parts)``: its acting networks alone, for a team that plays but does not learn
+    (frozen, self-play); None: ``build`` everything and keep its ``policy``."""
     policy_config: type | None = None
     """The config class of its pipelines' ``[policy]`` table (the networks that act); None:
     ``harl.policy.config.PolicyConfig``, the actor-critic families' actors."""

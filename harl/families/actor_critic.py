@@ -45,12 +45,18 @@ class Wiring:
     """``[run] precision``: "bf16" runs each off-policy gradient step under bfloat16 autocast."""
 
 
+def build_policy(spec: Spec, parts: Parts) -> Any:
+    """The actors alone, as ``build_actor_critic`` makes them (its objective's ``policy`` builder, else
+    ``stochastic_policy``): what a frozen or self-play team plays with."""
+    objective = spec.updater.objective
+    return registry.entry_of(objective).extra("policy", stochastic_policy)(objective, parts).to(parts.device)
+
+
 def build_actor_critic(spec: Spec, parts: Parts, make_updater: UpdaterBuilder) -> Built:
     """The stages of an actor-critic pipeline, in the order above; each step gets the parts the
     steps before it made (``attrs.evolve``)."""
     objective = spec.updater.objective
-    policy_builder = registry.entry_of(objective).extra("policy", stochastic_policy)
-    policy = policy_builder(objective, parts).to(parts.device)
+    policy = build_policy(spec, parts)
     parts = attrs.evolve(parts, policy=policy)
     critic = registry.build(spec.critic, parts).to(parts.device)
     parts = attrs.evolve(parts, critic=critic)

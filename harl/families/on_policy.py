@@ -17,7 +17,7 @@ from harl import registry
 from harl.collect.on_policy import Acting
 from harl.collect.stats import CollectStats
 from harl.families import Family, Need, Population, Problem, Spec
-from harl.families.actor_critic import Wiring, build_actor_critic, sequential_needs_own_actors
+from harl.families.actor_critic import Wiring, build_actor_critic, build_policy, sequential_needs_own_actors
 from harl.parts import EnvSpaces
 from harl.population.envs import split_step
 from harl.population.stack import Stack
@@ -157,4 +157,4 @@ FAMILY = registry.register_family(Family(
     NAME, "rollouts, a V critic and advantages",
     lambda spec, parts: build_actor_critic(spec, parts, build_on_policy_updater), wiring, checks, memory,
     describe=describe, population=Population(population_problems, population_memory, collect_population, batched_update=True),
-    rank=0))
+    rank=0, policy=build_policy))

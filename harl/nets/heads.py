@@ -98,11 +98,12 @@ def _masked_logits(logits: torch.Tensor, avail: torch.Tensor | None) -> torch.Te
     return logits if avail is None else logits.masked_fill(avail == 0, MASKED_LOGIT)
 
 
-def _categorical_sample(logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
+def _categorical_sample(logits: torch.Tensor, deterministic: bool, draw: torch.Tensor | None = None) -> torch.Tensor:
+    """The most likely category, or a sample; ``draw``: its standard-exponential noise (else drawn here)."""
     if deterministic:
         return logits.argmax(-1)
     # Gumbel-max: an exact categorical sample without building a distribution object.
-    gumbel = -torch.empty_like(logits).exponential_().log()
+    gumbel = -(torch.empty_like(logits).exponential_() if draw is None else draw).log()
     return (logits + gumbel).argmax(-1)
 
 

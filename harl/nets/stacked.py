@@ -148,10 +148,12 @@ class ParamStack:
     """Modules of one architecture whose parameters are read stacked along a leading agent axis.
 
     Each module keeps its own parameters (its optimiser, its checkpoint entries); the stack
-    is a view made on demand, so nothing has to be written back."""
+    is a view made on demand, so nothing has to be written back.  ``frozen``: the modules never
+    change (a self-play pool's snapshots), so the stack is read once and never checked again."""
 
-    def __init__(self, modules: Sequence[nn.Module]) -> None:
+    def __init__(self, modules: Sequence[nn.Module], frozen: bool = False) -> None:
         self.modules = list(modules)
+        self.frozen = frozen
         self.template: Any = self.modules[0]
         self.names = [name for name, _ in self.template.named_parameters()]
         self._cache: tuple[tuple[tuple[int, int], ...], Params] | None = None
@@ -169,6 +171,8 @@ class ParamStack:
         module's parameters change (acting reuses it step after step)."""
         if grad:
             return self._stacked()
+        if self.frozen and self._cache is not None:
+            return self._cache[1]
         key = self._versions()
         if self._cache is None or self._cache[0] != key:
             with torch.no_grad():
@@ -187,11 +191,11 @@ class ParamStack:
 class StackedActors(ParamStack):
     """The on-policy actors of ``actors`` (one signature) as one network over a leading agent axis."""
 
-    def __init__(self, actors: Sequence[nn.Module]) -> None:
+    def __init__(self, actors: Sequence[nn.Module], frozen: bool = False) -> None:
         sigs = {signature(a) for a in actors}
         if None in sigs or len(sigs) != 1:
             raise ValueError("StackedActors: the actors differ in shape or do not stack (see signature)")
-        super().__init__(actors)
+        super().__init__(actors, frozen)
         self.actors = self.modules
 
     def features(self, params: Params, obs: torch.Tensor) -> tuple[torch.Tensor, Affine]:
@@ -217,7 +221,8 @@ class StackedActors(ParamStack):
         """(actions, per-dimension log-probs), each ``(A, N, k)``, as each actor's ``act``.
 
         ``noise``: the Gaussian head's standard-normal draws ``(A, N, k)`` (a test passes the
-        loop's); by default one ``randn`` for the group."""
+        loop's), or the categorical head's exponential draws ``(A, N, sum of the sizes)`` (its
+        Gumbel-max noise); by default one draw for the group."""
         params = self.params()
         x, affine = self.features(params, obs)
         if isinstance(self.template.head, GaussianHead):
@@ -228,8 +233,9 @@ class StackedActors(ParamStack):
                 action = mean + std * (torch.randn_like(mean) if noise is None else noise)
             return action, GaussianHead._log_prob(self.template.head, mean, std, action)
         actions, log_probs = [], []
-        for log_p in self._log_probs(params, x, affine, avail):
-            a = _categorical_sample(log_p, deterministic)
+        draws = [None] * len(self.template.head.sizes) if noise is None else noise.split(self.template.head.sizes, -1)
+        for log_p, draw in zip(self._log_probs(params, x, affine, avail), draws):
+            a = _categorical_sample(log_p, deterministic, draw)
             actions.append(a)
             log_probs.append(log_p.gather(-1, a.unsqueeze(-1)))
         return torch.stack(actions, -1).float(), torch.cat(log_probs, -1)

@@ -22,6 +22,7 @@ from torch import nn
 
 from harl.teams.pool import SnapshotPool
 from harl.teams.ratings import Ratings
+from harl.teams.snapshot_stack import SnapshotStack, stacks
 
 
 def act_with(policy: Any, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
@@ -83,21 +84,40 @@ class PoolPlayer(nn.Module):
         self._nets: dict[int, nn.Module] = {}
         self._retired: dict[int, dict[str, torch.Tensor]] = {}
         """Evicted snapshots whose training episodes still run."""
+        self.batched = stacks(template)
+        """Every snapshot acts in one call (``harl.teams.snapshot_stack``); else one call per snapshot."""
+        self._stack: tuple[tuple[int, ...], SnapshotStack] | None = None
         self.games: list[float] = []
         """The learner's results in the episodes finished since the last ``row``."""
 
     def add(self, state: dict[str, torch.Tensor], iteration: int) -> int:
         """A snapshot of the learner's policy into the pool.  One the pool evicts keeps playing the
         training episodes it is in: its weights are kept here until none of them runs (``record``)."""
-        before = {k: self.pool.state(k) for k in self.pool.ids()}
+        before = {k: (self.pool.state(k), self.rating_name(k)) for k in self.pool.ids()}
         snapshot = self.pool.add(state, iteration)
-        self._retired.update({k: v for k, v in before.items() if k not in self.pool.ids()})
+        for k, (weights, name) in before.items():
+            if k not in self.pool:
+                self._retired[k] = weights
+                if self.ratings is not None:  # its games are over (record drops results against it)
+                    self.ratings.forget(name)
         return snapshot
+
+    def rating_name(self, snapshot: int) -> str:
+        """The snapshot's name in the ratings: ``<learner>@<iteration it was taken at>``."""
+        return f"{self.learner}@{self.pool.iteration(snapshot)}"
 
     def reload(self) -> None:
         """Forget the networks made from snapshots (the pool was restored from a checkpoint)."""
         self._nets.clear()
         self._retired.clear()
+        self._stack = None
+
+    def stack(self) -> tuple[tuple[int, ...], SnapshotStack]:
+        """Every playable snapshot (kept or retired) as one ``SnapshotStack``, made again when they change."""
+        ids = tuple(sorted({*self.pool.ids(), *self._retired}))
+        if self._stack is None or self._stack[0] != ids:
+            self._stack = (ids, SnapshotStack([self.net(k) for k in ids]))  # type: ignore[misc]
+        return self._stack
 
     def net(self, snapshot: int) -> nn.Module:
         if snapshot not in self._nets:
@@ -122,6 +142,11 @@ class PoolPlayer(nn.Module):
         fresh = np.flatnonzero(new)  # a new episode: a new opponent from the pool, by its rule
         if fresh.size:
             ids[fresh] = self.pool.sample_ids(int(fresh.size))
+        deterministic = self.deterministic or deterministic
+        if self.batched:
+            order, stack = self.stack()
+            which = torch.as_tensor(np.searchsorted(order, ids), device=obs[0].device)
+            return stack.act(obs, avail, which, deterministic), (ids, inner)
         out: list[torch.Tensor] | None = None
         for snapshot in np.unique(ids).tolist():
             rows = torch.as_tensor(np.flatnonzero(ids == snapshot), device=obs[0].device)
@@ -130,8 +155,8 @@ class PoolPlayer(nn.Module):
             sub_avail = avail if avail is None or whole else [None if a is None else a[rows] for a in avail]
             sub_hidden = inner if inner is None or whole else inner[rows]
             sub_starts = starts if starts is None or whole else starts[rows]
-            actions, sub_hidden = act_with(self.net(snapshot), sub_obs, sub_avail,
-                                           self.deterministic or deterministic, sub_hidden, sub_starts)
+            actions, sub_hidden = act_with(self.net(snapshot), sub_obs, sub_avail, deterministic, sub_hidden,
+                                           sub_starts)
             if whole:
                 out, inner = actions, sub_hidden
                 break
@@ -160,7 +185,7 @@ class PoolPlayer(nn.Module):
             self.pool.record(snapshot, outcome)
             self.games.append(outcome)
             if self.ratings is not None:
-                self.ratings.game(self.learner, f"{self.learner}@{self.pool.iteration(snapshot)}", outcome)
+                self.ratings.game(self.learner, self.rating_name(snapshot), outcome)
 
     def row(self, prefix: str) -> dict[str, Any]:
         """``{prefix}_pool_size``, the learner's score in this iteration's games, its rating."""

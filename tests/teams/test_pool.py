@@ -8,9 +8,13 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 
+from harl.policy.on_policy import OnPolicyActors, PolicyConfig
 from harl.settings import InvalidSetting
+from harl.teams.players import PoolPlayer
 from harl.teams.pool import SnapshotPool
+from harl.teams.ratings import Ratings
 
 
 def state(value: float) -> dict[str, torch.Tensor]:
@@ -167,3 +171,16 @@ def test_a_resumed_pool_draws_exactly_what_an_uninterrupted_one_does(sample: str
 def test_a_checkpoint_too_big_for_the_pool_is_refused() -> None:
     with pytest.raises(InvalidSetting, match="pool_size = 2; resume with pool_size >= 3"):
         SnapshotPool(2, "uniform", 0).load_state_dict(filled("uniform", n=3, size=3).state_dict())
+
+
+def test_evicted_snapshots_leave_the_ratings() -> None:
+    """The ratings stay as bounded as the pool: an evicted snapshot's rating goes with it."""
+    pytest.importorskip("openskill", reason="ratings need openskill (pip install harl[teams])")
+    template = OnPolicyActors([spaces.Box(-1, 1, (4,), np.float32)], [spaces.Discrete(3)], PolicyConfig(hidden_sizes=(8,)))
+    player = PoolPlayer(template, SnapshotPool(2, "uniform", seed=0), Ratings(), "red", deterministic=False)
+    for iteration in range(6):
+        player.add(template.state_dict(), iteration)
+        ids, _ = player.act([torch.zeros(4, 4)], None, hidden=player.initial_hidden(4, "cpu"))[1]
+        player.record((ids, None), [0, 1, 2, 3], [1.0, 0.0, 0.5, 1.0])
+    assert player.ratings is not None
+    assert sorted(player.ratings.names()) == sorted(["red", *(player.rating_name(k) for k in player.pool.ids())])
