@@ -107,10 +107,25 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, affine: A
     return torch.baddbmm(bias, x, weight)
 
 
+class FrozenParams(dict):  # type: ignore[type-arg]  # a Params
+    """The stacked parameters of modules that never change (``ParamStack(frozen=True)``): each
+    ``Linear``'s weight and bias with the LayerNorm before it folded in are kept (``folds``), so
+    acting step after step does not fold them again."""
+
+    def __init__(self, params: Params) -> None:
+        super().__init__(params)
+        self.folds: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
 def linear(params: Params, name: str, x: torch.Tensor, affine: Affine = None, edge: bool = False) -> torch.Tensor:
     """The stacked ``Linear`` called ``name`` (its parameters ``name.weight``, ``name.bias``) on ``x``;
     ``edge``: an ``EdgeLinear``, fp32 even under bf16 autocast as the per-agent layer is."""
     weight, bias = params[name + ".weight"], params[name + ".bias"]
+    if affine is not None and isinstance(params, FrozenParams):
+        if name not in params.folds:
+            scale, shift = affine
+            params.folds[name] = (weight * scale.transpose(1, 2), torch.baddbmm(bias, shift, weight))
+        (weight, bias), affine = params.folds[name], None
     if edge and torch.is_autocast_enabled(x.device.type):
         with torch.autocast(x.device.type, enabled=False):
             return _linear(x.float(), weight, bias, affine)
@@ -176,7 +191,8 @@ class ParamStack:
         key = self._versions()
         if self._cache is None or self._cache[0] != key:
             with torch.no_grad():
-                self._cache = (key, self._stacked())
+                stacked = self._stacked()
+                self._cache = (key, FrozenParams(stacked) if self.frozen else stacked)
         return self._cache[1]
 
     def _stacked(self) -> Params:
