@@ -77,3 +77,19 @@ def test_shipped_pipelines_check_and_are_named(name: str) -> None:
 def test_the_stages_mat_needs_are_named(setting: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(MAT_MPE), "--set", setting]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_mamujoco_pipeline_validates_without_the_extra() -> None:
+    """MAT's own MuJoCo task: the pipeline loads and passes the cross-stage checks (no env is built), is
+    named MAT, holds train_mujoco.sh's numbers, and its header says it is not yet measured."""
+    from harl.api import load_pipeline
+
+    path = ROOT / "pipelines" / "mat_mamujoco_halfcheetah_6x1.toml"
+    spec = load_pipeline(path)
+    assert name_of(kinds_of(tomllib.loads(path.read_text()))) == "MAT"
+    objective = spec.updater.objective
+    assert (objective.lr, objective.entropy_coef, objective.max_grad_norm, objective.epochs,
+            objective.minibatches, objective.clip) == (5e-5, 0.001, 0.5, 10, 40, 0.05)
+    assert (spec.env.scenario, spec.env.agent_conf, spec.env.agent_obsk) == ("HalfCheetah", "6x1", 0)
+    assert (spec.collector.n_envs, spec.collector.rollout_length) == (40, 100)
+    assert "Not yet measured" in path.read_text().split("\n[run]")[0]
