@@ -8,7 +8,7 @@ learning code.  MAT runs in its own venv from a checkout of its repository::
 
     python benchmarks/mat_parity.py run --budget 160000 --seeds 1 2 3 --jobs 2     # both sides
     python benchmarks/mat_parity.py report --budget 160000                         # table, JSON, figure
-    python benchmarks/mat_parity.py speed --steps 32000 --rounds 2                 # env-steps/s, interleaved
+    python benchmarks/mat_parity.py speed --steps 32000 --rounds 3                 # env-steps/s, interleaved
 
 ``run`` launches, per seed, MAT's ``train/train_mpe.py`` (``--mat-python``, default
 ``/work/mat_venv/bin/python``; the checkout ``--mat-ref``, default ``/work/mat_ref``) and
@@ -26,8 +26,9 @@ sides' mean returns is within the larger of their two standard deviations over s
 population std), prints the markdown tables and writes ``benchmarks/results/mat_parity.json``
 and the figure ``docs/learning_parity_mat_spread.png``.
 
-``speed`` times whole training runs of each side on the same settings, one after the other
-in alternating order, evaluation off, one torch thread each, and writes
+``speed`` times whole training runs (start-up included) on the same settings, evaluation off, one
+torch thread each: MAT's runner (its 128 env processes), harl's ``mat_mpe_spread.toml`` as shipped
+(mpe2) and harl on MAT's own MPE, one after another, the order rotated each round, and writes
 ``benchmarks/results/mat_speed.json`` with ``uptime``'s load before and after every run.
 """
 
@@ -216,15 +217,14 @@ def figure(curves: dict[str, dict[int, dict[str, Curve]]], tables: dict[str, lis
     for ax, metric, title in ((axes[0], "eval", "evaluation (32 deterministic episodes)"),
                               (axes[1], "train", "training return (128 episodes)")):
         for side, color in colors.items():
-            for seed, c in sorted(curves[side].items()):
-                xs, ys = zip(*c[metric]) if c[metric] else ((), ())
-                ax.plot(xs, ys, color=color, alpha=0.25, lw=0.8)
+            for _seed, c in sorted(curves[side].items()):
+                ax.plot([s for s, _ in c[metric]], [r for _, r in c[metric]], color=color, alpha=0.25, lw=0.8)
             table = tables[metric]
-            xs = [r["env_steps"] for r in table]
+            marks = [r["env_steps"] for r in table]
             mean = np.array([r[f"{side.lower()}_mean"] for r in table], dtype=float)
             std = np.array([r[f"{side.lower()}_std"] for r in table], dtype=float)
-            ax.plot(xs, mean, color=color, marker="o", ms=3, label=f"{side} ({len(curves[side])} seeds)")
-            ax.fill_between(xs, mean - std, mean + std, color=color, alpha=0.2)
+            ax.plot(marks, mean, color=color, marker="o", ms=3, label=f"{side} ({len(curves[side])} seeds)")
+            ax.fill_between(marks, mean - std, mean + std, color=color, alpha=0.2)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("env steps")
         ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:.0f}k")
@@ -268,20 +268,21 @@ def _uptime() -> str:
 
 
 def speed(args: argparse.Namespace) -> int:
-    """Whole training runs, evaluation off, alternating which side goes first each round."""
+    """Whole training runs, evaluation off: MAT's runner, harl on mpe2 (the shipped pipeline) and harl
+    on MAT's own MPE, one after another, the order rotated each round."""
     out = args.out.resolve() / "speed"
     out.mkdir(parents=True, exist_ok=True)
-    pipeline = harl_pipeline(out)
-    harl_pipe = PIPELINE if args.harl_env == "mpe2" else pipeline
+    on_mat_env = harl_pipeline(out)
     scripts = args.mat_ref / "mat" / "scripts"
+    sides = ["mat", "harl_mpe2", "harl_mat_env"]
     records = []
     for rnd in range(args.rounds):
-        order = ("mat", "harl") if rnd % 2 == 0 else ("harl", "mat")
-        for side in order:
+        for side in sides[rnd % 3:] + sides[:rnd % 3]:
             if side == "mat":
                 cmd, cwd = mat_command(args, 1, args.steps, f"speed_r{rnd}", 0), scripts
             else:
-                cmd, cwd = harl_command(harl_pipe, 1, args.steps, out / f"harl-r{rnd}", 0), ROOT
+                pipe = PIPELINE if side == "harl_mpe2" else on_mat_env
+                cmd, cwd = harl_command(pipe, 1, args.steps, out / f"{side}-r{rnd}", 0), ROOT
             before = _uptime()
             start = time.perf_counter()
             proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
@@ -289,22 +290,19 @@ def speed(args: argparse.Namespace) -> int:
             after = _uptime()
             if proc.returncode != 0:
                 raise SystemExit(f"{side} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-            if side == "mat":
-                fps = parse_mat_log(proc.stdout)["fps"]
-            else:
-                fps = harl_curves(out / f"harl-r{rnd}")["fps"]
+            fps = parse_mat_log(proc.stdout)["fps"] if side == "mat" else harl_curves(out / f"{side}-r{rnd}")["fps"]
             record = {"round": rnd, "side": side, "env_steps": args.steps, "wall_s": wall,
-                      "whole_run_steps_per_s": args.steps / wall, "last_reported_steps_per_s": fps[-1][1] if fps else None,
-                      "uptime_before": before, "uptime_after": after}
+                      "whole_run_steps_per_s": args.steps / wall,
+                      "reported_steps_per_s": fps[-1][1] if fps else None, "uptime_before": before,
+                      "uptime_after": after}
             records.append(record)
             print(json.dumps(record), flush=True)
-    rate = {side: [r["whole_run_steps_per_s"] for r in records if r["side"] == side] for side in ("mat", "harl")}
-    summary = {"harl_env": args.harl_env, "records": records,
-               "mean_steps_per_s": {s: float(np.mean(v)) for s, v in rate.items()},
-               "ratio_harl_over_mat": float(np.mean(rate["harl"]) / np.mean(rate["mat"]))}
+    rate = {side: float(np.mean([r["whole_run_steps_per_s"] for r in records if r["side"] == side])) for side in sides}
+    summary = {"env_steps_per_run": args.steps, "records": records, "mean_whole_run_steps_per_s": rate,
+               "ratio_harl_mpe2_over_mat": rate["harl_mpe2"] / rate["mat"],
+               "ratio_harl_mat_env_over_mat": rate["harl_mat_env"] / rate["mat"]}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "mat_speed.json" if args.harl_env == "mat" else f"mat_speed_{args.harl_env}.json"
-    (RESULTS / name).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    (RESULTS / "mat_speed.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in summary.items() if k != "records"}))
     return 0
 
@@ -329,9 +327,7 @@ def main() -> int:
             q.add_argument("--no-figure", action="store_true")
         if name == "speed":
             q.add_argument("--steps", type=int, default=32_000)
-            q.add_argument("--rounds", type=int, default=2)
-            q.add_argument("--harl-env", choices=("mat", "mpe2"), default="mat",
-                           help="harl on MAT's MPE (the same env code) or on mpe2 as shipped")
+            q.add_argument("--rounds", type=int, default=3, help="rounds of the three runs, order rotated")
     args = p.parse_args()
     return {"run": run, "report": report, "speed": speed}[args.command](args)
 

@@ -123,3 +123,44 @@ class MATSpread:
 
 def make_env(n_agents: int = 3, episode_length: int = 25) -> MATSpread:
     return MATSpread(n_agents, episode_length)
+
+
+MPE2_LABEL = (0, 2, 1, 4, 3)
+"""MAT's discrete action -> mpe2's with the same move (MAT: 1 = +x, 2 = -x, 3 = +y, 4 = -y; mpe2 the reverse)."""
+
+
+def against_mpe2(episodes: int = 20, seed: int = 0) -> dict[str, float]:
+    """Replay random actions in MAT's env and in harl's ``mpe`` env (mpe2's simple_spread_v3 with
+    ``variant = "pettingzoo_1.22"``) from MAT's initial positions: the largest differences of the
+    observations' first 18 numbers and of MAT's team reward against twice harl's, and the mean
+    initial distance of a landmark from the origin on each side (MAT draws landmarks in
+    ``0.8 * U(-1, 1)``, mpe2 in ``U(-1, 1)``)."""
+    from harl.envs.mpe import MPEConfig, make_mpe_env
+
+    mat = MATSpread()
+    ours = make_mpe_env(MPEConfig(scenario="simple_spread", continuous_actions=False, variant="pettingzoo_1.22"))
+    rng = np.random.default_rng(seed)
+    obs_diff = reward_diff = 0.0
+    radius = {"mat": [], "mpe2": []}
+    for episode in range(episodes):
+        mat.reset(seed + episode)
+        ours.reset(seed + episode)
+        radius["mpe2"] += [float(np.abs(lm.state.p_pos).max()) for lm in ours._world.landmarks]
+        world = mat._env.world
+        radius["mat"] += [float(np.abs(lm.state.p_pos).max()) for lm in world.landmarks]
+        for theirs, mine in zip(world.agents + world.landmarks, ours._world.agents + ours._world.landmarks,
+                                strict=True):
+            mine.state.p_pos = theirs.state.p_pos.copy()
+            mine.state.p_vel = theirs.state.p_vel.copy()
+        for _ in range(25):
+            actions = rng.integers(0, 5, size=3)
+            a = mat.step(list(actions))
+            b = ours.step([MPE2_LABEL[int(x)] for x in actions])
+            obs_diff = max(obs_diff, max(float(np.abs(x[:18] - y).max()) for x, y in zip(a.obs, b.obs, strict=True)))
+            reward_diff = max(reward_diff, float(np.abs(a.rewards - 2.0 * b.rewards).max()))
+    return {"max_obs_diff": obs_diff, "max_reward_diff_mat_vs_2x_harl_legacy": reward_diff,
+            "landmark_max_abs_coordinate_mat": max(radius["mat"]), "landmark_max_abs_coordinate_mpe2": max(radius["mpe2"])}
+
+
+if __name__ == "__main__":
+    print(against_mpe2())

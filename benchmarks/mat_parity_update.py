@@ -40,8 +40,8 @@ import torch
 from gymnasium import spaces
 
 ROOT = Path(__file__).resolve().parent.parent
-SETTINGS = {"clip": 0.05, "lr": 7e-4, "entropy_coef": 0.01, "huber_delta": 10.0, "max_grad_norm": 10.0,
-            "value_loss_coef": 1.0, "n_block": 1, "n_embd": 64, "n_head": 1, "adam_eps": 1e-5}
+SETTINGS: dict[str, Any] = {"clip": 0.05, "lr": 7e-4, "entropy_coef": 0.01, "huber_delta": 10.0, "max_grad_norm": 10.0,
+                            "value_loss_coef": 1.0, "n_block": 1, "n_embd": 64, "n_head": 1, "adam_eps": 1e-5}
 N_AGENTS, OBS_DIM, N_ACTIONS = 3, 21, 5
 
 
@@ -192,7 +192,10 @@ def replay(mat_ref: Path, steps: int, n_steps: int, seed: int) -> dict[str, Any]
     copy_weights(ours, mat_policy.transformer)
     mat_policy.train()
     ours.train()
-    pairs = {harl_name(n): p for n, p in mat_policy.transformer.named_parameters() if harl_name(n) is not None}
+    pairs: dict[str, torch.Tensor] = {}
+    for n, p in mat_policy.transformer.named_parameters():
+        if (name := harl_name(n)) is not None:
+            pairs[name] = p
     mine = dict(ours.named_parameters())
     history = []
     for step in range(steps):
@@ -213,6 +216,42 @@ def replay(mat_ref: Path, steps: int, n_steps: int, seed: int) -> dict[str, Any]
             "steps": history}
 
 
+def time_updates(mat_ref: Path, rounds: int, epochs: int, n_steps: int, seed: int) -> dict[str, Any]:
+    """Seconds of one iteration's update (``epochs`` steps on a ``n_steps`` batch) through each
+    code, interleaved round by round (MAT first in even rounds), one torch thread."""
+    import subprocess
+    import time
+
+    transformer_policy_cls, trainer_cls = import_mat(mat_ref)
+    ours = harl_policy(seed)
+    batch = make_batch(ours, n_steps, seed)
+    learner, value_loss, team_batch = harl_learner(ours, batch)
+    args = mat_args()
+    obs_space = spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+    share_space = spaces.Box(-np.inf, np.inf, (OBS_DIM * N_AGENTS,), np.float32)
+    mat_policy = transformer_policy_cls(args, obs_space, share_space, spaces.Discrete(N_ACTIONS), N_AGENTS)
+    trainer = trainer_cls(args, mat_policy, N_AGENTS)
+    copy_weights(ours, mat_policy.transformer)
+
+    def mat_update() -> None:
+        for _ in range(epochs):  # MAT's train(): ppo_epoch x one minibatch of the whole buffer
+            trainer.ppo_update(mat_sample(batch))
+
+    def harl_update() -> None:
+        for _ in range(epochs):
+            learner.update(team_batch, value_loss, SETTINGS["value_loss_coef"])
+
+    records = []
+    for rnd in range(rounds):
+        for side, fn in (("mat", mat_update), ("harl", harl_update))[:: 1 if rnd % 2 == 0 else -1]:
+            load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+            start = time.perf_counter()
+            fn()
+            records.append({"round": rnd, "side": side, "seconds": time.perf_counter() - start, "uptime": load})
+            print(json.dumps(records[-1]), flush=True)
+    return {"epochs": epochs, "batch_env_steps": n_steps, "records": records}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mat-ref", type=Path, default=Path(os.environ.get("MAT_REF", "/work/mat_ref")))
@@ -220,11 +259,19 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=3200, help="env steps in the batch (MAT's MPE: 128 x 25)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", type=Path, help="write the per-step record here")
+    p.add_argument("--time-rounds", type=int, default=0,
+                   help="instead: time one iteration's update (10 epochs) through each code, this many rounds")
     args = p.parse_args()
     if not (args.mat_ref / "mat" / "algorithms" / "mat" / "mat_trainer.py").is_file():
         print(f"skipped: no MAT checkout at {args.mat_ref} (git archive PKU-MARL/Multi-Agent-Transformer there)")
         return 0
     torch.set_num_threads(1)
+    if args.time_rounds:
+        timing = time_updates(args.mat_ref, args.time_rounds, 10, args.batch, args.seed)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(timing, indent=1) + "\n", encoding="utf-8")
+        return 0
     result = replay(args.mat_ref, args.steps, args.batch, args.seed)
     for row in result["steps"]:
         m, h = row["mat"], row["harl"]
