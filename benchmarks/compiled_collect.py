@@ -48,12 +48,14 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--rollouts", type=int, default=4, help="rollouts per round and side")
     p.add_argument("--set", action="append", default=[], help="collector.KEY=INT override, e.g. collector.n_envs=16")
+    p.add_argument("--device", default="cpu", help="cuda: the worlds and the networks on the GPU (CUDA graphs)")
     p.add_argument("--fallback-random", choices=("on", "off"), default="on",
                    help="off: the compiled step draws with inductor's generator (not eager's numbers)")
     args = p.parse_args()
     torch.set_num_threads(1)
     raw = tomllib.loads(args.pipeline.read_text())
-    raw["run"]["device"] = "cpu"
+    raw["run"]["device"] = args.device
+    raw["env"]["device"] = args.device
     for item in args.set:
         key, value = item.split("=", 1)
         table, name = key.split(".", 1)
@@ -75,10 +77,17 @@ def main() -> None:
         compiled.CompiledCollection._call = call  # type: ignore[method-assign]
     eager, fast = _stages(raw, "off", str(args.pipeline)), _stages(raw, "on", str(args.pipeline))
     try:
+        torch.manual_seed(0)
         _rate(eager, 1)
+        torch.manual_seed(0)  # the same draws: the two first rollouts agree to float rounding
         began = time.perf_counter()
         _rate(fast, 1)
         assert fast.collector.compiled is not None
+        worst = max(float((x - y).abs().max()) for name in ("values", "rewards", "state")
+                    for x, y in [(getattr(eager.buffer, name), getattr(fast.buffer, name))])
+        worst = max([worst] + [float((x - y).abs().max()) for x, y in zip(eager.buffer.actions, fast.buffer.actions)])
+        print(f"first rollout, eager against compiled: max |difference| {worst:.2e} "
+              f"({'ok' if worst < 1e-3 else 'DIFFERENT'}: values, rewards, states, actions)", flush=True)
         print(f"cache {compiled.cache_dir()}: first compiled rollout {time.perf_counter() - began:.1f} s "
               f"(compiling or loading: {fast.collector.compiled.compile_s:.1f} s)", flush=True)
         ratios = []

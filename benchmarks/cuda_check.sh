@@ -13,6 +13,8 @@
 #    [policy] batch_agents and compile and MAPPO with batched agents (throughput.py --variant);
 #    ATen ops per env step (ops_count.py); one whole run of the fast pipeline to 2M env steps
 #    (steady rate, first eval >= -60); a population of 16 seeds (--vectorize, batched update);
+# 3b. issue 49: the compiled collection step (env step, acting, buffer write as one graph) under
+#    CUDA graphs against eager, collection env-steps/s and the first rollout's agreement;
 # 4. (FULL=1) the whole test suite with run.device="auto" resolving to cuda, the learning curve
 #    at 2,048 worlds, HASAC and HATRPO iterations and a resume, time to eval >= -60 (3 seeds).
 set -u
@@ -48,6 +50,14 @@ for space in (spaces.Box(0, 1, (5,), np.float32), spaces.Discrete(5)):
     lp.sum().backward()
     print(type(space).__name__, "max |log-prob difference| vs the loop:", worst, "ok" if worst < 1e-4 else "FAIL")
 PYEOF
+
+log "issue 49: the compiled collection step on cuda (CUDA graphs) against eager, interleaved"
+if ! $PY -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    echo "skipped: torch sees no CUDA device" | tee "$OUT/compiled_collect_skipped.txt"
+else for pipe in happo_mpe_torch_spread ippo_mpe_spread_jaxmarl; do
+    timeout 300 $PY benchmarks/compiled_collect.py pipelines/$pipe.toml --device ${DEV:-cuda} --rounds 3 \
+        2>&1 | tail -6 | tee "$OUT/compiled_collect_$pipe.txt"
+done; fi
 
 log "raw torch MPE on cuda"
 timeout 60 $PY benchmarks/mpe_torch_throughput.py --only raw --device cuda --no-mpe2 \
