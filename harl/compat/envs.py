@@ -24,8 +24,8 @@ MPE_SCENARIOS = {"simple_spread_v2": "simple_spread", "simple_reference_v2": "si
                  "simple_speaker_listener_v3": "simple_speaker_listener"}
 """HARL's pettingzoo 1.22 MPE scenarios -> harl's (``variant = "pettingzoo_1.22"`` has these three)."""
 
-LAG_TASKS = {("SingleControl", "1/heading"): "heading", ("MultipleCombat", "2v2/NoWeapon/vsBaseline"): "2v2_noweapon"}
-"""HARL's LAG (scenario, task) pairs harl's air_combat env plays."""
+LAG_SCENARIOS = {"1/": "SingleControl", "1v1/": "SingleCombat", "2v2/": "MultipleCombat"}
+"""HARL's LAG scenario of a task path, by the path's first part."""
 
 MAMUJOCO_NAMES = {"manyagent_swimmer": "ManySegmentSwimmer", "manyagent_ant": "ManySegmentAnt"}
 
@@ -109,17 +109,43 @@ def _football(e: dict[str, Any], source: str) -> EnvPart:
     return EnvPart(table, name, discrete=True)
 
 
+def lag_tasks() -> dict[tuple[str, str], str]:
+    """HARL's LAG (scenario, task) pairs -> harl's air_combat task names (``harl.envs.air_combat.tasks``)."""
+    from harl.envs.air_combat.tasks import HARL_NAMES
+
+    pairs = {}
+    for path, name in HARL_NAMES.items():
+        scenario = next(s for prefix, s in LAG_SCENARIOS.items() if path.startswith(prefix))
+        pairs[(scenario, path)] = name
+    return pairs
+
+
 def _lag(e: dict[str, Any], source: str) -> EnvPart:
+    pairs = lag_tasks()
     pair = (e["scenario"], e["task"])
-    if pair not in LAG_TASKS:
-        offered = "; ".join(f"scenario {s}, task {t}" for s, t in LAG_TASKS)
-        raise _refuse(source, "task", f'harl\'s air combat env (JSBSim F-16s, no missiles, no '
-                      f'hierarchical or self-play opponents) plays {offered}; HARL\'s "{e["scenario"]}" '
-                      f'"{e["task"]}" is not among them: write one of those pairs')
-    table = {"kind": "air_combat", "task": LAG_TASKS[pair]}
-    return EnvPart(table, f"{e['scenario']}-{e['task']}", discrete=None,
-                   notes=("lag: harl's air combat env is its own JSBSim F-16 task, built after LAG's; "
-                          "returns are not LAG's",))
+    if pair not in pairs:
+        offered = "; ".join(f"{s} {t}" for s, t in pairs)
+        raise _refuse(source, "task", f'harl\'s air combat env (JSBSim F-16s) plays HARL\'s LAG tasks as '
+                      f'scenario and task pairs: {offered}; HARL\'s "{e["scenario"]}" "{e["task"]}" is not '
+                      f'among them: write one of those pairs')
+    from harl.envs.air_combat.tasks import COMBAT
+
+    name = pairs[pair]
+    table: dict[str, Any] = {"kind": "air_combat", "task": e["task"]}
+    spec = COMBAT.get(name)
+    notes = ["lag: harl's air combat env is its own JSBSim F-16 code written from LAG's task facts; "
+             "its opponents are harl's scripted autopilot and its hierarchical tasks fly harl's own "
+             "heading controller, so returns are close to LAG's, not identical"]
+    if spec is not None:
+        if not spec.hierarchy:
+            table["action_type"] = "multidiscrete"  # LAG's MultiDiscrete([41, 41, 41, 30])
+        if spec.selfplay:
+            table["sides"] = "one_team"
+            notes.append(f'lag: {e["task"]} trains every aircraft as one team, as HARL does (sides = '
+                         '"one_team"); a harl pipeline with [teams] tables and sides = "two_teams" plays '
+                         "red against snapshots of itself (docs/environments/air-combat.md)")
+    return EnvPart(table, f"{e['scenario']}-{e['task']}", discrete=None if spec is None else True,
+                   notes=tuple(notes))
 
 
 def _smax_maps() -> str:

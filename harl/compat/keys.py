@@ -163,9 +163,10 @@ ENV_KEYS: tuple[Key, ...] = (
        "agent count (harl.envs.football.SCENARIOS, HARL's counts)"),
     _k("env:football.number_of_right_players_agent_controls", FIXED, "harl controls the left team only", 0),
     _k("env:football.other_config_options", FIXED, "harl passes no extra gfootball options", None),
-    _k("env:lag.scenario", MAPPED, 'env.task, with task: SingleControl 1/heading -> "heading", '
-       'MultipleCombat 2v2/NoWeapon/vsBaseline -> "2v2_noweapon"; other tasks are refused'),
-    _k("env:lag.task", MAPPED, "env.task (with scenario)"),
+    _k("env:lag.scenario", MAPPED, "checked against the task (SingleControl 1/..., SingleCombat 1v1/..., "
+       "MultipleCombat 2v2/...)"),
+    _k("env:lag.task", MAPPED, "env.task, HARL's name as it is (lag.yaml's six tasks and HARL's self-play "
+       'configs; self-play ones with sides = "one_team")'),
     _k("env:smac.map_name", MAPPED, "env.scenario on SMAX (kind smax) where SMAX has the map; refused otherwise"),
     _k("env:smac.state_type", MAPPED, "critic.state_type"),
     _k("env:smacv2.map_name", MAPPED, "env.scenario on SMAX where SMAX has the map (its smacv2_N_units); "

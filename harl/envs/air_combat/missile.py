@@ -120,6 +120,7 @@ class Missile:
         self._rates = (0.0, 0.0)  # pitch and turn rates of the last step
         self._previous_range = math.inf
         self._opening: deque[bool] = deque(maxlen=round(OPENING_WINDOW_S / dt))
+        self._opening_steps = 0  # how many of ``_opening`` are True
 
     @property
     def flying(self) -> bool:
@@ -127,7 +128,8 @@ class Missile:
 
     @property
     def speed(self) -> float:
-        return math.sqrt(sum(v * v for v in self.velocity))
+        vx, vy, vz = self.velocity
+        return math.sqrt(vx * vx + vy * vy + vz * vz)
 
     def step(self, target_position: Vector, target_velocity: Vector,
              target_alive: bool) -> str:
@@ -135,12 +137,16 @@ class Missile:
         self.t += self.dt
         ny, nz, distance = pn_overload(self.position, self.velocity, target_position, target_velocity,
                                        nav_gain(self.t))
-        self._opening.append(distance > self._previous_range)
+        if len(self._opening) == self._opening.maxlen:
+            self._opening_steps -= self._opening[0]
+        opening = distance > self._previous_range
+        self._opening.append(opening)
+        self._opening_steps += opening
         self._previous_range = distance
         if distance < KILL_RADIUS and target_alive:
             self.status = HIT
         elif (self.t > LIFETIME or self.speed < MIN_SPEED or not target_alive
-              or sum(self._opening) >= self._opening.maxlen):  # type: ignore[operator]
+              or self._opening_steps >= self._opening.maxlen):  # type: ignore[operator]
             self.status = MISSED
         else:
             self.advance(ny, nz)
@@ -150,7 +156,8 @@ class Missile:
         """Move, then turn and accelerate under the commanded overloads (explicit Euler)."""
         dt = self.dt
         speed = self.speed
-        self.position = [p + dt * v for p, v in zip(self.position, self.velocity)]
+        (x, y, z), (vx, vy, vz) = self.position, self.velocity
+        self.position = [x + dt * vx, y + dt * vy, z + dt * vz]
         burning = self.t < BURN_TIME
         thrust = THRUST if burning else 0.0
         drag = 0.5 * DRAG_COEFFICIENT * cross_section(*self._rates) * air_density(self.position[2]) * speed ** 2
