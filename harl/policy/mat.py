@@ -28,8 +28,10 @@ vector initialised to ones; the encoder reads the observations (MAT's ``encode_s
 its default).  Agents whose observations are narrower than the widest are zero-padded.
 Agents act in a fixed order (agent 0 first), as MAT decodes, or in the order ``set_order`` gives
 (``[updater.objective] order = "random"``: a permutation drawn for each rollout, which the update of
-that rollout uses too); the encoder has no positional embedding, so the order changes only who
-decodes first.
+that rollout uses too), or (``order = "episode"``, as HAPPO draws its agents' order) in a permutation
+drawn for each episode of each env during collection, logged step by step for the update
+(``take_orders``); evaluation and export decode in ``order``.  The encoder has no positional
+embedding, so the order changes only who decodes first.
 """
 
 from __future__ import annotations
@@ -161,6 +163,7 @@ class MultiAgentTransformer(nn.Module):
     """
 
     order: torch.Tensor
+    env_orders: torch.Tensor
 
     def __init__(self, observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
                  n_block: int, n_embd: int, n_head: int, decentralised: bool = False, share_actor: bool = False,
@@ -209,6 +212,13 @@ class MultiAgentTransformer(nn.Module):
         self.register_buffer("order", torch.arange(self.n_agents))
         """The decoding order: position ``p`` decodes agent ``order[p]`` (saved with the weights)."""
         self.fixed_order = True
+        self.register_buffer("env_orders", torch.zeros(0, self.n_agents, dtype=torch.long))
+        """``order = "episode"``: each collection env's decoding order in its running episode ``(E, A)``
+        (saved with the weights, so a resumed episode keeps its order; empty until the first step)."""
+        self.episode_generator: torch.Generator | None = None
+        """``order = "episode"``: where collection draws each new episode's order (None: not drawn)."""
+        self.collected_orders: list[torch.Tensor] = []
+        """``order = "episode"``: the ``(E, A)`` orders of each step collected since ``take_orders``."""
 
     def set_order(self, order: torch.Tensor) -> None:
         """Decode the agents in ``order`` from the next step on (MAT-Dec: no agent reads another, no effect)."""
@@ -216,6 +226,43 @@ class MultiAgentTransformer(nn.Module):
             return
         self.order.copy_(order)
         self.fixed_order = bool(torch.equal(order.cpu(), torch.arange(self.n_agents)))
+
+    def draw_episode_orders(self, generator: torch.Generator) -> None:
+        """Collection decodes each episode of each env in its own order, drawn from ``generator`` where
+        the episode begins (``order = "episode"``); acting outside collection (evaluation, export) keeps
+        ``order``.  MAT-Dec: no agent reads another, nothing to draw."""
+        if not self.decentralised:
+            self.episode_generator = generator
+
+    def episode_orders(self, starts: Any, n_envs: int) -> torch.Tensor:
+        """The ``(E, A)`` orders of this collection step: a new permutation for every env whose episode
+        begins (``starts`` 1), the running one for the others; logged for ``take_orders``."""
+        assert self.episode_generator is not None
+        device = self.env_orders.device
+        begins = (torch.ones(n_envs, dtype=torch.bool) if starts is None or self.env_orders.shape[0] != n_envs
+                  else torch.as_tensor(starts).reshape(n_envs).cpu() > 0)
+        if self.env_orders.shape[0] != n_envs:
+            self.env_orders = torch.zeros(n_envs, self.n_agents, dtype=torch.long, device=device)
+        rows = torch.nonzero(begins).view(-1)
+        if len(rows):
+            drawn = torch.rand(len(rows), self.n_agents, generator=self.episode_generator).argsort(-1)
+            self.env_orders[rows.to(device)] = drawn.to(device)
+        self.collected_orders.append(self.env_orders.clone())
+        return self.env_orders
+
+    def take_orders(self) -> torch.Tensor | None:
+        """The ``(T, E, A)`` orders of the steps collected since the last call (None: not ``order =
+        "episode"``); the log starts anew."""
+        if self.episode_generator is None:
+            return None
+        orders, self.collected_orders = self.collected_orders, []
+        return torch.stack(orders) if orders else self.env_orders.new_zeros(0, *self.env_orders.shape)
+
+    @staticmethod
+    def permute_rows(x: torch.Tensor, orders: torch.Tensor) -> torch.Tensor:
+        """``(B, A, ...)`` with row ``b``'s agents taken in ``orders[b]`` (``(B, A)``): ``y[b, p] = x[b, orders[b, p]]``."""
+        index = orders.view(*orders.shape, *([1] * (x.dim() - 2))).expand_as(x)
+        return x.gather(1, index.to(x.device))
 
     def _to_decoding(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, A, ...)`` from the env's agent order to the decoding order."""
@@ -228,6 +275,8 @@ class MultiAgentTransformer(nn.Module):
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         # weights saved before the order was (harl ce055d2) decode in the fixed order
         state_dict.setdefault(prefix + "order", torch.arange(self.n_agents))
+        orders = state_dict.setdefault(prefix + "env_orders", self.env_orders)  # saved before harl had it
+        self.env_orders = torch.zeros_like(orders, device=self.env_orders.device)  # as many envs as saved
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self.fixed_order = bool(torch.equal(self.order.cpu(), torch.arange(self.n_agents)))
 
@@ -271,20 +320,36 @@ class MultiAgentTransformer(nn.Module):
     def sample(self, obs: Sequence[Any], avail: Sequence[Any] | None, deterministic: bool = False,
                hidden: Any = None, starts: Any = None) -> TeamSample:
         """One step of every agent in every env, decoded one agent after another, with the
-        per-dimension log-probabilities of the actions (what the collector stores)."""
-        x = self._to_decoding(self.stack_obs(obs))
+        per-dimension log-probabilities of the actions (what the collector stores).  ``order =
+        "episode"``: each env's agents in its episode's order (``starts``: 1 where an episode begins)."""
+        if self.episode_generator is not None:
+            stacked = self.stack_obs(obs)
+            orders = self.episode_orders(starts, stacked.shape[0])
+            return self._sample_in(stacked, self._stack_avail(avail), deterministic,
+                                   lambda x: self.permute_rows(x, orders),
+                                   lambda x: self.permute_rows(x, orders.argsort(-1)))
+        return self._act(obs, avail, deterministic)
+
+    def _act(self, obs: Sequence[Any], avail: Sequence[Any] | None, deterministic: bool) -> TeamSample:
+        """A step in ``order`` (every env alike)."""
+        return self._sample_in(self.stack_obs(obs), self._stack_avail(avail), deterministic, self._to_decoding,
+                               self._to_env)
+
+    def _sample_in(self, obs: torch.Tensor, mask: torch.Tensor | None, deterministic: bool,
+                   to_decoding: Any, to_env: Any) -> TeamSample:
+        x = to_decoding(obs)
         _, rep = self.encode(x)
-        mask = self._stack_avail(avail)
-        actions, log_probs = self.decode_autoregressive(x, rep, None if mask is None else self._to_decoding(mask),
+        actions, log_probs = self.decode_autoregressive(x, rep, None if mask is None else to_decoding(mask),
                                                         deterministic)
-        actions, log_probs = self._to_env(actions), self._to_env(log_probs)
+        actions, log_probs = to_env(actions), to_env(log_probs)
         return TeamSample(list(actions.unbind(1)), list(log_probs.unbind(1)), None)
 
     @torch.no_grad()
     def act(self, obs: Sequence[Any], avail: Sequence[Any] | None, deterministic: bool = True,
             hidden: Any = None, starts: Any = None) -> tuple[list[torch.Tensor], None]:
-        """``(actions, next hidden)`` as every family's policy acts (``harl.evaluator.ActingPolicy``)."""
-        return self.sample(obs, avail, deterministic).actions, None
+        """``(actions, next hidden)`` as every family's policy acts (``harl.evaluator.ActingPolicy``):
+        agents in ``order`` (also with ``order = "episode"``, whose draws are collection's alone)."""
+        return self._act(obs, avail, deterministic).actions, None
 
     # ------------------------------------------------------------------ the network
 
@@ -352,10 +417,17 @@ class MultiAgentTransformer(nn.Module):
                 log_probs[:, chosen] = gauss.log_prob(a)
         return actions, log_probs
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None,
+                 orders: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher-forced: (per-dimension log-probs ``(B, A, k)``, entropies ``(B, A, k)``, values
-        ``(B, A)``) of stored actions, every agent in one decoder pass (agents in the env's order)."""
+        ``(B, A)``) of stored actions, every agent in one decoder pass (agents in the env's order).
+        ``orders`` ``(B, A)``: each row decoded in its own order (``order = "episode"``), else ``order``."""
+        if orders is not None:
+            inverse = orders.argsort(-1)
+            obs, actions = self.permute_rows(obs, orders), self.permute_rows(actions, orders)
+            avail = None if avail is None else self.permute_rows(avail, orders)
+            return tuple(self.permute_rows(x, inverse)  # type: ignore[return-value]
+                         for x in self.evaluate_in_order(obs, actions, avail))
         if not self.fixed_order:
             obs, actions = self._to_decoding(obs), self._to_decoding(actions)
             avail = None if avail is None else self._to_decoding(avail)
@@ -382,6 +454,9 @@ def transformer_policy(config: Any, parts: Any) -> MultiAgentTransformer:
     policy = MultiAgentTransformer(parts.obs_spaces, parts.act_spaces, config.n_block, config.n_embd, config.n_head,
                                    decentralised=getattr(config, "decentralised", False),
                                    share_actor=getattr(config, "share_actor", False), source=parts.source)
-    if getattr(config, "order", "fixed") == "random":
+    order = getattr(config, "order", "fixed")
+    if order == "random":
         policy.set_order(torch.randperm(policy.n_agents, generator=parts.generator))
+    elif order == "episode":
+        policy.draw_episode_orders(parts.generator)
     return policy

@@ -35,8 +35,10 @@ class JointConfig:
     objective: Any = setting(factory=MATConfig, doc="the team's objective ([updater.objective]: mat or mat_dec)")
 
 
-def team_batch(buffer: RolloutBuffer, critic_learner: TransformerValueLoss) -> TeamBatch:
-    """The rollout in ``buffer`` as env steps with every agent in one row (reads the buffer, writes nothing)."""
+def team_batch(buffer: RolloutBuffer, critic_learner: TransformerValueLoss,
+               orders: torch.Tensor | None = None) -> TeamBatch:
+    """The rollout in ``buffer`` as env steps with every agent in one row (reads the buffer, writes nothing);
+    ``orders`` ``(T, E, A)``: each step's decoding order (the policy's ``take_orders``, ``order = "episode"``)."""
     if not buffer.fp_state:
         raise ConfigError('updater.kind = "joint" needs one value per agent in the rollout buffer; '
                           'set critic.kind = "mat_v"')
@@ -55,7 +57,8 @@ def team_batch(buffer: RolloutBuffer, critic_learner: TransformerValueLoss) -> T
         active=buffer.active[:-1].reshape(n, -1),
         advantages=torch.stack([buffer.normalized_advantages(i) for i in agents], -1).reshape(n, -1),
         old_values=critic_learner.old_values(buffer.values[:-1].reshape(n, -1)),
-        returns=buffer.returns.reshape(n, -1))
+        returns=buffer.returns.reshape(n, -1),
+        orders=None if orders is None else orders.reshape(n, buffer.n_agents).to(obs.device))
 
 
 @attrs.frozen
@@ -81,7 +84,11 @@ class JointUpdater:
     def update(self, buffer: RolloutBuffer, progress: float) -> JointStats:
         scale = lr_scale(self.config, progress)
         set_lr([self.learner], scale)
-        batch = team_batch(buffer, self.critic_learner)
+        orders = self.learner.policy.take_orders()
+        if orders is not None and orders.shape[:2] != buffer.actions[0].shape[:2]:
+            raise RuntimeError(f"the policy logged {orders.shape[0]} steps' decoding orders for a rollout of "
+                               f"{buffer.actions[0].shape[0]}: every collected step goes through policy.sample")
+        batch = team_batch(buffer, self.critic_learner, orders)
         stats = self.learner.update(batch, self.critic_learner, self.critic_learner.value_loss_coef)
         return JointStats(stats, scale)
 

@@ -31,7 +31,7 @@ def tiny_run(tmp: Path, objective: str, continuous: bool, order: str = "fixed") 
 
 
 @pytest.mark.parametrize(("objective", "continuous", "order"),
-                         [("mat", False, "fixed"), ("mat", False, "random"), ("mat_dec", False, ""),
+                         [("mat", False, "fixed"), ("mat", False, "random"), ("mat", False, "episode"), ("mat_dec", False, ""),
                           ("mat", True, "fixed")])
 def test_load_policy_of_the_export_takes_the_runs_actions(tmp_path: Path, objective: str, continuous: bool,
                                                           order: str) -> None:

@@ -32,11 +32,13 @@ def settings(**extra: object) -> list[str]:
 
 
 @pytest.mark.parametrize(("objective", "continuous", "order"),
-                         [("mat", False, "fixed"), ("mat_dec", False, ""), ("mat", True, "fixed"), ("mat", False, "random")])
+                         [("mat", False, "fixed"), ("mat_dec", False, ""), ("mat", True, "fixed"), ("mat", False, "random"),
+                          ("mat", False, "episode")])
 def test_exact_resume_and_eval(tmp_path: Path, objective: str, continuous: bool, order: str,
                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Discrete simple_spread (MAT, MAT-Dec, MAT with a random order per rollout) and its Box
-    version (MAT's Gaussian)."""
+    """Discrete simple_spread (MAT, MAT-Dec, MAT with a random order per rollout and per episode: 25-step
+    episodes, rollouts of 25, so each rollout's first step draws every env's order) and its Box version
+    (MAT's Gaussian)."""
     whole = tmp_path / "whole"
     extra = {"updater.objective.kind": objective, "env.continuous_actions": str(continuous).lower()}
     if order:
@@ -93,3 +95,25 @@ def test_mamujoco_pipeline_validates_without_the_extra() -> None:
     assert (spec.env.scenario, spec.env.agent_conf, spec.env.agent_obsk) == ("HalfCheetah", "6x1", 0)
     assert (spec.collector.n_envs, spec.collector.rollout_length) == (40, 100)
     assert "Not yet measured" in path.read_text().split("\n[run]")[0]
+
+
+def test_vectorize_is_refused_naming_mat_stages(capsys: pytest.CaptureFixture[str]) -> None:
+    """--vectorize batches PPO/A2C members only: MAT's objective and critic are named, with the way out."""
+    assert main(["train", str(MAT_MPE), "--seeds", "1,2", "--vectorize"]) == 2
+    err = capsys.readouterr().err
+    assert 'updater.objective.kind = "mat"' in err and 'critic.kind = "mat_v"' in err and "Drop --vectorize" in err
+
+
+def test_episode_orders_resume_mid_episode(tmp_path: Path) -> None:
+    """order = "episode" with rollouts of 10 steps in 25-step episodes: a checkpoint falls inside episodes,
+    whose running orders the resumed run keeps (metrics and final weights as the run never stopped)."""
+    whole = tmp_path / "whole"
+    extra = {"updater.objective.order": "episode", "collector.rollout_length": 10, "run.total_env_steps": 240,
+             "evaluator.every_iterations": 3}
+    assert main(["train", str(MAT_MPE), *settings(**extra), "--run-dir", str(whole)]) == 0
+    resumed = tmp_path / "resumed"
+    shutil.copytree(whole, resumed)
+    assert main(["train", "--resume", str(resumed), "--checkpoint",
+                 str(resumed / "checkpoints" / "iter_0000002.pt")]) == 0
+    assert rows(resumed) == rows(whole)
+    assert same_final_state(resumed, whole)

@@ -31,6 +31,9 @@ from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, own_first, positive, setting
 from harl.update.common import optimizer_step
 
+ORDERS = ("fixed", "random", "episode")
+"""``[updater.objective] order`` of ``mat``."""
+
 
 @attrs.frozen
 class TransformerPPOConfig:
@@ -57,8 +60,10 @@ class MATConfig(TransformerPPOConfig):
     """``[updater.objective] kind = "mat"``: the Multi-Agent Transformer, actions decoded one agent after another."""
 
     kind: str = kind_field("mat")
-    order: str = setting("fixed", "the agents' decoding order: fixed (agent 0 first, as MAT) or random (a "
-                         "permutation drawn for each rollout, kept for its update)", one_of(("fixed", "random")))
+    order: str = setting("fixed", "the agents' decoding order: fixed (agent 0 first, as MAT), random (a "
+                         "permutation drawn for each rollout, kept for its update) or episode (a permutation drawn "
+                         "for each episode of each env, as HAPPO draws its agents' order; evaluation and export "
+                         "decode agent 0 first)", one_of(ORDERS))
 
 
 @attrs.frozen(field_transformer=own_first)
@@ -93,6 +98,8 @@ class TeamBatch:
     """``(N, A)`` values at collection, in the value normaliser's units."""
     returns: torch.Tensor
     """``(N, A)`` value targets, env units."""
+    orders: torch.Tensor | None = None
+    """``(N, A)`` each step's decoding order (``order = "episode"``); None: the policy's ``order``."""
 
     @property
     def size(self) -> int:
@@ -101,7 +108,8 @@ class TeamBatch:
     def select(self, rows: torch.Tensor) -> TeamBatch:
         return TeamBatch(self.obs[rows], self.actions[rows], self.old_log_probs[rows],
                          None if self.avail is None else self.avail[rows], self.active[rows],
-                         self.advantages[rows], self.old_values[rows], self.returns[rows])
+                         self.advantages[rows], self.old_values[rows], self.returns[rows],
+                         None if self.orders is None else self.orders[rows])
 
 
 def mat_policy_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
@@ -147,7 +155,7 @@ class TransformerLearner:
 
     def loss(self, mb: TeamBatch, value_loss: ValueLoss, value_loss_coef: float) -> tuple[torch.Tensor, ...]:
         """(loss, policy loss, value loss, entropy, mean ratio) of one minibatch."""
-        log_probs, entropy, values = self.policy.evaluate(mb.obs, mb.actions, mb.avail)
+        log_probs, entropy, values = self.policy.evaluate(mb.obs, mb.actions, mb.avail, mb.orders)
         policy_loss, ratio = mat_policy_loss(log_probs, mb.old_log_probs, mb.advantages, mb.active, self.config.clip)
         mean_entropy = mat_entropy(entropy, mb.active)
         v_loss = value_loss(values, mb)
@@ -177,7 +185,7 @@ class TransformerLearner:
     @torch.no_grad()
     def ratio(self, batch: TeamBatch) -> torch.Tensor:
         """``(N, A)`` each agent's new/old probability ratio (a product over action dimensions)."""
-        log_probs, _, _ = self.policy.evaluate(batch.obs, batch.actions, batch.avail)
+        log_probs, _, _ = self.policy.evaluate(batch.obs, batch.actions, batch.avail, batch.orders)
         return (log_probs - batch.old_log_probs).sum(-1).exp()
 
 
