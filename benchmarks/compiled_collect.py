@@ -18,10 +18,10 @@ import argparse
 import os
 import statistics
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomllib
 import torch
 
 from harl.collect import compiled

@@ -181,3 +181,20 @@ class TestCompiled:
         assert_same(eager, steps, exact=False)
         for e, c in zip(flat(eager_eps), flat(steps_eps)):
             assert e["length"] == c["length"] and e["return"] == pytest.approx(c["return"], abs=1e-4)
+
+
+def test_first_calls_are_announced_and_their_time_recorded(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each graph's first call (where it compiles) is shown to the progress views and its seconds kept."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    said: list[str | None] = []
+    monkeypatch.setattr(compiled, "announce", said.append)
+    stages = build_stages(structure_pipeline(SPREAD, "test"))
+    try:
+        stages.collector.start(stages.buffer)
+        steps = CompiledCollection(stages.collector.venv, stages.policy, stages.critic, stages.buffer, no_compile)
+        steps.rollout()
+        steps.rollout()
+        assert said == ["compiling the collection step", None] * 2  # the plain step's graph, the ending one's
+        assert compiled.recorded_compile_s(steps.signature) == pytest.approx(steps.compile_s, abs=1e-3)
+    finally:
+        stages.close()
