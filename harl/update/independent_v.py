@@ -291,16 +291,19 @@ class IndependentVLearner(VCriticLearner):
     """
 
     def __init__(self, critic: IndependentVCritic, config: IndependentVConfig, generator: torch.Generator,
-                 compile: bool = False) -> None:
+                 compile: bool | str = "off") -> None:
         super().__init__(critic, config, generator, compile)  # type: ignore[arg-type]  # the V critic's API and keys
         self.own_critic, self.own_config = critic, config
         self.interleaved = config.interleave
         """The updater runs the objective's epochs as rounds, a critic step first in each."""
         if critic.target is not None:  # the target's parameters never step
             self.optimizer = torch.optim.Adam(self.trainable(), lr=config.lr, eps=config.adam_eps)
+            if self.compiled_step is not None:
+                self.enable_compile()  # again: this optimiser, the trainable parameters
         self.round_stats: list[torch.Tensor] = []
 
     def trainable(self) -> list[torch.Tensor]:
+        """The parameters the optimiser steps (a soft target's never do)."""
         return [p for p in self.critic.parameters() if p.requires_grad]
 
     def update(self, states: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
@@ -324,9 +327,13 @@ class IndependentVLearner(VCriticLearner):
             critic.normalizer.update(target)
             target = critic.normalize_targets(target)
         loss = huber(target - v, cfg.huber_delta).mean()
-        norm = optimizer_step(self.optimizer, loss * cfg.value_loss_coef, self.trainable(), cfg.max_grad_norm,
-                              report_norm=True)
-        assert norm is not None
+        if self.compiled_step is not None:
+            norm = self.compiled_step.step(loss * cfg.value_loss_coef)
+        else:
+            step = optimizer_step(self.optimizer, loss * cfg.value_loss_coef, self.trainable(), cfg.max_grad_norm,
+                                  report_norm=True)
+            assert step is not None
+            norm = step
         self.round_stats.append(torch.stack([loss.detach(), norm.detach()]))
         return advantages
 

@@ -18,6 +18,7 @@ from harl.buffers.rollout import AgentBatch, RolloutBuffer
 from harl.errors import ConfigError
 from harl.update.batched import BatchedSimultaneous
 from harl.update.common import AgentStats, agent_order, lr_scale, set_lr
+from harl.update.compiled import AutoCompile
 from harl.update.sequential import PolicyLearner, SequentialConfig, sequential_update
 from harl.update.simultaneous import SimultaneousConfig, merge_batches, simultaneous_update
 from harl.update.v_critic import CriticStats, VCriticLearner
@@ -68,8 +69,16 @@ class OnPolicyUpdater:
         self.generator = generator
         self.batched = (BatchedSimultaneous(self.learners)
                         if batch_agents and not self.sequential and len(self.learners) > 1 else None)
+        self.auto_compile = AutoCompile([*self.learners, critic_learner])
+        """``[policy] compile = "auto"``: whether the learners compile, decided at the second update."""
 
     def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
+        started = self.auto_compile.start()
+        stats = self._update(buffer, progress)
+        self.auto_compile.finish(started, progress)
+        return stats
+
+    def _update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
         scale = lr_scale(self.config, progress)
         set_lr([*self.learners, self.critic_learner], scale)
         batches = [buffer.agent_batch(i) for i in range(self.n_agents)]

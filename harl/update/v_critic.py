@@ -26,6 +26,7 @@ from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, own_first, positive, setting
 from harl.update.common import huber, optimizer_step
+from harl.update.compiled import CompiledStep, compile_mode, compiled
 
 
 @attrs.frozen
@@ -193,16 +194,29 @@ class VCriticLearner:
     """Fits the critic to the returns of one rollout (epochs x minibatches)."""
 
     def __init__(self, critic: VCritic, config: VCriticConfig, generator: torch.Generator,
-                 compile: bool = False) -> None:
-        """``compile``: ``[policy] compile``, the minibatch loss as one ``torch.compile``d graph
+                 compile: bool | str = "off") -> None:
+        """``compile``: ``[policy] compile``; "on": the minibatch loss and the clip + optimiser step compiled
         (a feed-forward critic)."""
         self.critic = critic
         self.config = config
         self.generator = generator
         self.optimizer = torch.optim.Adam(critic.parameters(), lr=config.lr, eps=config.adam_eps)
         self.base_lr = config.lr
-        self.compiled = (torch.compile(self._loss, dynamic=False)
-                         if compile and not getattr(critic, "hidden_size", 0) else None)
+        self.compiled: Any = None
+        self.compiled_step: CompiledStep | None = None
+        self.compile = compile_mode(compile) if not getattr(critic, "hidden_size", 0) else "off"
+        """``[policy] compile`` for this learner: a recurrent critic's update stays eager (its GRU's cuts)."""
+        if self.compile == "on":
+            self.enable_compile()
+
+    def trainable(self) -> list[torch.Tensor]:
+        """The parameters the optimiser steps."""
+        return list(self.critic.parameters())
+
+    def enable_compile(self) -> None:
+        """From the next minibatch on, the compiled step (``"on"``, or ``"auto"`` once the run earns it)."""
+        self.compiled = compiled(self._loss)
+        self.compiled_step = CompiledStep(self.optimizer, self.trainable(), self.config.max_grad_norm)
 
     def _loss(self, states: torch.Tensor, old_norm: torch.Tensor, target: torch.Tensor,
               idx: torch.Tensor) -> torch.Tensor:
@@ -235,12 +249,9 @@ class VCriticLearner:
                 if critic.normalizer is not None:
                     critic.normalizer.update(target)
                 target = critic.normalize_targets(target)
-                if self.compiled is not None and hidden is None:
+                if self.compiled is not None and self.compiled_step is not None and hidden is None:
                     loss = self.compiled(states, old_norm, target, idx)
-                    norm = optimizer_step(self.optimizer, loss * cfg.value_loss_coef, critic.parameters(),
-                                          cfg.max_grad_norm, report_norm=True)
-                    assert norm is not None
-                    norms.append(norm)
+                    norms.append(self.compiled_step.step(loss * cfg.value_loss_coef))
                     losses.append(loss.detach())
                     continue
                 if hidden is None:

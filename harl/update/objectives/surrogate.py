@@ -11,6 +11,7 @@ from harl.buffers.rollout import AgentBatch, minibatch_rows
 from harl.policy.on_policy import Actor
 from harl.settings import in_range, one_of, positive, setting
 from harl.update.common import AgentStats, aggregate_ratio, masked_mean, optimizer_step, ratio_aggregation
+from harl.update.compiled import CompiledStep, compile_mode, compiled
 
 Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -47,9 +48,19 @@ class SurrogateLearner:
         self.loss = loss
         self.aggregation = ratio_aggregation(actor, config.action_aggregation)
         self.compiled: Callable[..., tuple[torch.Tensor, ...]] | None = None
-        """``[policy] compile``: the minibatch loss as one ``torch.compile``d graph (feed-forward actors)."""
-        if getattr(actor, "compile_update", False) and not getattr(actor, "hidden_size", 0):
-            self.compiled = torch.compile(self._terms, dynamic=False)
+        """``[policy] compile``: the minibatch loss as one compiled graph (feed-forward actors)."""
+        self.compiled_step: CompiledStep | None = None
+        """With it, the clip and the optimiser's step as another (``harl.update.compiled``)."""
+        self.compile = compile_mode(getattr(actor, "compile_update", "off")) if not getattr(actor, "hidden_size", 0) \
+            else "off"
+        """``[policy] compile`` for this learner: a recurrent actor's update stays eager (its GRU's cuts)."""
+        if self.compile == "on":
+            self.enable_compile()
+
+    def enable_compile(self) -> None:
+        """From the next minibatch on, the compiled step (``"on"``, or ``"auto"`` once the run earns it)."""
+        self.compiled = compiled(self._terms)
+        self.compiled_step = CompiledStep(self.optimizer, self.actor.parameters(), self.config.max_grad_norm)
 
     def _terms(self, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None, old: torch.Tensor,
                advantages: torch.Tensor, factor: torch.Tensor, active: torch.Tensor, idx: torch.Tensor
@@ -68,15 +79,13 @@ class SurrogateLearner:
         rows: list[torch.Tensor] = []
         for _ in range(cfg.epochs if epochs is None else epochs):
             for idx in minibatch_rows(batch, cfg.minibatches, self.generator):
-                if self.compiled is not None:
+                if self.compiled is not None and self.compiled_step is not None:
                     loss, policy_loss, mean_entropy, mean_ratio = self.compiled(
                         batch.obs, batch.actions, batch.avail, batch.old_log_probs, batch.advantages, factor,
                         batch.active, idx)
-                    grad_norm = optimizer_step(self.optimizer, loss, self.actor.parameters(), cfg.max_grad_norm,
-                                               report_norm=True)
-                    assert grad_norm is not None
+                    step_norm = self.compiled_step.step(loss)
                     rows.append(torch.stack([policy_loss.detach(), mean_entropy.detach(), mean_ratio.detach(),
-                                             grad_norm.detach()]))
+                                             step_norm.detach()]))
                     continue
                 mb = batch.select(idx)
                 log_probs, entropy = self.actor.evaluate(mb.obs, mb.actions, mb.avail, mb.hidden, mb.starts)

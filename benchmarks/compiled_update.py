@@ -1,0 +1,147 @@
+"""The on-policy minibatch step eager against compiled (``[policy] compile``; issue 49, item 2).
+
+    python benchmarks/compiled_update.py [--rounds 2] [--steps 40] [--cases happo_actor,...] [--modes eager,on,on_cpp]
+
+Each case is one learner of a shipped pipeline, its shapes as that pipeline's update sees them:
+
+    happo_actor    happo_mpe_torch_spread: an agent's 128-128 actor, Box(5), 4,096 rows, 1 minibatch
+    happo_critic   its EP V critic, 128-128, 4,096 rows
+    mappo_actor    mappo_smax_3m: the shared 128x3 actor, Discrete(9) with masks, 9,600 rows, 4 minibatches
+    mappo_critic   its EP V critic, 128x3, 3,200 rows, 4 minibatches
+
+and each mode a fresh process (``OMP_NUM_THREADS=1``) with an empty inductor cache (a cold compile,
+what a first run pays): ``eager``; ``on`` (the loss with its backward and the clip + Adam step
+compiled, ``harl.update.compiled``); ``on_cpp`` (the same with inductor's C++ wrapper,
+``cpp_wrapper = True``); ``loss`` (only the loss compiled: harl before issue 49).  Reported per
+mode: the seconds of the first update (the compile), and the median milliseconds per minibatch
+step after it; modes interleaved per round, the load beside each line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT))
+
+CASES = ("happo_actor", "happo_critic", "mappo_actor", "mappo_critic")
+MODES = ("eager", "loss", "on", "on_cpp")
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def learner(case: str, mode: str) -> tuple[object, object]:
+    """(learner, a function taking one update with it) of ``case`` in ``mode``."""
+    import numpy as np
+    import torch
+    from gymnasium import spaces
+
+    from harl.buffers.rollout import AgentBatch
+    from harl.policy.on_policy import Actor, PolicyConfig
+    from harl.update import compiled as compiled_module
+    from harl.update.objectives.ppo import PPOConfig, ppo_learner
+    from harl.update.v_critic import VCritic, VCriticConfig, VCriticLearner
+
+    if mode == "on_cpp":
+        compiled_module.INDUCTOR_OPTIONS["cpp_wrapper"] = True
+    switch = "off" if mode == "eager" else "on"
+    g = torch.Generator().manual_seed(0)
+    happo = case.startswith("happo")
+    widths = (128, 128) if happo else (128, 128, 128)
+    if case.endswith("actor"):
+        obs_dim, rows, minibatches = (18, 4096, 1) if happo else (30, 9600, 4)
+        space = spaces.Box(-1, 1, (5,), np.float32) if happo else spaces.Discrete(9)
+        actor = Actor(obs_dim, space, PolicyConfig(hidden_sizes=widths))
+        actor.compile_update = switch  # type: ignore[assignment]
+        learn = ppo_learner(actor, PPOConfig(epochs=5, minibatches=minibatches), g)
+        if mode == "loss":  # harl before issue 49: the loss compiled, the clip and Adam's step eager
+            learn.compiled_step = None  # type: ignore[assignment]
+        width = 5 if happo else 1
+        actions = torch.rand(rows, 5) * 2 - 1 if happo else torch.randint(0, 9, (rows, 1)).float()
+        avail = None if happo else (torch.rand(rows, 9) > 0.2).float()
+        if avail is not None:
+            avail[torch.arange(rows), actions[:, 0].long()] = 1.0
+        batch = AgentBatch(obs=torch.randn(rows, obs_dim), actions=actions,
+                           old_log_probs=-1.0 - 0.1 * torch.rand(rows, width), avail=avail,
+                           active=torch.ones(rows, 1), advantages=torch.randn(rows, 1))
+        factor = torch.ones(rows, 1)
+        return learn, lambda: learn.update(batch, factor)
+    state_dim, rows, minibatches = (54, 4096, 1) if happo else (48, 3200, 4)
+    config = VCriticConfig(hidden_sizes=widths, epochs=5, minibatches=minibatches)
+    critic = VCritic(state_dim, 3, config, state_space=spaces.Box(-1, 1, (state_dim,), np.float32))
+    learn_v = VCriticLearner(critic, config, g, compile=switch)
+    if mode == "loss":
+        learn_v.compiled_step = None
+    states, old, returns = torch.randn(rows, state_dim), torch.randn(rows), torch.randn(rows)
+    return learn_v, lambda: learn_v.update(states, old, returns)
+
+
+def child(case: str, mode: str, updates: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    learn, update = learner(case, mode)
+    config: Any = learn.config  # type: ignore[attr-defined]
+    per_update = config.epochs * config.minibatches
+    t0 = time.perf_counter()
+    update()  # type: ignore[operator]
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(updates):
+        t0 = time.perf_counter()
+        update()  # type: ignore[operator]
+        times.append((time.perf_counter() - t0) / per_update * 1e3)
+    print(json.dumps({"first_s": first, "ms": statistics.median(times)}))
+
+
+def run(case: str, mode: str, updates: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": cache}
+        done = subprocess.run([sys.executable, __file__, "--child", case, mode, str(updates)], env=env,
+                              capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{case} {mode} failed:\n{done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--updates", type=int, default=8, help="timed updates after the first, per process")
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--modes", default=",".join(MODES))
+    args = parser.parse_args()
+    cases, modes = args.cases.split(","), args.modes.split(",")
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for r in range(args.rounds):
+        for case in cases:
+            for mode in modes:
+                got = run(case, mode, args.updates)
+                results.setdefault((case, mode), []).append(got)
+                print(f"round {r}  {case:13s} {mode:7s} first update {got['first_s']:7.1f} s, "
+                      f"{got['ms']:7.2f} ms per minibatch step  ({load()})", flush=True)
+    print("medians (ms per minibatch step, first update s; ratio: eager ms / mode ms):")
+    for case in cases:
+        eager = statistics.median(x["ms"] for x in results.get((case, "eager"), [{"ms": float("nan")}]))
+        for mode in modes:
+            ms = statistics.median(x["ms"] for x in results[(case, mode)])
+            first = statistics.median(x["first_s"] for x in results[(case, mode)])
+            print(f"  {case:13s} {mode:7s} {ms:7.2f} ms  first {first:6.1f} s  {eager / ms:5.2f}x  ({load()})")
+
+
+if __name__ == "__main__":
+    main()
