@@ -240,15 +240,15 @@ class EntityEncoder(nn.Module):
                               "its head, which scores each target from the target's own token; set "
                               'policy.recurrent = "none" with policy.encoder = "entity"')
         self.emit_targets = True
-        return EntityActionHead(self.out_dim, self.width, layout.target_offset, getattr(config, "output_gain", 0.01),
-                                self)
+        return EntityActionHead(self.out_dim, self.width, layout.target_offset, getattr(config, "output_gain", 0.01))
 
 
 class EntityActionHead(nn.Module):
     """Categorical over ``offset`` actions scored from the features and one action per target scored from
     the features and the target's token: ``logit_{offset+k} = <Q h, K t_k> / sqrt(W)``."""
 
-    def __init__(self, in_dim: int, width: int, offset: int, gain: float, encoder: EntityEncoder) -> None:
+    def __init__(self, in_dim: int, width: int, offset: int, gain: float) -> None:
+        """``in_dim`` features, then the targets' ``width``-wide tokens (as many as the input holds)."""
         super().__init__()
         self.action_dim = 1
         self.in_dim = in_dim
@@ -256,8 +256,6 @@ class EntityActionHead(nn.Module):
         self.logits = init_linear(nn.Linear(in_dim, offset), gain)
         self.query = init_linear(nn.Linear(in_dim, width), gain)
         self.key = init_linear(nn.Linear(width, width), 1.0)
-        self.encoder = [encoder]
-        """The encoder whose layout gives the number of targets (a list: not a submodule twice)."""
 
     def all_logits(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, in_dim + n_targets * W)`` -> ``(B, offset + n_targets)``."""
