@@ -26,7 +26,7 @@ what ``mode="reduce-overhead"`` sets), with the buffer's and the env's tensors a
 
 Compiling costs seconds to a minute the first time; inductor's caches (``cache_dir``) keep the
 compiled code for the next run.  ``compile = "auto"`` compiles once the run has spent as long
-collecting eagerly as this step's last compile took (recorded in the cache folder; 30 s where
+collecting eagerly as this step's last compile took (recorded in the cache folder; 60 s where
 none is recorded): it never loses more than the compile time against either choice made in
 advance, whatever the run's length (docs/performance.md, "The compiled collection step").
 """
@@ -46,8 +46,9 @@ import torch
 from harl.errors import ConfigError
 
 MODES = ("off", "on", "auto")
-COLD_COMPILE_S = 30.0
-"""``auto``'s estimate of a compile with nothing recorded for this step (measured cold: 20-45 s)."""
+COLD_COMPILE_S = 60.0
+"""``auto``'s estimate of a compile with nothing recorded for this step (docs/performance.md: a cold
+compile of both graphs took 136-187 s at load 14-26 on 2 cores, a warm one 19-38 s)."""
 _TIMES = "harl_compile_times.json"
 
 
