@@ -199,9 +199,17 @@ class TestController:
             AirCombatConfig(task="1v1_dodge_missile_hierarchy", controller=str(tmp_path / "w.pt"))
         message = str(exc.value)
         assert message.startswith("controller: task '1v1_dodge_missile_hierarchy' flies through a frozen "
-                                  f"flight controller, and {tmp_path / 'w.pt'} does not fit a controller of "
-                                  "hidden sizes [128, 128] (relu)")
+                                  "flight controller of hidden sizes [128, 128] (relu), and "
+                                  f"{tmp_path / 'w.pt'} does not fit it: it holds hidden sizes [8] over 16 "
+                                  "observations with 4 actions; the controller is built with hidden sizes "
+                                  "[128, 128] over the heading task's 16 observations and 4 actions. ")
         assert message.endswith('or leave controller = "" for the one harl ships')
+        (tmp_path / "junk.pt").write_text("hello")
+        with pytest.raises(InvalidSetting, match="junk.pt is not a torch weight file"):
+            AirCombatConfig(task="1v1_dodge_missile_hierarchy", controller=str(tmp_path / "junk.pt"))
+        torch.save({"net.0.weight": torch.zeros(2, 2)}, tmp_path / "other.pt")
+        with pytest.raises(InvalidSetting, match="it is not a controller's state dict"):
+            AirCombatConfig(task="1v1_dodge_missile_hierarchy", controller=str(tmp_path / "other.pt"))
         with pytest.raises(InvalidSetting, match="there is no file"):
             AirCombatConfig(task="2v2/ShootMissile/HierarchyVsBaseline", controller=str(tmp_path / "none.pt"))
 

@@ -122,7 +122,8 @@ class AirCombatConfig:
                                       self.controller_activation)
             if problem is not None:
                 raise InvalidSetting("controller", (
-                    f"task {self.task!r} flies through a frozen flight controller, and {problem}. "
+                    f"task {self.task!r} flies through a frozen flight controller of hidden sizes "
+                    f"{list(self.controller_hidden_sizes)} ({self.controller_activation}), and {problem}. "
                     "Give controller the path of a weight file made from a heading run "
                     "(python -m harl.envs.air_combat.controller CHECKPOINT OUT), with "
                     "controller_hidden_sizes and controller_activation as that run's [policy], or "

@@ -84,15 +84,13 @@ def weights_problem(path: Path, hidden_sizes: Sequence[int], activation: str) ->
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same answer
-        return f"{path} is not a torch weight file ({type(exc).__name__}: {exc})"
+        return f"{path} is not a torch weight file (torch.load could not read it: {type(exc).__name__})"
     if not isinstance(state, dict):
         return f"{path} holds a {type(state).__name__}, not a state dict"
     try:
         ControllerNet(hidden_sizes, activation).load_state_dict(state)
-    except RuntimeError as exc:
-        detail = " ".join(str(exc).split())
-        return (f"{path} does not fit a controller of hidden sizes {list(hidden_sizes)} ({activation}) over the "
-                f"heading task's {OBS_SIZE} observations and {ACTION_SIZE} actions: {detail}")
+    except RuntimeError:
+        return f"{path} does not fit it: {_shape_summary(state, hidden_sizes)}"
     return None
 
 
@@ -102,6 +100,25 @@ _NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "leaky_relu": lambda x: np.where(x > 0, x, 0.01 * x),
     "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
 }
+
+
+def _shape_summary(state: dict[str, Any], hidden_sizes: Sequence[int]) -> str:
+    """What a mismatched state dict holds, against what the network expects, in one sentence."""
+    linear = [state[key] for key in sorted(state, key=_layer_order)
+              if key.endswith("weight") and getattr(state[key], "ndim", 0) == 2]
+    if not linear or not all(key.startswith(("base.body.", "head.mean.")) for key in state):
+        keys = ", ".join(list(state)[:3])
+        return (f"it is not a controller's state dict (base.body.* and head.mean.*; its first keys: {keys}), "
+                f"made by python -m harl.envs.air_combat.controller")
+    found = [int(w.shape[0]) for w in linear[:-1]]
+    return (f"it holds hidden sizes {found} over {int(linear[0].shape[1])} observations with "
+            f"{int(linear[-1].shape[0])} actions; the controller is built with hidden sizes "
+            f"{list(hidden_sizes)} over the heading task's {OBS_SIZE} observations and {ACTION_SIZE} actions")
+
+
+def _layer_order(key: str) -> tuple[int, int]:
+    parts = key.split(".")
+    return (1, 0) if key.startswith("head.") else (0, int(parts[2]) if parts[2].isdigit() else 0)
 
 
 class Controller:
