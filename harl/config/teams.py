@@ -98,4 +98,8 @@ def team_problems(teams: list[TeamSpec]) -> list[tuple[list[str], str]]:
                               f'(collector.kind = "on_policy": HAPPO, MAPPO, IPPO, ...), not the {family} '
                               "family's; off-policy and value-based teams are refused until their collectors "
                               "step one world for several teams (docs/teams.md)"))
+            elif getattr(team.spec.collector, "compile", "off") != "off":
+                found.append(([*at, "collector", "compile"], "the compiled collection step serves one team's "
+                              "collector stepping its own world, and a teams pipeline steps the world for every "
+                              'team at once; set collector.compile = "off" (the default) in a [teams] pipeline'))
     return found

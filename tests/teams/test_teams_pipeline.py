@@ -99,6 +99,16 @@ def test_off_policy_teams_are_refused(tmp_path: Path) -> None:
         load_spec_and_notes(path)
 
 
+def test_the_compiled_collection_step_is_refused_for_teams(tmp_path: Path) -> None:
+    """The torch MPE pipeline ships collector.compile = "auto"; with [teams] it must be "off"."""
+    path = tmp_path / "torch.toml"
+    path.write_text((ROOT / "pipelines" / "happo_mpe_torch_spread.toml").read_text()
+                    + '\n[teams.a]\nagents = ["agent_0"]\n[teams.b]\nagents = ["agent_1", "agent_2"]\n')
+    with pytest.raises(ConfigError, match=r"teams\.a\.collector\.compile: the compiled collection step"):
+        load_spec_and_notes(path)
+    assert load_spec_and_notes(path, ["collector.compile=off"])[0].teams
+
+
 def test_each_team_gets_its_team_reward_and_its_own_return() -> None:
     spec, _ = load_spec_and_notes(TAG, [s for s in SMALL])
     with build_stages(spec) as stages:
