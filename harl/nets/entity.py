@@ -304,3 +304,15 @@ def retarget(module: nn.Module, layout: EntityLayout) -> int:
             sub.retarget(layout)
             changed += 1
     return changed
+
+
+def load_for_other_map(module: nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+    """Load ``state`` (saved on one map) into ``module`` (built on another): every parameter must fit
+    exactly; a buffer whose shape follows the map (a V critic's one-hot agent ids) keeps ``module``'s own.
+    The names of the buffers kept."""
+    own = module.state_dict()
+    parameters = {name for name, _ in module.named_parameters()}
+    kept = [name for name, value in state.items()
+            if name not in parameters and name in own and own[name].shape != value.shape]
+    module.load_state_dict({**state, **{name: own[name] for name in kept}})
+    return kept

@@ -13,6 +13,7 @@ from harl.nets.entity import (
     EntityGroup,
     EntityLayout,
     entity_layout,
+    load_for_other_map,
     retarget,
     with_entity_layout,
 )
@@ -231,6 +232,27 @@ def envs() -> dict[str, object]:
     from harl.envs.smax import SMAXConfig, SMAXVectorEnv
 
     return {m: SMAXVectorEnv(SMAXConfig(scenario=m), 2, 0) for m in ("3m", "5m_vs_6m")}
+
+
+def test_checkpoint_of_one_map_loads_into_another() -> None:
+    """A V critic saved with 3 agents loads into one for 5: the parameters, not its one-hot id buffer;
+    a parameter of another shape is still an error."""
+    from harl.update.v_critic import VCritic, VCriticConfig
+
+    def critic(allies: int) -> VCritic:
+        state = EntityLayout((EntityGroup("ally", 0, allies, UNIT), EntityGroup("enemy", allies * UNIT, 3, UNIT)),
+                             (allies + 3) * UNIT, presence=0)
+        space = with_entity_layout(spaces.Box(-np.inf, np.inf, (state.size,), np.float32), state)
+        config = VCriticConfig(encoder="entity", hidden_sizes=(16, 16))
+        return VCritic(state.size, allies, config, state_space=space)
+
+    small, large = critic(3), critic(5)
+    assert load_for_other_map(large, small.state_dict()) == ["agent_ids"]
+    assert torch.equal(large.agent_ids, torch.eye(5))
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(small.named_parameters(), large.named_parameters()))
+    wider = {**small.state_dict(), "out.weight": torch.zeros(1, 17)}
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        load_for_other_map(large, wider)
 
 
 @pytest.mark.slow
