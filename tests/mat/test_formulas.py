@@ -200,7 +200,7 @@ class Fixed(nn.Module):
         super().__init__()
         self.w = nn.Parameter(torch.zeros(()))
 
-    def evaluate(self, obs, actions, avail):  # noqa: ANN001, ANN201 - the transformer's signature
+    def evaluate(self, obs, actions, avail, orders=None):  # noqa: ANN001, ANN201 - the transformer's signature
         new = torch.log(torch.tensor([[[1.5, 1.0], [0.5, 2.0], [9.0, 9.0]]])) + self.w
         entropy = torch.tensor([[[1.0, 0.5], [0.25, 0.25], [7.0, 7.0]]])
         return new, entropy, torch.tensor([[0.5, -1.0, 50.0]]) + self.w
