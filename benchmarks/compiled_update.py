@@ -1,6 +1,7 @@
 """The on-policy minibatch step eager against compiled (``[policy] compile``; issue 49, item 2).
 
-    python benchmarks/compiled_update.py [--rounds 2] [--steps 40] [--cases happo_actor,...] [--modes eager,on,on_cpp]
+    python benchmarks/compiled_update.py [--rounds 2] [--updates 8] [--cases happo_actor,...] [--modes eager,on,on_cpp]
+    python benchmarks/compiled_update.py --threads [--rounds 2] [--iterations 6]   # [run] torch_threads 1 vs 2
 
 Each case is one learner of a shipped pipeline, its shapes as that pipeline's update sees them:
 
@@ -13,13 +14,19 @@ and each mode a fresh process (``OMP_NUM_THREADS=1``) with an empty inductor cac
 what a first run pays): ``eager``; ``on`` (the loss with its backward and the clip + Adam step
 compiled, ``harl.update.compiled``); ``on_cpp`` (the same with inductor's C++ wrapper,
 ``cpp_wrapper = True``); ``loss`` (only the loss compiled: harl before issue 49).  Reported per
-mode: the seconds of the first update (the compile), and the median milliseconds per minibatch
-step after it; modes interleaved per round, the load beside each line.
+mode: the seconds of the first update (the compile), and the median wall and CPU (this process's,
+less sensitive to a loaded machine) milliseconds per minibatch step after it; modes interleaved per round, the load beside each line.
+
+``--threads`` (issue 49, item 5): ``happo_mpe_torch_spread`` and ``mappo_smax_3m`` as whole
+``harl train`` processes with ``run.torch_threads`` 1 and 2, interleaved, ``--iterations``
+iterations each (evaluation and checkpoints off): the steady env steps per second (the mean of
+``steps_per_s`` after the first iteration) and the update's share of the time (the progress line).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -97,12 +104,13 @@ def child(case: str, mode: str, updates: int) -> None:
     t0 = time.perf_counter()
     update()  # type: ignore[operator]
     first = time.perf_counter() - t0
-    times = []
+    times, cpu = [], []
     for _ in range(updates):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         update()  # type: ignore[operator]
         times.append((time.perf_counter() - t0) / per_update * 1e3)
-    print(json.dumps({"first_s": first, "ms": statistics.median(times)}))
+        cpu.append((time.process_time() - c0) / per_update * 1e3)
+    print(json.dumps({"first_s": first, "ms": statistics.median(times), "cpu_ms": statistics.median(cpu)}))
 
 
 def run(case: str, mode: str, updates: int) -> dict[str, float]:
@@ -115,16 +123,58 @@ def run(case: str, mode: str, updates: int) -> dict[str, float]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+PIPELINES = ("happo_mpe_torch_spread", "mappo_smax_3m")
+
+
+def train(pipeline: str, threads: int, iterations: int, out: Path) -> tuple[float, str]:
+    """(steady env steps/s, the last progress line's stage shares) of one ``harl train``."""
+    per_iteration = {"happo_mpe_torch_spread": 128 * 32, "mappo_smax_3m": 32 * 100}[pipeline]
+    cmd = [sys.executable, "-m", "harl", "train", str(ROOT / "pipelines" / f"{pipeline}.toml"),
+           "--set", f"run.total_env_steps={per_iteration * iterations}", "--set", f"run.torch_threads={threads}",
+           "--set", f'logging.dir="{out}"', "--set", "evaluator.every_iterations=100000",
+           "--set", "checkpoint.every_iterations=100000"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OMP_NUM_THREADS", None)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+    (metrics,) = out.glob("*/metrics.csv")
+    with metrics.open() as f:
+        rates = [float(row["steps_per_s"]) for row in csv.DictReader(f)]
+    shares = [line for line in (done.stdout + done.stderr).splitlines() if "update" in line and "collect" in line]
+    return statistics.mean(rates[1:] or rates), shares[-1].split("(")[-1].rstrip(")") if shares else ""
+
+
+def threads_case(rounds: int, iterations: int) -> None:
+    rates: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for r in range(rounds):
+            for pipeline in PIPELINES:
+                for threads in (1, 2):
+                    rate, shares = train(pipeline, threads, iterations, Path(scratch) / f"{r}-{pipeline}-{threads}")
+                    rates.setdefault((pipeline, threads), []).append(rate)
+                    print(f"round {r}  {pipeline:23s} torch_threads {threads}: {rate:8.1f} env steps/s  ({shares})  "
+                          f"({load()})", flush=True)
+    for pipeline in PIPELINES:
+        one, two = (statistics.median(rates[(pipeline, t)]) for t in (1, 2))
+        print(f"  {pipeline:23s} 1 thread {one:8.1f}, 2 threads {two:8.1f} env steps/s: {two / one:.2f}x  ({load()})")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", action="store_true", help="run.torch_threads 1 against 2, whole runs")
+    parser.add_argument("--iterations", type=int, default=6, help="iterations per run (--threads)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--updates", type=int, default=8, help="timed updates after the first, per process")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args()
+    if args.threads:
+        threads_case(args.rounds, args.iterations)
+        return
     cases, modes = args.cases.split(","), args.modes.split(",")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     for r in range(args.rounds):
@@ -133,12 +183,12 @@ def main() -> None:
                 got = run(case, mode, args.updates)
                 results.setdefault((case, mode), []).append(got)
                 print(f"round {r}  {case:13s} {mode:7s} first update {got['first_s']:7.1f} s, "
-                      f"{got['ms']:7.2f} ms per minibatch step  ({load()})", flush=True)
-    print("medians (ms per minibatch step, first update s; ratio: eager ms / mode ms):")
+                      f"{got['ms']:7.2f} ms ({got['cpu_ms']:6.2f} ms CPU) per minibatch step  ({load()})", flush=True)
+    print("medians (CPU ms per minibatch step, first update s; ratio: eager CPU ms / mode CPU ms):")
     for case in cases:
-        eager = statistics.median(x["ms"] for x in results.get((case, "eager"), [{"ms": float("nan")}]))
+        eager = statistics.median(x["cpu_ms"] for x in results.get((case, "eager"), [{"cpu_ms": float("nan")}]))
         for mode in modes:
-            ms = statistics.median(x["ms"] for x in results[(case, mode)])
+            ms = statistics.median(x["cpu_ms"] for x in results[(case, mode)])
             first = statistics.median(x["first_s"] for x in results[(case, mode)])
             print(f"  {case:13s} {mode:7s} {ms:7.2f} ms  first {first:6.1f} s  {eager / ms:5.2f}x  ({load()})")
 

@@ -59,20 +59,23 @@ def step_case(rounds: int, repeats: int) -> None:
     cases = {"loop (before)": AgentQNetworks.unroll_loop, "fused": AgentQNetworks.unroll}
     fused = AgentQNetworks.unroll
     times: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
     try:
         for r in range(rounds):
             for name, unroll in cases.items():
                 AgentQNetworks.unroll = unroll  # type: ignore[method-assign]
                 objective.update(batch)  # warm
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(repeats):
                     objective.update(batch)
                 times[name].append((time.perf_counter() - t0) / repeats * 1e3)
-                print(f"round {r}  {name:14s} {times[name][-1]:7.1f} ms per gradient step  ({load()})", flush=True)
+                cpu[name].append((time.process_time() - c0) / repeats * 1e3)
+                print(f"round {r}  {name:14s} {times[name][-1]:7.1f} ms ({cpu[name][-1]:7.1f} ms CPU) per gradient "
+                      f"step  ({load()})", flush=True)
     finally:
         AgentQNetworks.unroll = fused  # type: ignore[method-assign]
-    a, b = (statistics.median(v) for v in times.values())
-    print(f"median: loop {a:.1f} ms, fused {b:.1f} ms per gradient step: {a / b:.2f}x  ({load()})")
+    a, b = (statistics.median(v) for v in cpu.values())
+    print(f"median CPU: loop {a:.1f} ms, fused {b:.1f} ms per gradient step: {a / b:.2f}x  ({load()})")
 
 
 PATCH = ("import runpy, sys; import harl.policy.agent_q as q; q.AgentQNetworks.unroll = q.AgentQNetworks.unroll_loop; "

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+from torch.nn.utils import rnn as rnn_utils
 
 from harl.errors import ConfigError, old_names
 
@@ -48,22 +49,28 @@ class AgentQNet(nn.Module):
         h = self.rnn(y, h) if self.recurrent else torch.relu(self.rnn(y))
         return self.fc2(h), h
 
-    def unroll(self, x: torch.Tensor) -> torch.Tensor:
+    def unroll(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         """Q over sequences that start from a zero state: ``x`` (T, R, in_dim) -> (T, R, n).
 
         A recurrent net runs its ``GRUCell``'s own weights through the fused one-layer GRU
         (``torch.gru``, what ``nn.GRU`` calls: the same gates, its ``*_l0`` tensors are the cell's
         ``weight_ih``/``weight_hh``/``bias_*``), so the result is the step-by-step loop's up to float
-        rounding and the parameters (and checkpoints) stay the cell's."""
-        y = torch.relu(self.fc1(x))
+        rounding and the parameters (and checkpoints) stay the cell's.  ``lengths`` (R,): only each
+        sequence's first ``lengths[r]`` steps are computed (a packed sequence), the rest of its Q are 0."""
         if not self.recurrent:
-            return self.fc2(torch.relu(self.rnn(y)))
+            return self.fc2(torch.relu(self.rnn(torch.relu(self.fc1(x)))))
         cell = self.rnn
         assert isinstance(cell, nn.GRUCell)
-        h0 = y.new_zeros(1, y.shape[1], self.hidden_dim)
         weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
-        out, _ = torch.gru(y, h0, weights, True, 1, 0.0, self.training, False, False)
-        return self.fc2(out)
+        h0 = x.new_zeros(1, x.shape[1], self.hidden_dim)
+        if lengths is None:
+            out, _ = torch.gru(torch.relu(self.fc1(x)), h0, weights, True, 1, 0.0, self.training, False, False)
+            return self.fc2(out)
+        packed = rnn_utils.pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False)
+        out, _ = torch.gru(torch.relu(self.fc1(packed.data)), packed.batch_sizes, h0, weights, True, 1, 0.0,
+                           self.training, False)
+        q = packed._replace(data=self.fc2(out))
+        return rnn_utils.pad_packed_sequence(q, total_length=x.shape[0])[0]
 
 
 def discrete_sizes(action_spaces: Sequence[spaces.Space], source: str = "pipeline") -> list[int]:
@@ -159,22 +166,27 @@ class AgentQNetworks(nn.Module):
         outs = [net(x[:, i], h[:, i]) for i, net in enumerate(self.nets)]
         return torch.stack([o[0] for o in outs], 1), torch.stack([o[1] for o in outs], 1)
 
-    def unroll(self, x: torch.Tensor) -> torch.Tensor:
+    def unroll(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         """Q over whole episodes from their first step: ``x`` (B, T, A, in_dim) -> (B, T, A, n).
 
         Every state starts at zero at an episode's first step, so each agent's GRU runs over the
         whole sequence in one fused call (``AgentQNet.unroll``): the step loop's values up to float
-        rounding (``unroll_loop`` is that loop, kept as the reference)."""
+        rounding (``unroll_loop`` is that loop, kept as the reference).  ``lengths`` (B,): the rows of
+        each episode that matter (its real steps and the one after); a GRU team computes only those
+        and leaves 0 in the padding's Q, which the loss masks out (a feed-forward team computes all)."""
         b, t = x.shape[:2]
         if not self.recurrent:  # no state: every step at once
             h = x.new_zeros(b * t, self.n_agents, self.hidden_dim)
             return self(x.reshape(b * t, self.n_agents, -1), h)[0].view(b, t, self.n_agents, -1)
+        if lengths is not None and bool((lengths >= t).all()):
+            lengths = None  # nothing to skip: the plain call
         seq = x.transpose(0, 1)                                   # (T, B, A, in_dim): time first
         nets = cast("list[AgentQNet]", list(self.nets))
         if self.share_parameters:
-            q = nets[0].unroll(seq.reshape(t, b * self.n_agents, -1))
+            rows = None if lengths is None else lengths.repeat_interleave(self.n_agents)
+            q = nets[0].unroll(seq.reshape(t, b * self.n_agents, -1), rows)
             return q.view(t, b, self.n_agents, -1).transpose(0, 1)
-        qs = [net.unroll(seq[:, :, i]) for i, net in enumerate(nets)]  # each (T, B, n)
+        qs = [net.unroll(seq[:, :, i], lengths) for i, net in enumerate(nets)]  # each (T, B, n)
         return torch.stack(qs, 2).transpose(0, 1)
 
     def unroll_loop(self, x: torch.Tensor) -> torch.Tensor:

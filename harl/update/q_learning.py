@@ -138,7 +138,9 @@ class JointTD:
         device = batch.state.device
         obs = team.stack_obs([o.float() for o in batch.obs])
         masks = team.stack_avail(batch.avail, (B, T1), device)
-        return team.unroll(team.inputs(obs, previous_actions(batch.actions))), masks
+        rows = batch.filled.sum(1) + 1  # an episode's real steps and the one after (its bootstrap); the
+        # padding's Q (0 from a GRU team) never reaches the loss, which masks it out
+        return team.unroll(team.inputs(obs, previous_actions(batch.actions)), rows), masks
 
     def loss(self, batch: EpisodeBatch, update_stats: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
         """The masked mean squared TD error of ``batch`` and its statistics (``update_stats``: fold the batch's

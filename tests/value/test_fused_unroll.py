@@ -70,3 +70,68 @@ def test_a_feed_forward_team_is_unchanged() -> None:
     h = torch.zeros(2, 3, t.hidden_dim)
     loop = torch.stack([t(x[:, k], h)[0] for k in range(5)], 1)
     torch.testing.assert_close(t.unroll(x), loop)
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_episode_lengths_skip_only_the_padding(share: bool) -> None:
+    """With each episode's length, the rows inside it equal the step loop's (values and gradients) and
+    the padding's Q are 0."""
+    torch.manual_seed(4)
+    t = team(share)
+    x = torch.randn(4, 12, 3, t.in_dim)
+    lengths = torch.tensor([12, 3, 7, 1])
+    inside = (torch.arange(12) < lengths.unsqueeze(1)).view(4, 12, 1, 1).float()
+    w = torch.randn(4, 12, 3, 4) * inside
+    grads, values = [], []
+    for unroll in (lambda: t.unroll(x, lengths), lambda: t.unroll_loop(x)):
+        t.zero_grad()
+        q = unroll()
+        (q * w).sum().backward()
+        values.append(q)
+        grads.append([p.grad.clone() for p in t.parameters()])
+    torch.testing.assert_close(values[0] * inside, values[1] * inside, rtol=1e-5, atol=1e-6)
+    assert bool((values[0] * (1 - inside) == 0).all())
+    for packed, loop in zip(*grads):
+        torch.testing.assert_close(packed, loop, rtol=1e-5, atol=1e-5)
+
+
+def test_the_td_loss_is_the_step_loops() -> None:
+    """JointTD's loss and gradient on episodes of different lengths (QMIX's mixer, double Q): the packed,
+    fused unroll against EPyMARL's loop over the whole padded batch."""
+    from harl.buffers.episodes import EpisodeBatch
+    from harl.returns.episode_td import EpisodeTD, EpisodeTDConfig
+    from harl.update.mixers import QMixer
+    from harl.update.q_learning import JointTD, JointTDConfig
+
+    torch.manual_seed(5)
+    t = team(True)
+    B, T, A = 5, 9, 3
+    g = torch.Generator().manual_seed(6)
+    lengths = torch.tensor([9, 2, 5, 9, 1])
+    filled = torch.arange(T) < lengths.unsqueeze(1)
+    avail = [torch.ones(B, T + 1, 4, dtype=torch.bool), torch.ones(B, T + 1, 4, dtype=torch.bool),
+             torch.ones(B, T + 1, 3, dtype=torch.bool)]
+    batch = EpisodeBatch(obs=[torch.randn(B, T + 1, d, generator=g) for d in (5, 7, 7)],
+                         state=torch.randn(B, T + 1, 6, generator=g), avail=list(avail),
+                         actions=torch.stack([torch.randint(0, n, (B, T), generator=g) for n in (4, 4, 3)], -1),
+                         rewards=torch.randn(B, T, generator=g) * filled,
+                         terminated=filled & (torch.arange(T) == (lengths - 1).unsqueeze(1))
+                         & torch.tensor([[True], [False], [True], [False], [False]]),  # 1, 3, 4: cut, bootstrapped
+                         filled=filled)
+    objective = JointTD(JointTDConfig(), t, QMixer(A, 6, embed_dim=8), EpisodeTD(EpisodeTDConfig()))
+    results = []
+    for packed in (True, False):
+        if not packed:
+            t.unroll = lambda x, lengths=None: t.unroll_loop(x)  # type: ignore[method-assign]
+            objective.target_policy.unroll = (  # type: ignore[method-assign]
+                lambda x, lengths=None: objective.target_policy.unroll_loop(x))
+        for p in objective.params:
+            p.grad = None
+        loss, stats = objective.loss(batch, update_stats=False)
+        loss.backward()
+        results.append((loss.detach(), stats, [p.grad.clone() for p in objective.params]))
+    (l0, s0, g0), (l1, s1, g1) = results
+    torch.testing.assert_close(l0, l1, rtol=1e-5, atol=1e-6)
+    assert s0 == pytest.approx(s1, rel=1e-5, abs=1e-6)
+    for a, b in zip(g0, g1):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
