@@ -268,21 +268,24 @@ def _uptime() -> str:
 
 
 def speed(args: argparse.Namespace) -> int:
-    """Whole training runs, evaluation off: MAT's runner, harl on mpe2 (the shipped pipeline) and harl
-    on MAT's own MPE, one after another, the order rotated each round."""
+    """Whole training runs, evaluation off: MAT's runner and harl's (``--sides``: on mpe2, the shipped
+    pipeline; on mpe2's game in torch, ``env.kind = "mpe_torch"``; on MAT's own MPE), one after
+    another, the order rotated each round."""
     out = args.out.resolve() / "speed"
     out.mkdir(parents=True, exist_ok=True)
     on_mat_env = harl_pipeline(out)
     scripts = args.mat_ref / "mat" / "scripts"
-    sides = ["mat", "harl_mpe2", "harl_mat_env"]
+    sides = ["mat", *args.sides]
     records = []
     for rnd in range(args.rounds):
-        for side in sides[rnd % 3:] + sides[:rnd % 3]:
+        for side in sides[rnd % len(sides):] + sides[:rnd % len(sides)]:
             if side == "mat":
                 cmd, cwd = mat_command(args, 1, args.steps, f"speed_r{rnd}", 0), scripts
             else:
-                pipe = PIPELINE if side == "harl_mpe2" else on_mat_env
+                pipe = on_mat_env if side == "harl_mat_env" else PIPELINE
                 cmd, cwd = harl_command(pipe, 1, args.steps, out / f"{side}-r{rnd}", 0), ROOT
+                if side == "harl_mpe_torch":
+                    cmd += ["--set", "env.kind=mpe_torch"]
             before = _uptime()
             start = time.perf_counter()
             proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
@@ -299,10 +302,9 @@ def speed(args: argparse.Namespace) -> int:
             print(json.dumps(record), flush=True)
     rate = {side: float(np.mean([r["whole_run_steps_per_s"] for r in records if r["side"] == side])) for side in sides}
     summary = {"env_steps_per_run": args.steps, "records": records, "mean_whole_run_steps_per_s": rate,
-               "ratio_harl_mpe2_over_mat": rate["harl_mpe2"] / rate["mat"],
-               "ratio_harl_mat_env_over_mat": rate["harl_mat_env"] / rate["mat"]}
+               **{f"ratio_{side}_over_mat": rate[side] / rate["mat"] for side in args.sides}}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "mat_speed.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    (RESULTS / f"mat_speed{args.tag}.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in summary.items() if k != "records"}))
     return 0
 
@@ -327,7 +329,10 @@ def main() -> int:
             q.add_argument("--no-figure", action="store_true")
         if name == "speed":
             q.add_argument("--steps", type=int, default=32_000)
-            q.add_argument("--rounds", type=int, default=3, help="rounds of the three runs, order rotated")
+            q.add_argument("--rounds", type=int, default=3, help="rounds of the runs, order rotated")
+            q.add_argument("--sides", nargs="+", default=["harl_mpe2", "harl_mat_env"],
+                           choices=("harl_mpe2", "harl_mpe_torch", "harl_mat_env"), help="harl's runs beside MAT's")
+            q.add_argument("--tag", default="", help="suffix of the results file: mat_speed<tag>.json")
     args = p.parse_args()
     return {"run": run, "report": report, "speed": speed}[args.command](args)
 
