@@ -18,7 +18,8 @@ No positional embedding and weights per group, not per entity: ``h`` is invarian
 permutation of the entities within a group, each token's output follows its entity
 (equivariant), and an entity that is not present changes nothing (it is no key, no part of
 the mean).  The number of entities enters nowhere in the weights, so a network built for 3m
-reads 5m_vs_6m once it is given that map's layout (``retarget``).
+reads 5m_vs_6m once it is given that map's layout (``retarget``), and a 3m checkpoint loads into
+the networks a 5m_vs_6m pipeline builds (``load_for_other_map``).
 
 ``EntityActionHead``: where the layout names a *target* group (SMAX: the enemies; action
 ``target_offset + k`` attacks enemy ``k``) and the action space is ``Discrete(target_offset +
