@@ -31,6 +31,11 @@ from harl.errors import ConfigError, old_names
 MASKED_Q = -1e9
 """What an unavailable action's Q value becomes before a max or an argmax."""
 
+PACK_BELOW = 0.5
+"""The unroll skips the padding (a packed sequence) when the episodes' own rows are at most this share of
+the batch's: 32 episodes, 128-wide GRU, one core, CPU per unroll and backward: 100 rows, mean 22 real,
+172 -> 106 ms packed; 30 rows, mean 21, 43 -> 54 ms packed (slower: the packing's own cost)."""
+
 
 class AgentQNet(nn.Module):
     """EPyMARL's ``RNNAgent``: inputs -> H -> (GRUCell or Linear) -> n Q values."""
@@ -172,14 +177,15 @@ class AgentQNetworks(nn.Module):
         Every state starts at zero at an episode's first step, so each agent's GRU runs over the
         whole sequence in one fused call (``AgentQNet.unroll``): the step loop's values up to float
         rounding (``unroll_loop`` is that loop, kept as the reference).  ``lengths`` (B,): the rows of
-        each episode that matter (its real steps and the one after); a GRU team computes only those
-        and leaves 0 in the padding's Q, which the loss masks out (a feed-forward team computes all)."""
+        each episode that matter (its real steps and the one after); where they are at most
+        ``PACK_BELOW`` of the batch's rows, a GRU team computes only those and leaves 0 in the
+        padding's Q, which the loss masks out (a feed-forward team computes all)."""
         b, t = x.shape[:2]
         if not self.recurrent:  # no state: every step at once
             h = x.new_zeros(b * t, self.n_agents, self.hidden_dim)
             return self(x.reshape(b * t, self.n_agents, -1), h)[0].view(b, t, self.n_agents, -1)
-        if lengths is not None and bool((lengths >= t).all()):
-            lengths = None  # nothing to skip: the plain call
+        if lengths is not None and float(lengths.sum()) > PACK_BELOW * b * t:
+            lengths = None  # too little padding to pay for packing: the plain call
         seq = x.transpose(0, 1)                                   # (T, B, A, in_dim): time first
         nets = cast("list[AgentQNet]", list(self.nets))
         if self.share_parameters:

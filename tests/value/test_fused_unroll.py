@@ -79,7 +79,7 @@ def test_episode_lengths_skip_only_the_padding(share: bool) -> None:
     torch.manual_seed(4)
     t = team(share)
     x = torch.randn(4, 12, 3, t.in_dim)
-    lengths = torch.tensor([12, 3, 7, 1])
+    lengths = torch.tensor([12, 3, 7, 1])  # 23 of 48 rows: packed
     inside = (torch.arange(12) < lengths.unsqueeze(1)).view(4, 12, 1, 1).float()
     w = torch.randn(4, 12, 3, 4) * inside
     grads, values = [], []
@@ -107,7 +107,7 @@ def test_the_td_loss_is_the_step_loops() -> None:
     t = team(True)
     B, T, A = 5, 9, 3
     g = torch.Generator().manual_seed(6)
-    lengths = torch.tensor([9, 2, 5, 9, 1])
+    lengths = torch.tensor([9, 2, 1, 3, 1])  # 21 of 50 rows: packed
     filled = torch.arange(T) < lengths.unsqueeze(1)
     avail = [torch.ones(B, T + 1, 4, dtype=torch.bool), torch.ones(B, T + 1, 4, dtype=torch.bool),
              torch.ones(B, T + 1, 3, dtype=torch.bool)]
@@ -135,3 +135,16 @@ def test_the_td_loss_is_the_step_loops() -> None:
     assert s0 == pytest.approx(s1, rel=1e-5, abs=1e-6)
     for a, b in zip(g0, g1):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_little_padding_is_not_packed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Episodes filling more than PACK_BELOW of the batch take the plain call (packing would cost more)."""
+    import harl.policy.agent_q as agent_q
+
+    t = team(True)
+    x = torch.randn(2, 6, 3, t.in_dim)
+    calls = []
+    monkeypatch.setattr(agent_q.rnn_utils, "pack_padded_sequence",
+                        lambda *a, **k: calls.append(1) or pytest.fail("packed"))
+    t.unroll(x, torch.tensor([6, 4]))  # 10 of 12 rows
+    assert calls == []
