@@ -1,6 +1,6 @@
 """The on-policy minibatch step eager against compiled (``[policy] compile``; issue 49, item 2).
 
-    python benchmarks/compiled_update.py [--rounds 2] [--updates 8] [--cases happo_actor,...] [--modes eager,on,on_cpp]
+    python benchmarks/compiled_update.py [--rounds 2] [--updates 8] [--cases happo_actor,...] [--modes eager,on,on_py]
     python benchmarks/compiled_update.py --threads [--rounds 2] [--iterations 6]   # [run] torch_threads 1 vs 2
 
 Each case is one learner of a shipped pipeline, its shapes as that pipeline's update sees them:
@@ -12,10 +12,10 @@ Each case is one learner of a shipped pipeline, its shapes as that pipeline's up
 
 and each mode a fresh process (``OMP_NUM_THREADS=1``) with an empty inductor cache (a cold compile,
 what a first run pays): ``eager``; ``on`` (the loss with its backward and the clip + Adam step
-compiled, ``harl.update.compiled``); ``on_cpp`` (the same with inductor's C++ wrapper,
-``cpp_wrapper = True``); ``loss`` (only the loss compiled: harl before issue 49).  Reported per
-mode: the seconds of the first update (the compile), and the median wall and CPU (this process's,
-less sensitive to a loaded machine) milliseconds per minibatch step after it; modes interleaved per round, the load beside each line.
+compiled, ``harl.update.compiled``, with inductor's C++ wrapper as harl sets it); ``on_py`` (the same
+with inductor's default Python wrapper, ``cpp_wrapper = False``).  Reported per mode: the seconds of the first update (the compile), and the median wall and CPU (this process's,
+less sensitive to a loaded machine) milliseconds per minibatch step after it; modes interleaved
+per round, the load beside each line.
 
 ``--threads`` (issue 49, item 5): ``happo_mpe_torch_spread`` and ``mappo_smax_3m`` as whole
 ``harl train`` processes with ``run.torch_threads`` 1 and 2, interleaved, ``--iterations``
@@ -41,7 +41,7 @@ ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
 CASES = ("happo_actor", "happo_critic", "mappo_actor", "mappo_critic")
-MODES = ("eager", "loss", "on", "on_cpp")
+MODES = ("eager", "on", "on_py")
 
 
 def load() -> str:
@@ -60,8 +60,8 @@ def learner(case: str, mode: str) -> tuple[object, object]:
     from harl.update.objectives.ppo import PPOConfig, ppo_learner
     from harl.update.v_critic import VCritic, VCriticConfig, VCriticLearner
 
-    if mode == "on_cpp":
-        compiled_module.INDUCTOR_OPTIONS["cpp_wrapper"] = True
+    if mode == "on_py":
+        compiled_module.INDUCTOR_OPTIONS["cpp_wrapper"] = False
     switch = "off" if mode == "eager" else "on"
     g = torch.Generator().manual_seed(0)
     happo = case.startswith("happo")
@@ -72,8 +72,6 @@ def learner(case: str, mode: str) -> tuple[object, object]:
         actor = Actor(obs_dim, space, PolicyConfig(hidden_sizes=widths))
         actor.compile_update = switch  # type: ignore[assignment]
         learn = ppo_learner(actor, PPOConfig(epochs=5, minibatches=minibatches), g)
-        if mode == "loss":  # harl before issue 49: the loss compiled, the clip and Adam's step eager
-            learn.compiled_step = None  # type: ignore[assignment]
         width = 5 if happo else 1
         actions = torch.rand(rows, 5) * 2 - 1 if happo else torch.randint(0, 9, (rows, 1)).float()
         avail = None if happo else (torch.rand(rows, 9) > 0.2).float()
@@ -88,8 +86,6 @@ def learner(case: str, mode: str) -> tuple[object, object]:
     config = VCriticConfig(hidden_sizes=widths, epochs=5, minibatches=minibatches)
     critic = VCritic(state_dim, 3, config, state_space=spaces.Box(-1, 1, (state_dim,), np.float32))
     learn_v = VCriticLearner(critic, config, g, compile=switch)
-    if mode == "loss":
-        learn_v.compiled_step = None
     states, old, returns = torch.randn(rows, state_dim), torch.randn(rows), torch.randn(rows)
     return learn_v, lambda: learn_v.update(states, old, returns)
 

@@ -30,8 +30,10 @@ from harl.update.common import clip_grads
 __all__ = ("COMPILE_MODES", "AutoCompile", "CompiledStep", "compile_mode", "compiled", "worth_compiling")
 
 
-INDUCTOR_OPTIONS: dict[str, Any] = {}
-"""Inductor options of every graph compiled here (see docs/performance.md for what was measured)."""
+INDUCTOR_OPTIONS: dict[str, Any] = {"cpp_wrapper": True}
+"""Inductor options of every graph compiled here: its C++ wrapper, whose steps measured 3-6 % less CPU than
+the Python wrapper's (MAPPO SMAX 3m actor 14.7 against 15.2 ms, HAPPO spread actor 16.5 against 17.6 ms
+per minibatch step) for a compile about 1.4x as long (docs/performance.md)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,11 +89,13 @@ def worth_compiling(steps: int, compile_s: float, saved_per_step_s: float) -> bo
     return saved_per_step_s > 0 and steps * saved_per_step_s > compile_s
 
 
-COMPILE_SECONDS = 120.0
-"""What ``"auto"`` takes one learner's compile (its loss and its step, a cold inductor cache) to cost."""
+COMPILE_SECONDS = 80.0
+"""What ``"auto"`` takes one learner's compile (its loss and its step, a cold inductor cache) to cost: the
+upper end of 24-80 s measured at load 1-13 (217-325 s at load 12-22)."""
 
-SAVED_FRACTION = 0.0
-"""The share of an eager update that ``"auto"`` takes the compiled step to save."""
+SAVED_FRACTION = 0.1
+"""The share of an eager update that ``"auto"`` takes the compiled step to save: measured 0.0 (HAPPO's
+4,096-row 128-128 actor) to 0.22 (MAPPO's 2,400-row 128x3 actor), CPU time per minibatch step."""
 
 
 class AutoCompile:
