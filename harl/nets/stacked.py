@@ -107,7 +107,7 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, affine: A
     return torch.baddbmm(bias, x, weight)
 
 
-class FrozenParams(dict):  # type: ignore[type-arg]  # a Params
+class FrozenParams(dict[str, torch.Tensor]):
     """The stacked parameters of modules that never change (``ParamStack(frozen=True)``): each
     ``Linear``'s weight and bias with the LayerNorm before it folded in are kept (``folds``), so
     acting step after step does not fold them again."""

@@ -203,7 +203,7 @@ class OnPolicyActors(nn.Module):
             self.index = list(range(self.n_agents))
         self.shared = config.share_parameters
         for actor in self.actors:
-            actor.compile_update = config.compile  # type: ignore[assignment]  # read by harl.update.objectives.surrogate
+            actor.compile_update = config.compile  # read by harl.update.objectives.surrogate
         self.groups: list[list[int]] | None = None
         """``[policy] batch_agents``: the agents that act as one call (see ``batched_groups``)."""
         self.stacks: dict[int, StackedActors] = {}
