@@ -47,12 +47,22 @@ def clip_grads(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Ten
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
 
 
-def huber(error: torch.Tensor, delta: float) -> torch.Tensor:
-    """0.5 e^2 inside [-delta, delta], linear outside; plain 0.5 e^2 when delta is 0."""
+HUBER_ONE_SIDED_HELP = (
+    "the Huber loss as HARL's and MAT's huber_loss computes it: 0 where the error is below -huber_delta "
+    "(their linear branch tests e > d); false (harl's default, docs/fidelity.md): symmetric, linear on both sides")
+
+
+def huber(error: torch.Tensor, delta: float, one_sided: bool = False) -> torch.Tensor:
+    """0.5 e^2 inside [-delta, delta], linear outside; plain 0.5 e^2 when delta is 0.  ``one_sided``:
+    0 below -delta instead (HARL's and MAT's ``huber_loss``, ``a e^2/2 + b d (|e| - d/2)`` with
+    ``a = |e| <= d``, ``b = e > d``)."""
     if delta <= 0:
         return 0.5 * error**2
     a = error.abs()
-    return torch.where(a <= delta, 0.5 * error**2, delta * (a - 0.5 * delta))
+    outside = delta * (a - 0.5 * delta)
+    if one_sided:
+        outside = torch.where(error > delta, outside, torch.zeros_like(outside))
+    return torch.where(a <= delta, 0.5 * error**2, outside)
 
 
 def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[torch.Tensor] = (),

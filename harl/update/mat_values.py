@@ -11,9 +11,10 @@ optimiser over the whole transformer), as MAT's trainer::
     value_loss = sum_{n,i} m_{n,i} max(huber(err), huber(err_clipped)) / sum_{n,i} m_{n,i}
 
 with ``m`` the agents' active masks (MAT's ``use_value_active_masks``; off: a plain mean).  One
-difference from MAT's code, kept on purpose: harl's Huber loss is symmetric; MAT's
-``huber_loss`` gives 0 where the error is below ``-huber_delta`` (its linear branch tests
-``e > d``), which with ``huber_delta = 10`` on normalised values almost never happens.
+difference from MAT's code by default: harl's Huber loss is symmetric; MAT's ``huber_loss``
+gives 0 where the error is below ``-huber_delta`` (its linear branch tests ``e > d``), which
+with ``huber_delta = 10`` on normalised values almost never happens; ``huber_one_sided = true``
+computes MAT's.
 MAT clips the value change by its PPO ``clip_param``: the shipped pipelines set
 ``value_clip`` to the objective's ``clip``.
 
@@ -34,7 +35,7 @@ from harl.policy.mat import MultiAgentTransformer
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import in_range, kind_field, positive, setting
-from harl.update.common import huber
+from harl.update.common import HUBER_ONE_SIDED_HELP, huber
 
 
 @attrs.frozen
@@ -47,6 +48,7 @@ class MATValuesConfig:
     value_clip: float = setting(0.2, "clip range of the value change, normalised units (MAT: its PPO clip_param)",
                                 positive())
     huber_delta: float = setting(10.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
+    huber_one_sided: bool = setting(False, HUBER_ONE_SIDED_HELP)
     value_norm: bool = setting(True, "normalise targets with a running mean/std (HARL's ValueNorm)")
     active_masks: bool = setting(True, "average the value loss over active agents only (MAT's "
                                  "use_value_active_masks); false: over all")
@@ -95,12 +97,13 @@ class TransformerValues(nn.Module):
 
 
 def mat_value_loss(new: torch.Tensor, old: torch.Tensor, target: torch.Tensor, active: torch.Tensor,
-                   clip: float | None, huber_delta: float, active_masks: bool = True) -> torch.Tensor:
+                   clip: float | None, huber_delta: float, active_masks: bool = True,
+                   one_sided: bool = False) -> torch.Tensor:
     """The value loss above, all in normalised units, ``(N, A)`` each."""
-    loss = huber(target - new, huber_delta)
+    loss = huber(target - new, huber_delta, one_sided)
     if clip is not None:
         clipped = old + (new - old).clamp(-clip, clip)
-        loss = torch.max(loss, huber(target - clipped, huber_delta))
+        loss = torch.max(loss, huber(target - clipped, huber_delta, one_sided))
     if not active_masks:
         return loss.mean()
     return (loss * active).sum() / active.sum().clamp(min=1.0)
@@ -125,7 +128,8 @@ class TransformerValueLoss:
             self.critic.normalizer.update(batch.returns)
         target = self.critic.normalize_targets(batch.returns)
         return mat_value_loss(new, batch.old_values, target, batch.active,
-                              cfg.value_clip if cfg.clip_value_loss else None, cfg.huber_delta, cfg.active_masks)
+                              cfg.value_clip if cfg.clip_value_loss else None, cfg.huber_delta, cfg.active_masks,
+                              cfg.huber_one_sided)
 
 
 def _values(config: MATValuesConfig, parts: Any) -> TransformerValues:

@@ -25,7 +25,7 @@ from harl.nets.mlp import ACTIVATIONS, MLP, GRULayer, init_linear
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, own_first, positive, setting
-from harl.update.common import huber, optimizer_step
+from harl.update.common import HUBER_ONE_SIDED_HELP, huber, optimizer_step
 from harl.update.compiled import CompiledStep, compile_mode, compiled
 
 
@@ -45,6 +45,7 @@ class VLearningConfig:
     clip_value_loss: bool = setting(True, "PPO-style clipping of the value change")
     value_clip: float = setting(0.2, "clip range of the value change (normalised units)", positive())
     huber_delta: float = setting(10.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
+    huber_one_sided: bool = setting(False, HUBER_ONE_SIDED_HELP)
     max_grad_norm: float = setting(10.0, "gradient-norm clip; 0 disables", in_range(0, None))
     value_norm: bool = setting(True, "normalise targets with a running mean/std (HARL's ValueNorm; an independent "
                                "critic's is shared by the agents)")
@@ -175,13 +176,13 @@ class VCritic(NormalizedValues, nn.Module):
 
 
 def value_loss(new: torch.Tensor, old: torch.Tensor, target: torch.Tensor,
-               clip: float | None, huber_delta: float) -> torch.Tensor:
+               clip: float | None, huber_delta: float, one_sided: bool = False) -> torch.Tensor:
     """Per-sample value loss; with ``clip`` the pessimistic max of plain and clipped losses."""
-    loss = huber(target - new, huber_delta)
+    loss = huber(target - new, huber_delta, one_sided)
     if clip is None:
         return loss
     clipped = old + (new - old).clamp(-clip, clip)
-    return torch.max(loss, huber(target - clipped, huber_delta))
+    return torch.max(loss, huber(target - clipped, huber_delta, one_sided))
 
 
 @attrs.frozen
@@ -223,7 +224,7 @@ class VCriticLearner:
         """The eager loop's value loss of the rows ``idx``."""
         clip = self.config.value_clip if self.config.clip_value_loss else None
         return value_loss(self.critic.normalized(states[idx]), old_norm[idx], target, clip,
-                          self.config.huber_delta).mean()
+                          self.config.huber_delta, self.config.huber_one_sided).mean()
 
     def update(self, states: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
                hidden: torch.Tensor | None = None, starts: torch.Tensor | None = None) -> CriticStats:
@@ -260,7 +261,7 @@ class VCriticLearner:
                     assert starts is not None
                     new = critic.normalized(states[idx], hidden[chosen.to(hidden.device)], starts[idx])
                 clip = cfg.value_clip if cfg.clip_value_loss else None
-                loss = value_loss(new, old_norm[idx], target, clip, cfg.huber_delta).mean()
+                loss = value_loss(new, old_norm[idx], target, clip, cfg.huber_delta, cfg.huber_one_sided).mean()
                 norm = optimizer_step(self.optimizer, loss * cfg.value_loss_coef, critic.parameters(),
                                       cfg.max_grad_norm, report_norm=True)
                 assert norm is not None

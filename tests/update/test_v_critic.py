@@ -18,6 +18,17 @@ def test_huber_is_quadratic_then_linear() -> None:
     torch.testing.assert_close(huber(e, 0.0), 0.5 * e**2)
 
 
+def test_huber_one_sided_is_harls_and_mats_huber_loss() -> None:
+    """HARL's/MAT's huber_loss(e, d) = a e^2/2 + b d (|e| - d/2), a = |e| <= d, b = e > d, by hand at d = 10:
+    e = -12: a = b = 0, so 0 (symmetric: 10 (12 - 5) = 70); e = 12: 70; e = -3: 4.5; e = 3: 4.5."""
+    e = torch.tensor([-12.0, 12.0, -3.0, 3.0])
+    torch.testing.assert_close(huber(e, 10.0, one_sided=True), torch.tensor([0.0, 70.0, 4.5, 4.5]))
+    torch.testing.assert_close(huber(e, 10.0), torch.tensor([70.0, 70.0, 4.5, 4.5]))
+    target, old = torch.tensor([-12.0]), torch.tensor([0.0])  # through the value loss and its clipping
+    assert value_loss(torch.tensor([0.0]), old, target, 0.2, 10.0, one_sided=True).item() == 0.0
+    assert value_loss(torch.tensor([0.0]), old, target, 0.2, 10.0).item() == 70.0
+
+
 def test_value_clipping_takes_the_pessimistic_loss() -> None:
     """Old 0, new 1, target 2, clip 0.2: the clipped prediction 0.2 has the larger loss and wins."""
     new, old, target = torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([2.0])
