@@ -10,7 +10,7 @@ One concept per module: ``aircraft`` (JSBSim wrapper), ``actions`` (policy actio
 stick and throttle), ``geometry`` (who is on whose tail), ``scripted_pilot`` (the
 opponents' autopilot), ``missile`` (guidance and flight), ``rewards`` (LAG's combat
 rewards), ``controller`` (the frozen low-level pilot), ``tasks`` (the names), ``heading``,
-``dogfight`` and ``combat`` (the envs), ``config``.
+``dogfight`` and ``combat`` (the envs), ``seeded`` (their generator state), ``config``.
 jsbsim (``pip install "harl[lag]"``) is imported only when an environment is built.
 """
 

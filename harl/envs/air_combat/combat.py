@@ -49,6 +49,7 @@ from harl.envs.air_combat.controller import HIGH_LEVEL_NVEC, Controller, control
 from harl.envs.air_combat.missile import HIT, Missile, Vector
 from harl.envs.air_combat.rewards import MACH, altitude_penalty, missile_posture, posture
 from harl.envs.air_combat.scripted_pilot import cruise, pursue
+from harl.envs.air_combat.seeded import SeededEnv
 from harl.envs.air_combat.tasks import COMBAT
 from harl.envs.protocol import EnvStep
 
@@ -97,7 +98,7 @@ def other_part(ego: FlightState, speed_u: float, position: Vector, velocity: Vec
             r / 10_000.0, side]
 
 
-class CombatEnv:
+class CombatEnv(SeededEnv):
     """Red learners against blue scripted pilots or blue learners (module docstring)."""
 
     def __init__(self, config: AirCombatConfig) -> None:
@@ -373,12 +374,3 @@ class CombatEnv:
         obs, state = self._observe()
         active = np.array([self._alive[k] for k in self._learners])
         return EnvStep(obs, state, None, rewards, terminated, truncated, active=active, info=info)
-
-    def get_rng_state(self) -> dict[str, Any]:
-        return dict(self._rng.bit_generator.state)
-
-    def set_rng_state(self, state: dict[str, Any]) -> None:
-        self._rng.bit_generator.state = state
-
-    def close(self) -> None:
-        pass

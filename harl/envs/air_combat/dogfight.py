@@ -49,6 +49,7 @@ from harl.envs.air_combat.geometry import (
     relative_features,
 )
 from harl.envs.air_combat.scripted_pilot import cruise, pursue
+from harl.envs.air_combat.seeded import SeededEnv
 from harl.envs.protocol import EnvStep
 
 SIM_RATE_HZ = 60.0
@@ -69,7 +70,7 @@ def state_features(s: FlightState, alive: bool) -> list[float]:
             math.sin(s.pitch), math.sin(s.yaw), math.cos(s.yaw), s.airspeed / 340.0, float(alive)]
 
 
-class DogfightEnv:
+class DogfightEnv(SeededEnv):
     """2 learners vs 2 scripted opponents (module docstring)."""
 
     n_agents = N_LEARNERS
@@ -192,12 +193,3 @@ class DogfightEnv:
         obs, state = self._observe()
         return EnvStep(obs, state, None, rewards, terminated, truncated,
                        active=self._alive[:N_LEARNERS].copy(), info=info)
-
-    def get_rng_state(self) -> dict[str, Any]:
-        return dict(self._rng.bit_generator.state)
-
-    def set_rng_state(self, state: dict[str, Any]) -> None:
-        self._rng.bit_generator.state = state
-
-    def close(self) -> None:
-        pass

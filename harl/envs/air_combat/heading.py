@@ -33,6 +33,7 @@ from harl.envs.air_combat.actions import action_space, to_controls
 from harl.envs.air_combat.aircraft import OWN_FEATURES, Aircraft, FlightState, lost, own_features
 from harl.envs.air_combat.config import AirCombatConfig
 from harl.envs.air_combat.scripted_pilot import wrap_angle
+from harl.envs.air_combat.seeded import SeededEnv
 from harl.envs.protocol import EnvStep
 
 SIM_RATE_HZ = 60.0
@@ -50,7 +51,7 @@ def tracking_score(errors: Sequence[float]) -> float:
     return math.exp(-sum((e / s) ** 2 for e, s in zip(errors, SCALES)) / len(SCALES))
 
 
-class HeadingEnv:
+class HeadingEnv(SeededEnv):
     """One aircraft, one agent (module docstring)."""
 
     n_agents = 1
@@ -129,12 +130,3 @@ class HeadingEnv:
         obs = self._observe(s) if s.is_finite() else np.zeros(OBS_SIZE, np.float32)
         return EnvStep([obs], obs.copy(), None, np.array([reward], np.float32), terminated,
                        truncated, info=info)
-
-    def get_rng_state(self) -> dict[str, Any]:
-        return dict(self._rng.bit_generator.state)
-
-    def set_rng_state(self, state: dict[str, Any]) -> None:
-        self._rng.bit_generator.state = state
-
-    def close(self) -> None:
-        pass
