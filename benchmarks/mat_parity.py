@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from epymarl_parity import at_tenths  # this folder: a script's own, on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -164,18 +165,6 @@ def harl_curves(run_dir: Path) -> dict[str, Curve]:
             if row.get("steps_per_s"):
                 curves["fps"].append((steps, float(row["steps_per_s"])))
     return curves
-
-
-def at_tenths(curve: Curve, budget: int) -> dict[int, float]:
-    """{k: the first value in [k, k + budget / 10)} for k = 0, budget / 10, ..., budget; the first
-    value stands for 0 (both sides report after their first update)."""
-    tenth = budget // 10
-    out: dict[int, float] = {}
-    for k in range(0, budget + 1, tenth):
-        hits = [r for t, r in curve if k <= t < k + tenth] if k else [r for _, r in curve[:1]]
-        if hits:
-            out[k] = hits[0]
-    return out
 
 
 def rows(sides: dict[str, list[dict[int, float]]], budget: int) -> list[dict[str, object]]:

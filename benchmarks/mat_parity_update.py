@@ -178,18 +178,24 @@ def fingerprint(after: dict[str, torch.Tensor], before: dict[str, torch.Tensor])
             for k in sorted(after)}
 
 
-def replay(mat_ref: Path, steps: int, n_steps: int, seed: int) -> dict[str, Any]:
+def mat_side(mat_ref: Path, ours: Any) -> tuple[Any, Any]:
+    """MAT's policy and trainer at MAT's settings, the transformer holding ``ours``' weights."""
     transformer_policy_cls, trainer_cls = import_mat(mat_ref)
-    ours = harl_policy(seed)
-    initial = {k: v.detach().clone() for k, v in ours.named_parameters()}
-    batch = make_batch(ours, n_steps, seed)
-    learner, value_loss, team_batch = harl_learner(ours, batch)
     args = mat_args()
     obs_space = spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
     share_space = spaces.Box(-np.inf, np.inf, (OBS_DIM * N_AGENTS,), np.float32)
     mat_policy = transformer_policy_cls(args, obs_space, share_space, spaces.Discrete(N_ACTIONS), N_AGENTS)
     trainer = trainer_cls(args, mat_policy, N_AGENTS)
     copy_weights(ours, mat_policy.transformer)
+    return mat_policy, trainer
+
+
+def replay(mat_ref: Path, steps: int, n_steps: int, seed: int) -> dict[str, Any]:
+    ours = harl_policy(seed)
+    initial = {k: v.detach().clone() for k, v in ours.named_parameters()}
+    batch = make_batch(ours, n_steps, seed)
+    learner, value_loss, team_batch = harl_learner(ours, batch)
+    mat_policy, trainer = mat_side(mat_ref, ours)
     mat_policy.train()
     ours.train()
     pairs: dict[str, torch.Tensor] = {}
@@ -222,16 +228,10 @@ def time_updates(mat_ref: Path, rounds: int, epochs: int, n_steps: int, seed: in
     import subprocess
     import time
 
-    transformer_policy_cls, trainer_cls = import_mat(mat_ref)
     ours = harl_policy(seed)
     batch = make_batch(ours, n_steps, seed)
     learner, value_loss, team_batch = harl_learner(ours, batch)
-    args = mat_args()
-    obs_space = spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
-    share_space = spaces.Box(-np.inf, np.inf, (OBS_DIM * N_AGENTS,), np.float32)
-    mat_policy = transformer_policy_cls(args, obs_space, share_space, spaces.Discrete(N_ACTIONS), N_AGENTS)
-    trainer = trainer_cls(args, mat_policy, N_AGENTS)
-    copy_weights(ours, mat_policy.transformer)
+    _, trainer = mat_side(mat_ref, ours)
 
     def mat_update() -> None:
         for _ in range(epochs):  # MAT's train(): ppo_epoch x one minibatch of the whole buffer
