@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from harl.collect.critic_input import critic_input
 from harl.errors import ConfigError
 
 MODES = ("off", "on", "auto")
@@ -155,10 +156,7 @@ class CompiledCollection:
         """``compiler``: ``torch.compile``, or what stands for it (a test runs the graphs' Python as is)."""
         if getattr(policy, "hidden_size", 0) or getattr(critic, "hidden_size", 0):
             raise ConfigError(compile_problem("mpe_torch", True, True, "inline") or "")
-        from harl.collect.on_policy import critic_input  # that module builds this one
-
         self.venv, self.policy, self.critic, self.buffer = venv, policy, critic, buffer
-        self._seen = critic_input
         self.device = torch.device(venv.device)
         self.compile_s = 0.0
         """Seconds spent in the first calls of the graphs (compiling, or loading them from the cache)."""
@@ -194,7 +192,7 @@ class CompiledCollection:
         avail = [None if a is None else a.index_select(0, t)[0] for a in b.avail]
         state = b.state.index_select(0, t)[0]
         sampled = self.policy.sample(obs, avail)
-        return sampled, self.critic.value(self._seen(self.critic, obs, state))
+        return sampled, self.critic.value(critic_input(self.critic, obs, state))
 
     def _write(self, t: torch.Tensor, sampled: Any, values: torch.Tensor, obs: list[torch.Tensor],
                state: torch.Tensor, rewards: torch.Tensor, truncated: torch.Tensor,
@@ -220,7 +218,7 @@ class CompiledCollection:
         ended episodes' returns (every env's return before the resets)."""
         sampled, values = self._act(t)
         obs, state, rewards, truncated = self.venv.advance(sampled.actions, check=False)
-        final_values = self.critic.value(self._seen(self.critic, obs, state))
+        final_values = self.critic.value(critic_input(self.critic, obs, state))
         returns = self.venv.final_returns()
         obs, state, _ = self.venv.begin_where(mask, agent_pos, landmark_pos, goals)
         self._write(t, sampled, values, obs, state, rewards, truncated, final_values)

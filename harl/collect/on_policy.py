@@ -26,6 +26,7 @@ import torch
 from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
 from harl.collect import compiled
+from harl.collect.critic_input import critic_input
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, can_set_env_state, get_env_state, is_tensor_native
@@ -41,13 +42,6 @@ class ValueFunction(Protocol):
     def value(self, *inputs: Any) -> torch.Tensor: ...
 
     def step(self, *inputs: Any) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-
-def critic_input(critic: Any, obs: Any, state: Any) -> Any:
-    """What the critic reads of a step: the global state, or what its ``reads(obs, state)`` makes of
-    the agents' observations (``harl.update.independent_v``: each agent's own, stacked)."""
-    reads = getattr(critic, "reads", None)
-    return state if reads is None else reads(obs, state)
 
 
 @attrs.frozen(field_transformer=own_first)
