@@ -11,7 +11,9 @@ import torch
 from gymnasium import spaces
 
 from harl.envs.air_combat import AirCombatConfig, make_air_combat_env
+from harl.envs.air_combat.combat import ao_ta_range, gun_damage
 from harl.envs.air_combat.controller import ControllerNet
+from harl.settings import InvalidSetting
 
 pytest.importorskip("jsbsim", reason="the air-combat env flies JSBSim's F-16 (pip install harl[lag])")
 
@@ -92,6 +94,48 @@ class TestMissiles:
         for _ in range(5):
             step = env.step([CENTRED])
         assert env._missiles == [] and step.obs[0].shape == (15,)
+
+
+class TestArtillery:
+    def test_gun_damage_by_hand(self) -> None:
+        """LAG's ``_orientation_fn(AO) * _distance_fn(R / 1000)``: 1 - AO / 0.5236 inside 30 degrees,
+        1 within 1 km, (3 - R) / 2 between 1 and 3 km."""
+        assert gun_damage(0.0, 500.0) == pytest.approx(1.0)
+        assert gun_damage(0.2618, 2000.0) == pytest.approx(0.5 * 0.5)
+        assert gun_damage(0.1, 1500.0) == pytest.approx((1 - 0.1 / 0.5236) * 0.75)
+        assert gun_damage(0.53, 500.0) == 0.0 and gun_damage(0.0, 3000.0) == 0.0
+
+    def test_guns_drain_blood_and_shoot_down_a_step_later(self) -> None:
+        """Head-on, each in the other's cone: blood drains by gun_damage; at 0 the opponent is shot down
+        on the next step (LAG's shotdown in its next run), red wins, and no +200 for guns."""
+        env = make_air_combat_env(AirCombatConfig(task="1v1/NoWeapon/Selfplay", action_type="multidiscrete",
+                                                  artillery=True))
+        env.reset(seed=0)
+        for _ in range(60):
+            env.step([CENTRED, CENTRED])
+            red, blue = env._states
+            if np.linalg.norm(red.position - blue.position) < 2500:
+                break
+        ao, _, r, _ = ao_ta_range(red.position, red.velocity, blue.position, blue.velocity)
+        before = env._blood.copy()
+        env.step([CENTRED, CENTRED])
+        red, blue = env._states
+        ao, _, r, _ = ao_ta_range(red.position, red.velocity, blue.position, blue.velocity)
+        assert env._blood[1] == pytest.approx(before[1] - gun_damage(ao, r))
+        assert env._blood[1] < 100.0
+        env._blood[1] = 0.0
+        step = env.step([CENTRED, CENTRED])
+        assert step.terminated and step.info["winner"] == "red" and step.info["win"] == 1.0
+        assert step.rewards[1] < -150 and step.rewards[0] < 100
+
+    def test_off_by_default_and_refused_where_lag_has_none(self) -> None:
+        env = make_air_combat_env(AirCombatConfig(task="1v1/NoWeapon/Selfplay", action_type="multidiscrete"))
+        env.reset(seed=0)
+        for _ in range(60):
+            env.step([CENTRED, CENTRED])
+        assert env._blood.tolist() == [100.0, 100.0]
+        with pytest.raises(InvalidSetting, match="artillery"):
+            AirCombatConfig(task="heading", artillery=True)
 
 
 @pytest.mark.slow

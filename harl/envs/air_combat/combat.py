@@ -16,7 +16,8 @@ launched (the ``weapons`` rule of the task), and each learner is paid (``rewards
 - posture: ``posture_scale`` times the change of the summed ``rewards.posture`` over the opponents;
 - missile posture (dodge tasks and 2v2 shoot): ``rewards.missile_posture`` while one is inbound;
 - altitude: ``rewards.altitude_penalty``;
-- events: -200 the step it is shot down or crashes (below ``floor_altitude_m``, over
+- events: -200 the step it is shot down (by a missile, or by guns under ``artillery``: LAG's
+  ``use_artillery``, ``gun_damage``) or crashes (below ``floor_altitude_m``, over
   ``overload_g``, under ``min_airspeed_mps``), +200 the step its missile hits, -10 per launch
   in the 1v1 shoot tasks.
 
@@ -84,6 +85,22 @@ def ao_ta_range(ego_pos: Vector, ego_vel: Vector, pos: Vector, vel: Vector, plan
     return ao, ta, r, float(np.sign(cross))
 
 
+GUN_CONE = 0.5236
+"""LAG's artillery cone (rad, 30 degrees): an opponent inside it loses blood."""
+GUN_FULL_M, GUN_RANGE_M = 1000.0, 3000.0
+BLOOD = 100.0
+
+
+def gun_damage(ao: float, r: float) -> float:
+    """Blood an opponent at ``AO`` (rad) and range ``r`` (m) loses in a step (LAG's artillery).
+
+    ``1 - AO / 30 deg`` inside the cone, times 1 within 1 km falling linearly to 0 at 3 km.
+    """
+    orientation = max(0.0, 1.0 - ao / GUN_CONE)
+    distance = 1.0 if r <= GUN_FULL_M else max(0.0, (GUN_RANGE_M - r) / (GUN_RANGE_M - GUN_FULL_M))
+    return orientation * distance
+
+
 def own_part(s: FlightState) -> list[float]:
     """LAG's 9 ego features."""
     u, v, w = s.body_velocity
@@ -131,6 +148,7 @@ class CombatEnv(SeededEnv):
         self._dt = 1.0 / SIM_RATE_HZ
         self._states: list[FlightState] = []
         self._alive = np.ones(2 * n, dtype=bool)
+        self._blood = np.full(2 * n, BLOOD)
         self._headings = np.zeros(2 * n)
         self._missiles: list[Missile] = []
         self._left = np.zeros(2 * n, dtype=int)
@@ -216,6 +234,7 @@ class CombatEnv(SeededEnv):
             aircraft.start(north, east, START_ALTITUDE, self._headings[k], START_SPEED)
         self._states = [aircraft.read() for aircraft in self._aircraft]
         self._alive[:] = True
+        self._blood[:] = BLOOD
         self._missiles = []
         self._left[:n], self._left[n:] = spec.missiles
         self._last_shot[:] = -spec.min_attack_interval
@@ -288,6 +307,16 @@ class CombatEnv(SeededEnv):
                     down.add(m.target)
         return down
 
+    def _fire_guns(self) -> None:
+        """LAG's artillery: every flying aircraft drains the opponents in its cone (shot down next step)."""
+        for k in np.flatnonzero(self._alive).tolist():
+            me = self._states[k]
+            for j in self._enemies(k):
+                if self._alive[j]:
+                    ao, _, r, _ = ao_ta_range(me.position, me.velocity, self._states[j].position,
+                                              self._states[j].velocity)
+                    self._blood[j] -= gun_damage(ao, r)
+
     def _launch(self, fire: set[int]) -> list[int]:
         """Missiles fired this step (by the task's rule); returns the shooters."""
         spec, shooters = self.spec, []
@@ -325,7 +354,8 @@ class CombatEnv(SeededEnv):
             self._aircraft[k].command(c)
         was_alive = self._alive.copy()
         hits_before = [m for m in self._missiles if m.flying]
-        shot_down = self._fly()
+        gunned = {k for k in np.flatnonzero(was_alive).tolist() if self._blood[k] <= 0}
+        shot_down = self._fly() | gunned
         self._steps += 1
         crashed: set[int] = set()
         for k in np.flatnonzero(was_alive).tolist():
@@ -337,6 +367,8 @@ class CombatEnv(SeededEnv):
                 self._alive[k] = False
                 if k not in shot_down:
                     crashed.add(k)
+        if cfg.artillery:
+            self._fire_guns()
         shooters = self._launch(fire) if self._armed else []
         hits = [m.shooter for m in hits_before if m.status == HIT]
         rewards = np.zeros(self.n_agents, np.float32)

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from harl.envs.air_combat.actions import ACTION_TYPES
-from harl.envs.air_combat.tasks import HARL_NAMES, HIERARCHY, SHORT_NAMES, canonical
+from harl.envs.air_combat.tasks import ARTILLERY_TASKS, HARL_NAMES, HIERARCHY, SHORT_NAMES, canonical
 from harl.settings import InvalidSetting, each_positive, in_range, kind_field, one_of, positive, setting
 
 TASKS = SHORT_NAMES
@@ -84,6 +84,12 @@ class AirCombatConfig:
         '[teams] can pit a learner against its snapshots) and the env names the winner; "one_team": '
         "no groups, every aircraft one learning team (HARL's way)", one_of(SIDES),
     )
+    artillery: bool = setting(
+        False, "combat tasks: LAG's use_artillery (off in every HARL config): an aircraft "
+        "pointing its nose within 30 degrees of an opponent within 3 km drains the opponent's blood "
+        "(100 at the start) by up to 1 a step, and at 0 shoots it down; without it a no-weapon game "
+        "is won only by the other side crashing",
+    )
     controller: str = setting(
         "", "hierarchy tasks: the frozen flight controller's weight file (a state dict from a heading "
         'run, python -m harl.envs.air_combat.controller); "" = the one harl ships',
@@ -115,6 +121,12 @@ class AirCombatConfig:
                 "safe_altitude_m", f"expected a value above floor_altitude_m "
                 f"({self.floor_altitude_m}), got {self.safe_altitude_m}", suggest_default=False,
             )
+        if self.artillery and self.task_name not in ARTILLERY_TASKS:
+            raise InvalidSetting("artillery", (
+                f"task {self.task!r} has no artillery: harl plays LAG's guns (use_artillery) in the combat "
+                f"tasks ({', '.join(ARTILLERY_TASKS)}), not in heading or harl's own 2v2_noweapon env; "
+                "set artillery = false or pick one of them"),
+                suggest_default=False)
         if self.task_name in HIERARCHY:
             from harl.envs.air_combat.controller import weights_problem
 

@@ -96,6 +96,9 @@ LAG_YAML_TASKS = tuple(list(HARL_NAMES)[:6])
 """The six tasks HARL's ``lag.yaml`` offers (its default: ``2v2/ShootMissile/HierarchyVsBaseline``)."""
 SHORT_NAMES = ("heading", "2v2_noweapon", *COMBAT)
 HIERARCHY = tuple(name for name, spec in COMBAT.items() if spec.hierarchy)
+ARTILLERY_TASKS = tuple(COMBAT)
+"""The tasks that take LAG's ``use_artillery`` (every combat task's step calls its single-combat step;
+``2v2_noweapon`` is harl's own dogfight env, which has none)."""
 
 
 def canonical(task: str) -> str | None:
