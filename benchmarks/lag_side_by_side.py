@@ -46,6 +46,7 @@ from harl.envs.air_combat import AirCombatConfig  # noqa: E402
 TASKS = {
     "1v1/NoWeapon/vsBaseline": "SingleCombat",
     "1v1/DodgeMissile/vsBaseline": "SingleCombat",
+    "2v2/NoWeapon/vsBaseline": "MultipleCombat",
     "2v2/ShootMissile/HierarchyVsBaseline": "MultipleCombat",
 }
 """HARL task -> its scenario (HARL's ``lag.yaml`` pairs)."""

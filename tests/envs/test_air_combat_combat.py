@@ -57,6 +57,17 @@ class TestSpaces:
         assert step.rewards.shape == (2,) and np.isfinite(step.rewards).all()
         assert all(np.linalg.norm(s.position - b) > 30 for s, b in zip(env._states, before))
 
+    def test_harl_2v2_noweapon_is_lags_hierarchical_task(self, tmp_path: Path) -> None:
+        """HARL's 2v2/NoWeapon/vsBaseline.yaml: task hierarchical_multiplecombat_vs_baseline, red learners,
+        9 + 3 x 6 observations, MultiDiscrete [3, 5, 3], pursuers 0.1 degrees north, posture scale 15."""
+        config = AirCombatConfig(task="2v2/NoWeapon/vsBaseline", controller=str(_tiny_controller(tmp_path / "c.pt")),
+                                 controller_hidden_sizes=[8])
+        assert config.task_name == "2v2_noweapon_hierarchy"
+        env = make_air_combat_env(config)
+        assert env.agent_names == ["red_0", "red_1"] and env.observation_spaces[0].shape == (27,)
+        assert env.action_spaces[0] == spaces.MultiDiscrete([3, 5, 3])
+        assert (env.spec.separation_deg, env.spec.posture_scale, env.spec.baseline) == (0.1, 15.0, "pursue")
+
     def test_selfplay_sides(self) -> None:
         """Two teams: red and blue are agent groups; one team (HARL's way): no groups."""
         two = make_air_combat_env(AirCombatConfig(task="1v1/NoWeapon/Selfplay"))

@@ -61,6 +61,8 @@ COMBAT: dict[str, CombatSpec] = {
                                               selfplay=False, baseline="maneuver"),
     "1v1_shoot_missile_hierarchy_selfplay": CombatSpec(**_1V1_SHOOT, missiles=(2, 2), hierarchy=True,  # type: ignore[arg-type]
                                                        selfplay=True, min_attack_interval=25),
+    "2v2_noweapon_hierarchy": CombatSpec(**_2V2, weapons="none", missiles=(0, 0), missile_posture=False,  # type: ignore[arg-type]
+                                         hierarchy=True, selfplay=False),
     "2v2_noweapon_selfplay": CombatSpec(**_2V2, weapons="none", missiles=(0, 0), missile_posture=False,  # type: ignore[arg-type]
                                         hierarchy=False, selfplay=True),
     "2v2_noweapon_hierarchy_selfplay": CombatSpec(**_2V2, weapons="none", missiles=(0, 0),  # type: ignore[arg-type]
@@ -70,14 +72,18 @@ COMBAT: dict[str, CombatSpec] = {
     "2v2_shoot_missile_hierarchy_selfplay": CombatSpec(**_2V2, weapons="shoot", missiles=(2, 2),  # type: ignore[arg-type]
                                                        missile_posture=True, hierarchy=True, selfplay=True),
 }
-"""harl's combat tasks (the two others, ``heading`` and ``2v2_noweapon``, are their own envs)."""
+"""harl's combat tasks (the two others, ``heading`` and ``2v2_noweapon``, are their own envs).
+
+HARL's ``2v2/NoWeapon/vsBaseline`` is hierarchical (its yaml's task is
+``hierarchical_multiplecombat_vs_baseline``): ``2v2_noweapon_hierarchy``.  ``2v2_noweapon`` is
+harl's own posture fight with stick and throttle (``dogfight``), not one of LAG's tasks."""
 
 HARL_NAMES: dict[str, str] = {
     "1/heading": "heading",
     "1v1/NoWeapon/vsBaseline": "1v1_noweapon",
     "1v1/DodgeMissile/vsBaseline": "1v1_dodge_missile",
     "1v1/DodgeMissile/HierarchyVsBaseline": "1v1_dodge_missile_hierarchy",
-    "2v2/NoWeapon/vsBaseline": "2v2_noweapon",
+    "2v2/NoWeapon/vsBaseline": "2v2_noweapon_hierarchy",
     "2v2/ShootMissile/HierarchyVsBaseline": "2v2_shoot_missile_hierarchy",
     "1v1/NoWeapon/Selfplay": "1v1_noweapon_selfplay",
     "1v1/NoWeapon/HierarchySelfplay": "1v1_noweapon_hierarchy_selfplay",
