@@ -35,7 +35,8 @@ from harl.policy.mat import MultiAgentTransformer
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import in_range, kind_field, positive, setting
-from harl.update.common import HUBER_ONE_SIDED_HELP, huber
+from harl.update.common import HUBER_ONE_SIDED_HELP
+from harl.update.v_critic import value_loss
 
 
 @attrs.frozen
@@ -99,11 +100,9 @@ class TransformerValues(nn.Module):
 def mat_value_loss(new: torch.Tensor, old: torch.Tensor, target: torch.Tensor, active: torch.Tensor,
                    clip: float | None, huber_delta: float, active_masks: bool = True,
                    one_sided: bool = False) -> torch.Tensor:
-    """The value loss above, all in normalised units, ``(N, A)`` each."""
-    loss = huber(target - new, huber_delta, one_sided)
-    if clip is not None:
-        clipped = old + (new - old).clamp(-clip, clip)
-        loss = torch.max(loss, huber(target - clipped, huber_delta, one_sided))
+    """The value loss above, all in normalised units, ``(N, A)`` each: the V critic's per-sample
+    ``value_loss``, averaged over the active agents."""
+    loss = value_loss(new, old, target, clip, huber_delta, one_sided)
     if not active_masks:
         return loss.mean()
     return (loss * active).sum() / active.sum().clamp(min=1.0)

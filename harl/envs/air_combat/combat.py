@@ -354,8 +354,9 @@ class CombatEnv(SeededEnv):
             self._aircraft[k].command(c)
         was_alive = self._alive.copy()
         hits_before = [m for m in self._missiles if m.flying]
-        gunned = {k for k in np.flatnonzero(was_alive).tolist() if self._blood[k] <= 0}
-        shot_down = self._fly() | gunned
+        shot_down = self._fly()
+        if cfg.artillery:  # drained to 0 by guns last step: down now, as LAG's shotdown at its next run
+            shot_down |= {k for k in np.flatnonzero(was_alive).tolist() if self._blood[k] <= 0}
         self._steps += 1
         crashed: set[int] = set()
         for k in np.flatnonzero(was_alive).tolist():
