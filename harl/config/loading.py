@@ -286,10 +286,11 @@ def structure_pipeline(data: dict[str, Any], source: str, loader: Loader | None 
     origins = origins or {}
     data = renamed(data, loader, source, origins)  # old keys in their new places, with a deprecation warning
     found: list[tuple[list[str], str, BaseException | None]] = []
-    for key in sorted(set(data) - set(TOP_SLOTS) - {"teams"}):
-        hint = difflib.get_close_matches(key, TOP_SLOTS, n=1)
+    tables = (*TOP_SLOTS, "teams")  # [teams.NAME] is a table of the pipeline too
+    for key in sorted(set(data) - set(tables)):
+        hint = difflib.get_close_matches(key, tables, n=1)
         near = f' (did you mean "{hint[0]}"?)' if hint else ""
-        found.append(([key], f"unknown table{near}; valid tables: {', '.join(TOP_SLOTS)}", None))
+        found.append(([key], f"unknown table{near}; valid tables: {', '.join(tables)}", None))
     built: dict[str, Any] = {}
     for slot in TOP_SLOTS:
         try:
@@ -331,6 +332,10 @@ def _structure_teams(data: dict[str, Any], source: str, loader: Loader, origins:
     base = {key: value for key, value in data.items() if key != "teams"}
     teams: list[TeamSpec] = []
     for name, table in raw.items():
+        wrong = team_name_problem(name)
+        if wrong:
+            found.append((["teams", toml_key(name)], wrong, None))
+            continue
         if not isinstance(table, dict):
             found.append((["teams", name], "expected a table: [teams.NAME] with agents = [...] and role", None))
             continue
@@ -356,6 +361,32 @@ def _structure_teams(data: dict[str, Any], source: str, loader: Loader, origins:
         teams.append(TeamSpec(name, config, spec, dict(table)))
     found.extend((path, message, None) for path, message in team_problems(teams))
     return tuple(teams)
+
+
+_TEAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def toml_key(name: str) -> str:
+    """``name`` as a TOML key path writes it: bare when it can be, else in double quotes."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else '"' + name.replace('"', '\\"') + '"'
+
+
+def team_name_problem(name: str) -> str:
+    """Why ``name`` cannot name a team ("" when it can): a team's name becomes the name of its
+    networks' module (``nn.ModuleDict`` keys: no ".", no attribute of the dict's own), its metrics'
+    column prefix (``NAME_train_return``) and ``--team NAME``, so it is a plain identifier."""
+    from torch import nn
+
+    if not _TEAM_NAME.fullmatch(name):
+        fixed = re.sub(r"[^A-Za-z0-9_]", "_", name)
+        fixed = fixed if _TEAM_NAME.fullmatch(fixed) else f"team_{fixed}"
+        return (f"a team's name is a plain identifier (ASCII letters, digits and _, not starting with a digit), as "
+                f"it names the team's networks, its metrics columns ({fixed}_train_return) and --team; rename "
+                f"the table, e.g. [teams.{fixed}]")
+    if hasattr(nn.ModuleDict(), name):
+        return (f"{name!r} is the name of a method of the teams' module (torch's ModuleDict) and cannot name a "
+                f"team; rename the table, e.g. [teams.{name}_team]")
+    return ""
 
 
 def load_spec_and_notes(path: str | Path, overrides: Iterable[str] = ()) -> tuple[PipelineSpec, list[str]]:

@@ -92,12 +92,13 @@ def _first_missing(path: Path) -> Path | None:
     return missing
 
 
-def _unmake(run_dir: Path, made: Path) -> None:
-    """Remove a run directory a refused start created (``made``: the outermost folder it created),
-    when it holds nothing but what the start wrote: the lock and ``pipeline.toml``."""
-    wrote = (LOCK_FILE, "pipeline.toml")
+def _unmake(run_dir: Path, made: Path | None, fresh: bool = True) -> None:
+    """Undo a refused start in ``run_dir``: remove the lock and (``fresh``) ``pipeline.toml`` when the
+    folder holds nothing else, then the folders the start created (``made``: the outermost of them;
+    None: it made none, so the folder stays, as empty as it was found)."""
+    wrote = (LOCK_FILE, "pipeline.toml") if fresh else (LOCK_FILE,)
     chain = [run_dir, *run_dir.parents]
-    chain = chain[: chain.index(made) + 1] if made in chain else [run_dir]
+    chain = chain[: chain.index(made) + 1] if made in chain else [run_dir] if made is not None else []
     with contextlib.suppress(OSError):  # anything else there (or a failed removal): left as it is
         if any(p.name not in wrote for p in run_dir.iterdir()):
             return
@@ -141,6 +142,7 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
     require_sinks(configs)  # a missing extra before any directory is made
     text = dump_pipeline(spec)
     made: Path | None = None  # the outermost folder this call creates for the run: removed if it is refused
+    claimed = lock is None and run_dir is not None  # the lock file is this call's to remove
     if lock is None and run_dir is not None:
         made = _first_missing(run_dir)
         lock = _claim(run_dir, fresh)
@@ -161,9 +163,9 @@ def start_run(pipeline: str | Path | PipelineSpec, overrides: Sequence[str] = ()
         except BaseException:
             stages.close()
             raise
-    except BaseException as exc:
-        if isinstance(exc, HarlError) and made is not None and run_dir is not None:
-            _unmake(run_dir, made)  # refused (an env-dependent check, a sink): nothing written
+    except BaseException:
+        if run_dir is not None and (made is not None or claimed):  # refused, failed or stopped: a folder of
+            _unmake(run_dir, made, fresh)  # nothing but the lock and pipeline.toml is not left behind
         if lock is not None:
             lock.release()
         raise

@@ -103,7 +103,15 @@ class TestUnknownNames:
         path = edited(tmp_path, "[critic]", "[critics]")
         assert error_of(path) == (
             f'{path}: critics: unknown table (did you mean "critic"?); valid tables: run, env, '
-            "collector, buffer, returns, critic, updater, policy, evaluator, logging, checkpoint"
+            "collector, buffer, returns, critic, updater, policy, evaluator, logging, checkpoint, teams"
+        )
+
+    def test_misspelt_teams_table(self, tmp_path: Path) -> None:
+        """``[team.predators]`` (teams without its s) gets teams as its guess, and teams is listed."""
+        path = edited(tmp_path, "[critic]", '[team.predators]\nagents = ["adversary_*"]\n\n[critic]')
+        assert error_of(path) == (
+            f'{path}: team: unknown table (did you mean "teams"?); valid tables: run, env, '
+            "collector, buffer, returns, critic, updater, policy, evaluator, logging, checkpoint, teams"
         )
 
     def test_every_problem_is_reported(self, tmp_path: Path) -> None:

@@ -56,3 +56,42 @@ def test_a_folder_holding_anything_else_is_left(tmp_path: Path) -> None:
     (run / "notes.txt").unlink()
     _unmake(run, tmp_path / "made")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failure_that_is_not_a_refusal_leaves_no_lock_only_folder(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start that fails for any reason (a bug's exception, Ctrl-C while building) removes the run
+    directory it made, and takes its lock file out of one that was there before."""
+    import harl.run.lifecycle as lifecycle
+
+    def broken(*_: object, **__: object) -> None:
+        raise KeyError('module name can\'t contain ".", got: red.team')
+
+    monkeypatch.setattr(lifecycle, "build_stages", broken)
+    made = tmp_path / "made" / "run"
+    with pytest.raises(KeyError):
+        start_run(GUESS, run_dir=made)
+    assert list(tmp_path.iterdir()) == []
+    there = tmp_path / "there"
+    there.mkdir()
+    with pytest.raises(KeyError):
+        start_run(GUESS, run_dir=there)
+    assert list(there.iterdir()) == []
+
+
+TEAMS = Path(__file__).parents[2] / "pipelines" / "happo-vs-mappo_mpe_tag.toml"
+
+
+@pytest.mark.parametrize(("name", "fix"), [('"red.team"', "red_team"), ("2nd", "team_2nd"), ("eval", "eval_team")])
+def test_a_team_name_that_is_no_identifier_is_refused_before_any_folder(tmp_path: Path, name: str, fix: str,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``[teams."red.team"]`` names the team's networks' module: refused when the pipeline loads (exit 2,
+    the key and a name that works), and no run directory is made."""
+    pytest.importorskip("mpe2")
+    pipeline = tmp_path / "p.toml"
+    pipeline.write_text(TEAMS.read_text(encoding="utf-8").replace("[teams.prey", f"[teams.{name}"), encoding="utf-8")
+    run = tmp_path / "runs" / "x"
+    assert main(["train", str(pipeline), "--run-dir", str(run)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{pipeline}: teams.{name}: " in err and f"[teams.{fix}]" in err
+    assert not (tmp_path / "runs").exists()
