@@ -237,15 +237,28 @@ def read_toml(path: Path) -> dict[str, Any]:
     return parse_toml(text, str(path))
 
 
+SHIPPED_PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
+"""The pipelines shipped with harl: ``pipelines/`` of the checkout harl is installed from (an editable
+install's; a wheel holds none)."""
+
+
+def shipped_pipelines() -> str:
+    """Where the shipped pipelines are, by absolute path, for messages read from any folder."""
+    if SHIPPED_PIPELINES.is_dir():
+        return f"the shipped ones are in {SHIPPED_PIPELINES}"
+    return ("the shipped ones are in the pipelines/ folder of harl's source repository (an installed wheel "
+            "holds none): write your own, or pass a checkout's pipelines/<name>.toml")
+
+
 def _near_pipelines(path: Path) -> str:
     """``did you mean A, B or C?``: the closest ``*.toml`` files (by name, without the suffix)
-    in the path's folder, or in ``pipelines/`` when that folder does not exist; else where the
-    shipped pipelines are."""
-    folder = path.parent if path.parent.is_dir() else Path("pipelines")
+    in the path's folder, or when that folder does not exist in ``pipelines/`` of the working
+    folder, else in the shipped ones (by absolute path); else where the shipped pipelines are."""
+    folder = next((f for f in (path.parent, Path("pipelines")) if f.is_dir()), SHIPPED_PIPELINES)
     stems = sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
     near = [str(folder / f"{stem}.toml") for stem in difflib.get_close_matches(path.stem, stems, n=3)]
     if not near:
-        return "the shipped ones are in pipelines/"
+        return shipped_pipelines()
     return "did you mean " + " or ".join([", ".join(near[:-1]), near[-1]] if len(near) > 1 else near) + "?"
 
 

@@ -263,7 +263,18 @@ class TestFiles:
     def test_missing_file(self, tmp_path: Path) -> None:
         """A missing file is named and the shipped pipelines are pointed to."""
         path = tmp_path / "nope.toml"
-        assert error_of(path) == f"{path}: no such pipeline file; the shipped ones are in pipelines/"
+        shipped = HAPPO.parent.resolve()
+        assert error_of(path) == f"{path}: no such pipeline file; the shipped ones are in {shipped}"
+
+    def test_missing_file_from_another_folder(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Run from a folder without pipelines/, a shipped pipeline's name still finds it, by absolute path."""
+        monkeypatch.chdir(tmp_path)
+        shipped = HAPPO.parent.resolve()
+        assert error_of(Path("pipelines/happo_mpe_sprad.toml")) == (
+            f"pipelines/happo_mpe_sprad.toml: no such pipeline file; did you mean {shipped / 'happo_mpe_spread.toml'}, "
+            f"{shipped / 'mappo_mpe_spread.toml'} or {shipped / 'hatrpo_mpe_spread.toml'}?"
+        )
+        assert error_of(Path("pipelines/zzzz.toml")).endswith(f"the shipped ones are in {shipped}")
 
     def test_misspelt_file_did_you_mean(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A misspelt name gets the closest pipeline files of its folder, best first."""
