@@ -29,6 +29,7 @@ from harl.errors import HarlError, MissingExtraError
 from harl.export.deploy import DeployActor, deploy_team
 from harl.export.joint import deploy_joint, joint_entry, joint_example, joint_policy
 from harl.export.manifest import agent_entry, joint_agent_entry, write_manifest
+from harl.fs import writing
 from harl.nets.heads import avail_size
 from harl.policy.mat import MultiAgentTransformer
 
@@ -63,6 +64,9 @@ def load_team(run_dir: Path, checkpoint: Path | None = None, team: str | None = 
         policy = run.stages.policy
         if run.spec.teams:
             learning = [t.name for t in run.spec.teams if t.config.role == "learning"]
+            if team is None and len(learning) > 1:
+                raise HarlError(f"{run_dir}: this run has {len(learning)} learning teams ({', '.join(learning)}); "
+                                "name the one to export with --team NAME")
             name = team or learning[0]
             if name not in learning:
                 raise HarlError(f"{run_dir}: --team {name!r} is not a learning team of this run; write one of: "
@@ -129,7 +133,7 @@ def export_team(team: LoadedTeam, fmt: str, out: Path, with_params: bool = False
         return export_joint(team, policy, fmt, out, with_params)
     if fmt == "onnx":
         require_onnx()
-    out.mkdir(parents=True, exist_ok=True)
+    make_out(out)
     write = write_onnx if fmt == "onnx" else write_torchscript
     entries: list[dict[str, Any]] = []
     modules = deploy_team(team.policy, team.action_spaces, team.masked, with_params)
@@ -140,17 +144,20 @@ def export_team(team: LoadedTeam, fmt: str, out: Path, with_params: bool = False
     return write_manifest(out, fmt, entries, team.pipeline, team.checkpoint)
 
 
+JOINT_ONNX = ("MAT's agents act through one transformer that decodes one agent after another; harl export ships "
+              "it as one TorchScript module only: use --format torchscript")
+
+
 def export_joint(team: LoadedTeam, policy: MultiAgentTransformer, fmt: str, out: Path,
                  with_params: bool) -> Path:
     """A team acting through one network (MAT): one file, ``team.pt``, every agent's actions at once."""
     if fmt != "torchscript":
-        raise HarlError("MAT's agents act through one transformer that decodes one agent after another; "
-                        "harl export ships it as one TorchScript module only: use --format torchscript")
+        raise HarlError(JOINT_ONNX)
     if with_params:
         raise HarlError("MAT's export takes the deterministic actions only (its decoding feeds each agent's "
                         "action to the next); export it without --with-distribution")
     module = deploy_joint(policy, team.action_spaces[0], team.masked)
-    out.mkdir(parents=True, exist_ok=True)
+    make_out(out)
     file = "team.pt"
     write_torchscript(module, joint_example(module), out / file)
     entries = [joint_agent_entry(i, file, dim, space)
@@ -158,9 +165,47 @@ def export_joint(team: LoadedTeam, policy: MultiAgentTransformer, fmt: str, out:
     return write_manifest(out, fmt, entries, team.pipeline, team.checkpoint, joint_entry(file, module, team.action_spaces[0]))
 
 
+def check_out(out: Path) -> None:
+    """Refuse an ``--out`` that cannot be the export's folder (a file, or a path under one), before
+    anything is loaded or written."""
+    for path in (out, *out.parents):
+        if path.exists() or path.is_symlink():
+            if not path.is_dir():
+                where = "is a file" if path == out else f"cannot be made: {path} is a file, not a folder"
+                raise HarlError(f"--out {out}: {where}; the export writes agent<i> files and policy.json into a "
+                                "folder: pass a new folder (or an existing one) for --out")
+            return
+
+
+def make_out(out: Path) -> None:
+    """The export's folder, made (a ``ResourceError`` naming it when it cannot be)."""
+    check_out(out)
+    with writing(out, "the export's folder", fix="pass a writable folder for --out"):
+        out.mkdir(parents=True, exist_ok=True)
+
+
+def acts_jointly(run_dir: Path, team: str | None) -> bool:
+    """Whether the run's (or its learning ``team``'s) policy is one network for the whole team (MAT,
+    MAT-Dec), told from its pipeline.toml alone (nothing built)."""
+    from harl.run.open import spec_of_run
+    from harl.update.objectives.mat import TransformerPPOConfig
+
+    spec, _ = spec_of_run(run_dir)
+    specs = [spec]
+    if spec.teams:
+        learning = [t for t in spec.teams if t.config.role == "learning" and t.spec is not None]
+        specs = [t.spec for t in learning if team is None or t.name == team][:1]
+    return any(isinstance(getattr(s.updater, "objective", None), TransformerPPOConfig) for s in specs)
+
+
 def export_run(run_dir: Path, checkpoint: Path | None, fmt: str, out: Path, with_params: bool = False,
                team: str | None = None) -> Path:
     """``harl export``: load the run's policy (one team's, ``team``) and export it; the manifest's path."""
+    if fmt not in FORMATS:
+        raise HarlError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    check_out(out)  # before anything is built
     if fmt == "onnx":
-        require_onnx()  # before building anything
+        if acts_jointly(run_dir, team):  # a format the policy cannot take: no package would help
+            raise HarlError(f"{run_dir}: {JOINT_ONNX}")
+        require_onnx()
     return export_team(load_team(run_dir, checkpoint, team), fmt, out, with_params)
