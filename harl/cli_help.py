@@ -50,6 +50,8 @@ examples:
     "render": """\
 examples:
   harl render runs/happo-mpe-spread-s1-20261130-101500 --episodes 3 --out spread.gif   # pip install "harl[video]"
+  harl render runs/happo-air-combat-2v2-shoot-missile-s1-20261130-101500 --out fight.acmi   # open in Tacview
+  harl render runs/happo-air-combat-2v2-shoot-missile-s1-20261130-101500 --format png3d --out fight.png
 """,
     "export": """\
 examples:
@@ -193,12 +195,19 @@ def parser() -> argparse.ArgumentParser:
                    "run's (RUN_DIR), a script (scripted, scripted:KIND) or its own self-play pool (pool): win, "
                    "loss and draw rates and each side's return, with 95%% confidence intervals (docs/teams.md)")
     e.add_argument("--team", help="with --against: the run's team that plays (default: its first learning team)")
+    e.add_argument("--seat", action="append", default=[], metavar="SEAT=TEAM", help="with --against RUN_DIR: "
+                   "that run's learning team TEAM plays this run's team SEAT (repeatable; default: the team of "
+                   "the seat's name, else the learning team whose snapshots play the seat in self-play, else "
+                   "that run's one learning team)")
     x = sub.add_parser("crossplay", help="teams: each run's team against each other run's, a table of win rates",
                        description="Play each run's team (--team) against every run's other teams, frozen, and "
-                       "print the win rates with 95%% intervals: a policy that beats strong opponents is told "
+                       "print the win rates with 95% intervals: a policy that beats strong opponents is told "
                        "from one that exploits a weak one.", **examples("crossplay"))
     x.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     x.add_argument("--team", help="the team that plays (default: each run's first learning team)")
+    x.add_argument("--seat", action="append", default=[], metavar="SEAT=TEAM", help="the column run's "
+                   "learning team TEAM plays the row run's team SEAT (repeatable; default as harl eval --seat's: "
+                   "two self-play runs play each other's learner in the pool's seat)")
     x.add_argument("--episodes", type=int, default=None, help="episodes per pair (default: [evaluator] episodes)")
 
     pl = sub.add_parser("plot", help="learning curves of runs (seeds as mean ± std bands) to a PNG",
@@ -206,21 +215,29 @@ def parser() -> argparse.ArgumentParser:
                         "with different seeds are drawn as their mean with a ± std band.", **examples("plot"))
     pl.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                     help="run directories, or directories holding runs (a sweep directory, runs/)")
-    pl.add_argument("--metric", help="a metrics.csv column (default: eval_return if evaluated, else train_return)")
+    pl.add_argument("--metric", help="a metrics.csv column (default: eval_return if evaluated, else train_return; "
+                    "runs with [teams]: each team's return, evaluated or else trained)")
     pl.add_argument("--out", metavar="FILE.png", help="default: <metric>.png in the one directory given, "
                     "else in the current directory")
     pl.add_argument("--smooth", type=int, default=1, metavar="N", help="draw each run's trailing mean over "
                     "its last N points (default 1: the points as logged)")
 
-    r = sub.add_parser("render", help="film a run's policy (deterministic) to a .gif or .mp4",
+    r = sub.add_parser("render", help="film a run's policy (deterministic) to a .gif or .mp4 (air combat: "
+                       "a Tacview .acmi or a 3-D .png)",
                        description="Run a checkpoint's policy deterministically in an env that renders "
-                       "rgb_array frames, write a video and print the episode returns.", **examples("render"))
+                       "rgb_array frames, write a video and print the episode returns; an air-combat run's "
+                       "episode is written as a Tacview ACMI file or a 3-D picture (--format).",
+                       **examples("render"))
     r.add_argument("run_dir")
     r.add_argument("--episodes", type=int, default=1, help="episodes to film (default 1)")
     r.add_argument("--out", metavar="FILE", help="a .gif or .mp4 (default: RUN_DIR/render.mp4 when "
-                   "imageio-ffmpeg is installed, else RUN_DIR/render.gif)")
+                   "imageio-ffmpeg is installed, else RUN_DIR/render.gif); air combat: a .acmi or .png "
+                   "(default: RUN_DIR/render.acmi)")
     r.add_argument("--checkpoint", metavar="FILE", help="film this checkpoint instead of the newest")
     r.add_argument("--fps", type=int, default=None, help="frames per second (default: the env's, else 10)")
+    r.add_argument("--format", choices=("video", "acmi", "png3d"), default=None,
+                   help="air combat: acmi writes one episode as a Tacview ACMI 2.1 file, png3d as a 3-D "
+                   "picture (default: from --out's ending; else acmi for air combat, video for the rest)")
     x = sub.add_parser("export", help="a run's actors as ONNX or TorchScript files plus policy.json",
                        description="Export every agent's actor (deterministic action in the env's action "
                        "space; see docs/export.md) with a policy.json manifest.", **examples("export"))
@@ -228,7 +245,8 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--format", required=True, choices=("onnx", "torchscript"))
     x.add_argument("--out", required=True, metavar="DIR", help="folder for agent<i>.onnx|.pt and policy.json")
     x.add_argument("--checkpoint", metavar="FILE", help="export this checkpoint instead of the newest")
-    x.add_argument("--team", help="a run with [teams]: export this learning team's actors (default: its first)")
+    x.add_argument("--team", help="a run with [teams]: export this learning team's actors (default: its one "
+                   "learning team; a run with several needs --team)")
     x.add_argument("--with-distribution", action="store_true",
                    help="also output the action distribution's parameters")
 

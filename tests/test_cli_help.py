@@ -63,3 +63,22 @@ def test_a_command_that_needs_an_extra_names_it_in_its_help(command: str, extra:
     with pytest.raises(SystemExit):
         main([command, "--help"])
     assert f'pip install "harl[{extra}]"' in " ".join(capsys.readouterr().out.split())
+
+
+def test_no_help_text_shows_a_doubled_percent(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse %-formats an option's help but not a description or an epilog: no ``--help`` of any
+    command (nor the bare command list) shows ``%%`` (``harl crossplay --help`` once said "95%% intervals")."""
+    from harl.cli_help import parser
+
+    sub = next(a for a in parser()._actions if a.dest == "command")
+    commands = list(sub.choices)  # type: ignore[arg-type]
+    assert "crossplay" in commands
+    main([])
+    shown = {"harl": capsys.readouterr().out}
+    for command in commands:
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        shown[command] = capsys.readouterr().out
+    assert {name: text.count("%%") for name, text in shown.items() if "%%" in text} == {}
+    assert "95% intervals" in " ".join(shown["crossplay"].split())
+    assert "95% confidence intervals" in " ".join(shown["eval"].split())
