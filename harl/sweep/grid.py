@@ -6,6 +6,7 @@ inside brackets or quotes belong to the value (``--grid policy.hidden_sizes=[64,
 
 from __future__ import annotations
 
+import collections
 import itertools
 import re
 from collections.abc import Sequence
@@ -18,21 +19,47 @@ _SEEDS = re.compile(r"^\d+(-\d+)?$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
+MAX_SEEDS = 10_000
+"""The most seeds one ``--seeds`` (or a suite's ``seeds``) may name: each seed is a whole run, with its own
+run directory, checkpoints and metrics, so even this many is days of compute and tens of thousands of
+files; a range past it is a typo (``1-1000000``), refused before a list of it is made."""
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``1,2,3`` or ``1-5`` or ``1-3,10``: distinct non-negative integers, in the given order."""
-    seeds: list[int] = []
+    """``1,2,3`` or ``1-5`` or ``1-3,10``: distinct non-negative integers, in the given order
+    (at most ``MAX_SEEDS``, counted before any list is made)."""
+    ranges: list[tuple[int, int]] = []
+    count = 0
     for part in (p.strip() for p in text.split(",")):
         if not _SEEDS.match(part):
             raise HarlError(f"--seeds {text}: expected non-negative integers separated by commas, "
                             f"or ranges like 1-5 (e.g. --seeds 1,2,3); got {part!r}")
         first, _, last = part.partition("-")
-        low, high = int(first), int(last or first)
+        try:
+            low, high = int(first), int(last or first)
+        except ValueError:  # past Python's digits limit for int(): no seed is that long
+            raise HarlError(f"--seeds {text[:40]}...: a seed of {max(len(first), len(last))} digits; "
+                            "write seeds as small non-negative integers, e.g. --seeds 1-5") from None
         if high < low:
             raise HarlError(f"--seeds {text}: the range {part} is empty; write it low-high, e.g. {high}-{low}")
-        seeds.extend(range(low, high + 1))
-    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        count += high - low + 1
+        if count > MAX_SEEDS:
+            raise HarlError(f"--seeds {text}: {count:,} seeds or more, over the limit of {MAX_SEEDS:,}: each seed is a "
+                            "whole run (its own run directory, checkpoints and metrics), so a sweep that large is "
+                            "almost surely a typo; name fewer seeds (e.g. --seeds 1-10), or split the sweep in "
+                            f"parts of at most {MAX_SEEDS:,}")
+        ranges.append((low, high))
+    seeds: list[int] = []
+    seen: set[int] = set()
+    repeated: list[int] = []
+    for low, high in ranges:
+        for seed in range(low, high + 1):
+            if seed in seen:
+                repeated.append(seed)
+            seen.add(seed)
+            seeds.append(seed)
     if repeated:
-        raise HarlError(f"--seeds {text}: seed {repeated[0]} appears twice; each seed is one run")
+        raise HarlError(f"--seeds {text}: seed {min(repeated)} appears twice; each seed is one run")
     return seeds
 
 
@@ -71,7 +98,7 @@ def parse_grid(texts: Sequence[str], overrides: Sequence[str]) -> list[tuple[str
         if key in set_keys or any(k == key for k, _ in grid):
             raise HarlError(f"--grid {text}: {key} is already given (by --set or another --grid); "
                             "give each key once")
-        repeated = sorted({v for v in values if values.count(v) > 1})
+        repeated = sorted(v for v, n in collections.Counter(values).items() if n > 1)
         if repeated:
             raise HarlError(f"--grid {text}: the value {repeated[0]} appears twice; each value is one grid point")
         grid.append((key, values))

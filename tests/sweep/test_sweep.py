@@ -49,6 +49,38 @@ class TestParseSeeds:
             parse_seeds(text)
         assert str(info.value) == message
 
+    @pytest.mark.parametrize("text", ["1-1000000", "1-100000000", "0-9999,20000", "1-" + "9" * 30])
+    def test_too_many_seeds_are_refused_at_once(self, text: str) -> None:
+        """A range past ``MAX_SEEDS`` is refused before any list is made (it once spun for minutes, or
+        took 4 GB in 90 s), with the limit and why."""
+        from harl.sweep.grid import MAX_SEEDS
+
+        started = time.perf_counter()
+        with pytest.raises(HarlError) as info:
+            parse_seeds(text)
+        assert time.perf_counter() - started < 0.5
+        message = str(info.value)
+        assert message.startswith(f"--seeds {text}: ") and f"over the limit of {MAX_SEEDS:,}: each seed is a whole run" in message
+
+    def test_the_limit_itself_and_duplicates_are_linear(self) -> None:
+        """``MAX_SEEDS`` seeds parse at once; a repeat among them is found without a quadratic scan."""
+        from harl.sweep.grid import MAX_SEEDS
+
+        started = time.perf_counter()
+        assert parse_seeds(f"1-{MAX_SEEDS}") == list(range(1, MAX_SEEDS + 1))
+        with pytest.raises(HarlError, match="seed 5000 appears twice"):
+            parse_seeds(f"1-{MAX_SEEDS - 1},5000")
+        assert time.perf_counter() - started < 0.5
+
+    def test_train_refuses_them_with_exit_2(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["train", str(HAPPO), "--seeds", "1-1000000", "--set", f"logging.dir={tmp_path}"]) == 2
+        assert "over the limit of 10,000" in capsys.readouterr().err
+        assert list(tmp_path.iterdir()) == []
+
+    def test_a_seed_of_absurd_length(self) -> None:
+        with pytest.raises(HarlError, match="a seed of 5000 digits"):
+            parse_seeds("9" * 5000)
+
 
 class TestParseGrid:
     def test_values_are_split_outside_brackets_and_quotes(self) -> None:
