@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from harl.errors import CheckpointError
 from harl.fs import atomic_write_bytes, writing
 from harl.logging.sink import SinkContext, register_sink
 
@@ -186,9 +187,20 @@ def _cell(value: Any) -> Any:
 
 
 def read_metrics(path: Path) -> list[dict[str, str]]:
-    """The rows of a ``metrics.csv`` as the file writes them (text; see ``typed_rows``)."""
-    with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    """The rows of a ``metrics.csv`` as the file writes them (text; see ``typed_rows``); a file that is
+    not UTF-8 CSV (edited in a spreadsheet and saved in another encoding, damaged) is a ``CheckpointError``
+    naming it."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(
+            f"{path}: not a metrics file harl can read (byte {exc.start} is not UTF-8 text; harl writes "
+            "metrics.csv as UTF-8): restore it from a copy, save it again as UTF-8 CSV, or leave this run "
+            "out") from None
+    except csv.Error as exc:
+        raise CheckpointError(f"{path}: not a metrics file harl can read ({exc}): restore it from a copy, or "
+                              "leave this run out") from None
 
 
 def typed_cell(column: str, text: str) -> int | float | str | None:
