@@ -104,7 +104,10 @@ class SMAXConfig:
         "a policy trained on one side plays the other (self-play snapshots); false gives jaxmarl's own")
 
 
-MISSING_JAXMARL = ("pip install --no-deps jaxmarl (its dependency gymnax would pin gymnasium < 1.4; "
+JAXMARL = "jaxmarl==0.2.0"
+"""The jaxmarl release harl's SMAX adapter is written and tested against (the README, docs/environments
+and noxfile.py pin the same one)."""
+MISSING_JAXMARL = (f"pip install --no-deps {JAXMARL} (its dependency gymnax would pin gymnasium < 1.4; "
                    "SMAX needs only what the extra installs)")
 """The second install step, in both errors: the first (no jax) once named only the extra, so
 installing SMAX took two rounds."""
