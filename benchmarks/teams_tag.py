@@ -5,7 +5,7 @@
     python benchmarks/teams_tag.py runs/tag-s1 --out docs/teams_tag.png
 
 The figure: each team's training return and the evaluation's captures per episode against env
-steps.  The test (issue 45, item 5): the run's final predators against its final prey, frozen,
+steps.  The capture test: the run's final predators against its final prey, frozen,
 beside random predators (``scripted:random``) against the same prey, ``--episodes`` each; the
 learned predators must capture at least twice as often.
 """
@@ -47,7 +47,7 @@ def main() -> None:
     print(f"wrote {Path(args.out)}")
     print(f"learned predators vs the final prey: {a.show()} captures per episode ({args.episodes} episodes)")
     print(f"random predators  vs the final prey: {b.show()} captures per episode")
-    print(f"ratio {a.mean / b.mean:.2f} (the issue asks >= 2)")
+    print(f"ratio {a.mean / b.mean:.2f} (learned predators should capture at least twice as often: >= 2)")
 
 
 if __name__ == "__main__":
