@@ -104,24 +104,28 @@ def build(pipeline: Pipeline, overrides: Iterable[str] = (), source: str | None 
 
 
 def start(pipeline: Pipeline, overrides: Iterable[str] = (), run_dir: str | Path | None = None,
-          callbacks: Iterable[Any] = (), sinks: Sequence[Any] = ()) -> Any:
+          callbacks: Iterable[Any] = (), sinks: Sequence[Any] = (), quiet: bool = True) -> Any:
     """A fresh run's Trainer (run directory locked and written, sinks open): for those who drive
-    it themselves; ``with trainer: trainer.train()``."""
+    it themselves; ``with trainer: trainer.train()``.  ``quiet``: what ``trainer.train()`` does
+    without its own ``quiet``; quiet by default, as ``harl.train`` (``False``: the progress display)."""
     from harl.run.lifecycle import start_run
 
     run_dir = Path(run_dir) if run_dir is not None else None
     trainer, _ = start_run(load_pipeline(pipeline, overrides), (), run_dir, callbacks, sinks, _source(pipeline))
+    trainer.quiet = quiet
     return trainer
 
 
 def start_resume(run_dir: str | Path, checkpoint: str | Path | None = None, callbacks: Iterable[Any] = (),
-                 overrides: Iterable[str] = (), sinks: Sequence[Any] = ()) -> Any:
+                 overrides: Iterable[str] = (), sinks: Sequence[Any] = (), quiet: bool = True) -> Any:
     """A resumed run's Trainer (its lock taken, checkpoint restored, sinks open); ``trainer.finished``
-    says whether the budget is already spent."""
+    says whether the budget is already spent.  ``quiet``: as ``start``'s."""
     from harl.run.lifecycle import resume_run
 
-    return resume_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, callbacks, sinks,
-                      list(overrides))
+    trainer = resume_run(Path(run_dir), Path(checkpoint) if checkpoint is not None else None, callbacks, sinks,
+                         list(overrides))
+    trainer.quiet = quiet
+    return trainer
 
 
 def train(pipeline: Pipeline, overrides: Iterable[str] = (), run_dir: str | Path | None = None,

@@ -120,6 +120,8 @@ class Trainer:
         self.last_eval: EvalStats | None = None
         self.stage_times = StageTimes()
         self._rng_at_iteration_end: dict[str, Any] | None = None
+        self.quiet = False
+        """What ``train()`` does without ``quiet``: a Trainer of ``harl.start`` is quiet, as ``harl.train`` is."""
 
     @property
     def finished(self) -> bool:
@@ -231,16 +233,17 @@ class Trainer:
             wants_stop = self.callbacks.on_evaluation(evaluation) or wants_stop
         return wants_stop
 
-    def train(self, progress: ProgressView | None = None, quiet: bool = False,
+    def train(self, progress: ProgressView | None = None, quiet: bool | None = None,
               max_iterations: int | None = None) -> TrainResult:
         """Run iterations until the budget is spent, ``max_iterations`` more are done, a callback
         returns True, or Ctrl-C / SIGTERM (see ``harl.rundir.signals``).
 
-        ``quiet``: no progress display and no log lines (batch jobs).  ``max_iterations``: a
+        ``quiet``: no progress display and no log lines (batch jobs); None: ``self.quiet``.  ``max_iterations``: a
         planned stop (its last iteration evaluates and checkpoints, as the budget's last does);
         the learning-rate schedule still follows the whole budget.
         """
         last = self.last_iteration(max_iterations)
+        quiet = self.quiet if quiet is None else quiet
         view = progress or ProgressView(self.total_iterations * self.stages.collector.steps_per_iteration,
                                         self.counters.env_steps, self.spec.logging.progress and not quiet,
                                         self.spec.logging.log_every)
