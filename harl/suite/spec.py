@@ -44,6 +44,12 @@ ENTRY_KEYS = ("name", "pipeline", "seeds", "budget", "set", "metric", "window", 
               "label", "note", "reference")
 REFERENCE_KEYS = ("value", "source", "at", "note")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+NAME_BYTES = 200
+"""The longest suite or entry name: it names a directory (``runs/<name>-suite-<time>``)."""
+
+EVERY_RUN_COLUMNS = ("iteration", "env_steps", "episodes", "wall_time", "steps_per_s", "train_return",
+                     "train_length", "eval_return", "eval_return_std", "eval_length")
+"""The metrics.csv columns every harl run writes (the Trainer's own, before its stages' columns)."""
 
 
 @attrs.frozen
@@ -132,6 +138,56 @@ def _positive(source: str, where: str, key: str, value: Any) -> int:
     return value
 
 
+def _stage_columns() -> set[str]:
+    """The metrics.csv columns harl's updaters write, besides the per-agent ``agent<i>_<name>`` ones."""
+    from harl.update.objectives.mat import TeamStats
+    from harl.update.off_policy import CRITIC_STATS
+    from harl.update.q_learning import LOSS_STATS
+    from harl.update.v_critic import CriticStats
+
+    return {"updates", "lr_scale", "agent_order", "value_loss", "critic_grad_norm", *CRITIC_STATS, *LOSS_STATS,
+            *(f.name for f in attrs.fields(TeamStats)), *(f.name for f in attrs.fields(CriticStats))}
+
+
+def _team_names(pipeline: Path) -> list[str]:
+    """The ``[teams.NAME]`` of a pipeline file (none when it has no [teams] or cannot be read: its own
+    validation, before any run, says what is wrong with it)."""
+    from harl.config.loading import read_toml
+
+    try:
+        teams = read_toml(pipeline).get("teams", {})
+    except (ConfigError, OSError):
+        return []
+    return [name for name, table in teams.items() if isinstance(table, dict)] if isinstance(teams, dict) else []
+
+
+def metric_problem(metric: str, pipeline: Path) -> str | None:
+    """Why no run of ``pipeline`` writes the metrics.csv column ``metric`` (None: one does, or may).
+
+    Every run writes ``EVERY_RUN_COLUMNS``; an env's own evaluation numbers are ``eval_<name>`` (which
+    depend on the env, so any such name passes but a near miss such as ``eval_retrun``); the updater's are its
+    losses, ``agent<i>_<name>`` per agent; a ``[teams]`` pipeline's are ``<team>_<name>`` and
+    ``rating_<team>``.  Read before any run starts: a name no run writes used to be found only after
+    the whole suite had run."""
+    if metric in EVERY_RUN_COLUMNS:
+        return None
+    longer = any(metric.startswith(c + "_") for c in EVERY_RUN_COLUMNS)  # eval_return_red: not a near miss
+    near = [] if longer else difflib.get_close_matches(metric, EVERY_RUN_COLUMNS, n=1, cutoff=0.8)
+    if metric.startswith("eval_") and not near:
+        return None
+    if not near:
+        teams = _team_names(pipeline)
+        if re.fullmatch(r"agent\d+_\w+", metric) or metric in _stage_columns() or any(
+                metric.startswith((f"{team}_", f"rating_{team}")) for team in teams):
+            return None
+        near = difflib.get_close_matches(metric, [*EVERY_RUN_COLUMNS, *sorted(_stage_columns())], n=1)
+    hint = f' (did you mean "{near[0]}"?)' if near else ""
+    return (f"no harl run writes this column to metrics.csv{hint}; every run writes "
+            f"{', '.join(c for c in EVERY_RUN_COLUMNS if c not in ('iteration', 'episodes'))}, an env's own "
+            "evaluation numbers are eval_<name> (e.g. eval_win for SMAX), and the updater's columns are its "
+            "losses (value_loss, agent0_policy_loss, ...); look at the header of a run's metrics.csv")
+
+
 def _references(source: str, where: str, value: Any) -> tuple[Reference, ...]:
     tables = value if isinstance(value, list) else [value]
     out = []
@@ -165,9 +221,9 @@ def _entry(source: str, folder: Path, k: int, table: Any) -> Entry:
             raise ConfigError(f'{source}: {where}: missing key "{key}" (every entry names its name, pipeline, '
                               "seeds and budget)")
     name = _text(source, where, "name", name)
-    if not _NAME.match(name):
-        raise ConfigError(f"{source}: {where}: name = {name!r}: letters, digits and . _ + - only (it names "
-                          "the entry's directory)")
+    if not _NAME.match(name) or len(name.encode("utf-8")) > NAME_BYTES:
+        raise ConfigError(f"{source}: {where}: name = {name!r}: letters, digits and . _ + - only, at most "
+                          f"{NAME_BYTES} bytes (it names the entry's directory)")
     pipeline = folder / _text(source, where, "pipeline", table["pipeline"])
     if not pipeline.is_file():
         raise ConfigError(f'{source}: {where}: pipeline = "{table["pipeline"]}": no such file ({pipeline}); '
@@ -181,9 +237,13 @@ def _entry(source: str, folder: Path, k: int, table: Any) -> Entry:
             raise ConfigError(f"{source}: {where}: set = [\"{o}\"]: the entry's seeds and budget set "
                               f"{o.partition('=')[0].strip()}; drop it from set")
     optional = {key: _number(source, where, key, table[key]) for key in ("threshold", "min_rise") if key in table}
+    metric = _text(source, where, "metric", table.get("metric", "eval_return"))
+    problem = metric_problem(metric, pipeline)
+    if problem:
+        raise ConfigError(f'{source}: {where}: metric = "{metric}": {problem}')
     return Entry(name=name, pipeline=pipeline.resolve(), seeds=_seeds(source, where, table["seeds"]),
                  budget=_positive(source, where, "budget", table["budget"]), overrides=tuple(overrides),
-                 metric=_text(source, where, "metric", table.get("metric", "eval_return")),
+                 metric=metric,
                  window=_positive(source, where, "window", table.get("window", 1)),
                  threshold=optional.get("threshold"), min_rise=optional.get("min_rise"),
                  label=_text(source, where, "label", table["label"]) if "label" in table else None,
@@ -210,8 +270,21 @@ def parse_suite(text: str, path: Path) -> Suite:
     if repeated:
         raise ConfigError(f'{source}: two entries are named "{repeated[0]}"; each entry needs its own name '
                           "(it names its directory)")
-    return Suite(path.resolve(), _text(source, "[suite]", "name", head.get("name", path.stem)),
+    return Suite(path.resolve(), _suite_name(source, head, path),
                  _text(source, "[suite]", "about", head.get("about", "")), entries)
+
+
+def _suite_name(source: str, head: Mapping[str, Any], path: Path) -> str:
+    """``[suite] name`` (default: the file's stem), which names the suite's directory
+    ``runs/<name>-suite-<time>``: one plain name, as an entry's, so that it cannot leave ``runs/``."""
+    if "name" not in head:
+        return path.stem
+    name = _text(source, "[suite]", "name", head["name"])
+    if not _NAME.match(name) or len(name.encode("utf-8")) > NAME_BYTES:
+        raise ConfigError(f"{source}: [suite]: name = {name!r}: letters, digits and . _ + - only, starting with a "
+                          f"letter or digit, at most {NAME_BYTES} bytes (it names the suite's directory, "
+                          'runs/<name>-suite-<time>); write one plain name, e.g. name = "smoke"')
+    return name
 
 
 def load_suite(path: str | Path) -> Suite:

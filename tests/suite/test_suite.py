@@ -3,6 +3,7 @@ resumed with the unfinished entries only; a bad suite file is one paragraph, exi
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ import pytest
 
 from harl.cli import main
 from harl.errors import ConfigError
-from harl.suite.spec import load_suite
+from harl.suite.spec import EVERY_RUN_COLUMNS, load_suite, metric_problem
 from tests.test_cli import HAPPO
 
 TINY = ['"collector.n_envs=2"', '"collector.backend=inline"', '"collector.rollout_length=25"', '"evaluator.episodes=2"',
@@ -58,6 +59,8 @@ def test_a_tiny_suite_runs_and_passes(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "mpe" in json.loads((out / "marl_eval.json").read_text(encoding="utf-8"))
     assert (out / "curves" / "mpe_simple_spread-eval_return.png").is_file()
     assert "passed" in capsys.readouterr().out
+    with (out / "happo" / "happo-mpe-spread-s1" / "metrics.csv").open(newline="") as f:
+        assert set(EVERY_RUN_COLUMNS) <= set(next(csv.reader(f)))  # what the metric check takes as always there
 
 
 def test_a_threshold_not_met_fails_naming_the_entry_value_and_threshold(
@@ -131,3 +134,43 @@ def test_a_bad_pipeline_key_names_the_entry_and_leaves_nothing(
     err = " ".join(capsys.readouterr().err.split())
     assert err.startswith(f'harl: {suite.resolve()}: entry "bad": ') and "lrr" in err
     assert not out.exists()
+
+
+def test_a_suite_name_that_leaves_runs_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A [suite] name names runs/<name>-suite-<time>: "../../up" (which wrote outside runs/ without
+    --out) is refused as an entry's name is, before anything is written."""
+    path = write_suite(tmp_path, entry("a")).with_name("up.toml")
+    path.write_text('[suite]\nname = "../../up"\n\n' + entry("a"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["suite", str(path)]) == 2
+    assert " ".join(capsys.readouterr().err.split()) == (
+        f"harl: {path}: [suite]: name = '../../up': letters, digits and . _ + - only, starting with a letter or "
+        "digit, at most 200 bytes (it names the suite's directory, runs/<name>-suite-<time>); write one plain "
+        'name, e.g. name = "smoke"')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["suite.toml", "up.toml"]
+    assert not (tmp_path.parent / "up-suite").exists()
+
+
+@pytest.mark.parametrize(("metric", "hint"), [("eval_retrun", ' (did you mean "eval_return"?)'),
+                                              ("trian_return", ' (did you mean "train_return"?)'),
+                                              ("win_rate", "")])
+def test_a_metric_no_run_writes_is_refused_before_any_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], metric: str, hint: str) -> None:
+    """Every entry's metric is checked before any run starts (it was found only once the whole suite
+    had run): a name no harl run writes is one paragraph naming the file, the entry and the key."""
+    suite = write_suite(tmp_path, entry("good"), entry("bad", metric=f'"{metric}"'))
+    out = tmp_path / "out"
+    assert main(["suite", str(suite), "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith(f'harl: {suite}: [[entry]] 2 ("bad"): metric = "{metric}": no harl run writes this '
+                          f"column to metrics.csv{hint}; every run writes env_steps, wall_time, "), err
+    assert "eval_<name>" in err and "\n" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("metric", ["eval_win", "eval_return_red", "value_loss", "agent1_policy_loss",
+                                    "critic_loss", "td_error_abs", "train_length"])
+def test_metrics_some_run_writes_pass(metric: str) -> None:
+    assert metric_problem(metric, HAPPO) is None
+
