@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Run (or resume) a benchmark suite in the background, from its own worktree and venv at a fixed
+# commit, so that edits to the checkout do not change runs mid-suite; save its finished runs into
+# benchmarks/results/<suite>/ (small text files, committed) after every run that finishes.
+#
+#   benchmarks/suite_background.sh mpe [COMMIT]     # start, or resume from the committed results
+#   benchmarks/suite_background.sh mpe --save       # save what has finished now (no run)
+#
+# The commit: the one benchmarks/results/<suite>/provenance.json names when the suite has begun
+# (a resume keeps it), else COMMIT (default HEAD). Stop it with Ctrl-C (or kill -INT of the
+# `harl suite` process): its runs checkpoint; a later call resumes. On a fresh machine the
+# worktree, its venv and the suite directory are made from the committed results alone
+# (unfinished runs start again).
+set -euo pipefail
+SUITE="${1:?suite name, e.g. mpe}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BASE="${HARL_SUITE_BASE:-$ROOT/../harl-suites}"
+RESULTS="$ROOT/benchmarks/results/$SUITE"
+SUITE_DIR="$BASE/runs/$SUITE"
+JOBS="${HARL_SUITE_JOBS:-1}"
+EXTRAS="${HARL_SUITE_EXTRAS:-mpe}"
+
+save() {
+    if [ -f "$SUITE_DIR/suite.json" ]; then
+        python3 "$ROOT/benchmarks/suite_results.py" save "$SUITE_DIR" "$RESULTS"
+    fi
+}
+if [ "${2:-}" = "--save" ]; then save; exit 0; fi
+
+if [ -f "$RESULTS/provenance.json" ]; then
+    COMMIT="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commit"])' "$RESULTS/provenance.json")"
+else
+    COMMIT="$(git -C "$ROOT" rev-parse "${2:-HEAD}")"
+fi
+WT="$BASE/worktree-${COMMIT:0:10}"
+VENV="$BASE/venv-${COMMIT:0:10}"
+mkdir -p "$BASE/runs"
+if [ ! -d "$WT" ]; then
+    git -C "$ROOT" worktree add --detach "$WT" "$COMMIT"
+fi
+if [ ! -x "$VENV/bin/harl" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --upgrade pip
+    "$VENV/bin/pip" install --quiet "torch==2.13.0"
+    "$VENV/bin/pip" install --quiet "$WT[$EXTRAS]"   # not editable: the installed copy is the commit's
+    if [[ "$EXTRAS" == *smax* ]]; then "$VENV/bin/pip" install --quiet --no-deps "jaxmarl==0.2.0"; fi
+fi
+if [ ! -f "$SUITE_DIR/suite.json" ] && [ -f "$RESULTS/suite.json" ]; then
+    python3 "$ROOT/benchmarks/suite_results.py" restore "$RESULTS" "$SUITE_DIR"
+fi
+if [ ! -f "$RESULTS/provenance.json" ]; then
+    mkdir -p "$RESULTS"
+    python3 - "$RESULTS/provenance.json" "$COMMIT" "$SUITE" <<'PY'
+import json, os, platform, sys
+out, commit, suite = sys.argv[1:]
+json.dump({"suite": suite, "commit": commit, "machine": f"{os.cpu_count()} cores, {platform.machine()}",
+           "python": platform.python_version(), "torch": "2.13.0 (CPU build)",
+           "command": f"benchmarks/suite_background.sh {suite}"}, open(out, "w"), indent=1)
+PY
+fi
+
+export OMP_NUM_THREADS=1
+cd "$WT"
+if [ -f "$SUITE_DIR/suite.json" ]; then
+    ARGS=(--resume "$SUITE_DIR")
+else
+    ARGS=("benchmarks/suites/$SUITE.toml" --out "$SUITE_DIR" --jobs "$JOBS")
+fi
+# A saver beside the suite: every 5 minutes the finished runs go into benchmarks/results.
+( while sleep 300; do save > /dev/null 2>&1 || true; done ) &
+SAVER=$!
+trap 'kill $SAVER 2>/dev/null || true' EXIT
+status=0
+nice -n 19 "$VENV/bin/harl" suite "${ARGS[@]}" --quiet || status=$?
+save
+exit "$status"

@@ -1,0 +1,116 @@
+"""Keep a suite's finished runs as small committed text files, and start a resume from them.
+
+    python benchmarks/suite_results.py save SUITE_DIR benchmarks/results/NAME
+    python benchmarks/suite_results.py restore benchmarks/results/NAME SUITE_DIR
+
+``save`` copies what a results page and a resume need, and nothing else (no checkpoints):
+``suite.json`` (and the suite's ``results.json`` / ``results.md`` once written); per entry its ``sweep.json``, a ``trials.csv`` and
+``summary.csv``; per *finished* run its resolved ``pipeline.toml`` and ``metrics.csv``; per
+unfinished run its ``pipeline.toml`` alone, marked ``not started`` in ``trials.csv``.
+Runs already saved are not copied again, so a run finished under one commit keeps its files.
+
+``restore`` makes a suite directory from those files on a machine that has nothing else
+(a fresh clone): ``harl suite --resume SUITE_DIR`` then keeps the finished runs and runs the
+unfinished ones from scratch, since their checkpoints were never committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import sys
+from pathlib import Path
+
+RUN_FILES = ("pipeline.toml", "metrics.csv")
+SUITE_FILES = ("suite.json", "results.json", "results.md")
+ENTRY_FILES = ("sweep.json", "summary.csv")
+
+
+def _trials(entry_dir: Path) -> list[dict[str, str]]:
+    try:
+        with (entry_dir / "trials.csv").open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def _write_trials(path: Path, rows: list[dict[str, str]]) -> None:
+    if not rows:
+        return
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def save(suite_dir: Path, dest: Path) -> list[str]:
+    """Copy the suite's small files into ``dest``; return the runs newly saved as finished."""
+    if not (suite_dir / "suite.json").is_file():
+        raise SystemExit(f"{suite_dir}: no suite.json; is this a harl suite directory?")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in SUITE_FILES:
+        if (suite_dir / name).is_file():
+            shutil.copy2(suite_dir / name, dest / name)
+    saved = []
+    for entry_dir in sorted(p for p in suite_dir.iterdir() if (p / "sweep.json").is_file()):
+        out = dest / entry_dir.name
+        out.mkdir(exist_ok=True)
+        for name in ENTRY_FILES:
+            if (entry_dir / name).is_file():
+                shutil.copy2(entry_dir / name, out / name)
+        kept = {row["run_dir"]: row for row in _trials(out) if row.get("status") == "finished"}
+        rows = []
+        for row in _trials(entry_dir):
+            run, target = entry_dir / row["run_dir"], out / row["run_dir"]
+            target.mkdir(exist_ok=True)
+            if row["run_dir"] in kept:  # saved before: its files stay as they were
+                rows.append(kept[row["run_dir"]])
+                continue
+            finished = row.get("status") == "finished"
+            for name in RUN_FILES if finished else RUN_FILES[:1]:
+                if (run / name).is_file():
+                    shutil.copy2(run / name, target / name)
+            if finished:
+                saved.append(f"{entry_dir.name}/{row['run_dir']}")
+            else:
+                (target / "metrics.csv").unlink(missing_ok=True)
+                row = {**row, "status": "not started", "retries": "0", "started_at": ""}
+            rows.append(row)
+        _write_trials(out / "trials.csv", rows)
+    return saved
+
+
+def restore(results: Path, suite_dir: Path) -> None:
+    """A suite directory from the saved files, ready for ``harl suite --resume``."""
+    if suite_dir.exists() and any(suite_dir.iterdir()):
+        raise SystemExit(f"{suite_dir}: not empty; restore into a new directory")
+    shutil.copytree(results, suite_dir, dirs_exist_ok=True)
+    # The sweep records name the run directories by absolute path only through the suite
+    # directory, which Sweep.resume takes from where it is: nothing to rewrite.
+    for record in suite_dir.glob("*/sweep.json"):
+        json.loads(record.read_text(encoding="utf-8"))  # a corrupt record fails here, named
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("save", help="copy a suite's small files into a results folder")
+    s.add_argument("suite_dir", type=Path)
+    s.add_argument("dest", type=Path)
+    r = sub.add_parser("restore", help="a suite directory from a results folder")
+    r.add_argument("results", type=Path)
+    r.add_argument("suite_dir", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "save":
+        for run in save(args.suite_dir, args.dest):
+            print(f"saved {run}")
+    else:
+        restore(args.results, args.suite_dir)
+        print(f"restored {args.results} into {args.suite_dir}; continue with harl suite --resume {args.suite_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
