@@ -90,19 +90,23 @@ def plots(study: Any, tune_dir: Path) -> tuple[list[Path], list[str]]:
         if len(complete) < needs:
             notes.append(f"{name}.png not drawn: it needs {needs} complete trial(s), the study has {len(complete)}")
             continue
-        try:
-            with warnings.catch_warnings():  # Optuna marks its matplotlib plots experimental
-                warnings.simplefilter("ignore")
-                ax = draw(study)
-        except (ValueError, RuntimeError) as exc:
-            notes.append(f"{name}.png not drawn: {exc}")
-            continue
-        axes: Any = ax
-        figure: Any = getattr(axes, "figure", None) or axes.flat[0].figure  # an Axes, or an array of them
-        figure.set_size_inches(7, 4.5)
-        figure.tight_layout()
-        path = tune_dir / f"{name}.png"
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
+        # Optuna's plots switch matplotlib to its "ggplot" style for the whole process (plt.style.use):
+        # inside rc_context that stays with them, and harl's own figures drawn after (the final curves,
+        # harl.plot) keep harl's style.
+        with matplotlib.rc_context():
+            try:
+                with warnings.catch_warnings():  # Optuna marks its matplotlib plots experimental
+                    warnings.simplefilter("ignore")
+                    ax = draw(study)
+            except (ValueError, RuntimeError) as exc:
+                notes.append(f"{name}.png not drawn: {exc}")
+                continue
+            axes: Any = ax
+            figure: Any = getattr(axes, "figure", None) or axes.flat[0].figure  # an Axes, or an array of them
+            figure.set_size_inches(7, 4.5)
+            figure.tight_layout()
+            path = tune_dir / f"{name}.png"
+            figure.savefig(path, dpi=110)
+            plt.close(figure)
         drawn.append(path)
     return drawn, notes
