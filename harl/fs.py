@@ -76,6 +76,7 @@ def atomic_write_bytes(path: Path, write: Callable[[BinaryIO], object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_writer_tag()}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would outlive the rename
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -86,6 +87,26 @@ def atomic_write_bytes(path: Path, write: Callable[[BinaryIO], object]) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    """This process's umask (read from /proc where it can be, so that no other thread ever sees it changed)."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions a file written at ``path`` gets: those of the file it replaces, else what
+    ``open()`` gives a new file (0666 less the umask: 0644 by default), like every other file harl writes."""
+    with contextlib.suppress(OSError):
+        return os.stat(path).st_mode & 0o7777
+    return 0o666 & ~_umask()
 
 
 def remove_stale_temps(folder: Path, name: re.Pattern[str]) -> list[Path]:
