@@ -123,6 +123,20 @@ def reset() -> None:
     _latched.clear()
 
 
+def ignore_until_exit() -> None:
+    """The command is done (its run finished, its checkpoint written, its status known): stop signals
+    are ignored from here to the process's exit, which then has the command's status.  Without this a
+    Ctrl-C landing after ``main`` returned (or while Python shuts down) is an uncaught
+    ``KeyboardInterrupt``, and Python ends the process by SIGINT: exit status -2 for a run that had
+    finished.  ``reset`` puts the defaults back (for a process that goes on, and tests)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            _latched.add(signum)
+            signal.signal(signum, signal.SIG_IGN)
+
+
 def signal_name(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
