@@ -157,8 +157,8 @@ _on("IPPO", "independent_v", "simultaneous", "ppo", "PPO, each agent's V of its 
 _on("IA2C", "independent_v", "simultaneous", "a2c", "A2C, each agent's V of its own observation", "ia2c_mpe_spread")
 _on("MAT", "mat_v", "joint", "mat", "the Multi-Agent Transformer: an encoder's per-agent values, actions decoded "
     "one agent after another, one PPO loss", "mat_mpe_spread")
-_on("MAT-Dec", "mat_v", "joint", "mat_dec", "MAT's encoder and values, each agent's own MLP decoder",
-    "matdec_smax_3m")
+_on("MAT-Dec", "mat_v", "joint", "mat_dec", "MAT's encoder and values, an MLP decoder on each agent's own "
+    "observation (one shared by all, as MAT)", "matdec_smax_3m")
 _off("HASAC", "q", True, "sequential", "sac", "soft actor-critic with twin Q critics, agents one after another",
      "hasac_mpe_spread")
 _off("HATD3", "q", True, "sequential", "td3", "TD3 (twin Q, delayed, smoothed targets), agents one after another",

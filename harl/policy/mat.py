@@ -15,9 +15,10 @@ distribution reading the representations and the actions of agents ``0 .. i-1`` 
 Acting (collection and evaluation) decodes auto-regressively, one agent per decoder pass, each
 agent's sampled action fed to the next; the update decodes all agents in one pass from the
 stored actions (teacher forcing), which gives the same distributions for the same actions
-(``tests/mat``).  MAT-Dec (``decentralised``) swaps the decoder for an MLP per agent (or one
-shared, ``share_actor``) on the agent's own observation, so no agent's action depends on
-another's; the encoder and its values stay.
+(``tests/mat``).  MAT-Dec (``decentralised``) swaps the decoder for an MLP on the agent's own
+observation (``share_actor``: one MLP shared by every agent, as MAT's train scripts set for
+``mat_dec`` and ``[updater.objective] kind = "mat_dec"`` defaults to; or one per agent), so no
+agent's action depends on another's; the encoder and its values stay.
 
 Facts from PKU-MARL/Multi-Agent-Transformer (``mat/algorithms/mat/algorithm/ma_transformer.py``,
 ``mat/algorithms/utils/transformer_act.py``), written anew: orthogonal initialisation, gain

@@ -10,7 +10,11 @@ optimiser over the whole transformer), as MAT's trainer::
     err       = normalize(R) - v,   err_clipped = normalize(R) - v_clipped  # after updating the normaliser with R
     value_loss = sum_{n,i} m_{n,i} max(huber(err), huber(err_clipped)) / sum_{n,i} m_{n,i}
 
-with ``m`` the agents' active masks (MAT's ``use_value_active_masks``; off: a plain mean).  One
+with ``m`` the agents' active masks (``active_masks``, MAT's ``use_value_active_masks``; off: a plain
+mean over every (step, agent), dead agents' rows included).  MAT's ``--use_value_active_masks`` is a
+``store_false`` flag: the scripts that pass it (``train_smac.sh``, ``train_mujoco.sh`` and others)
+turn the masks off, and the shipped SMAX and MaMuJoCo pipelines set ``active_masks = false``.  The
+objective's own ``active_masks`` (MAT's ``use_policy_active_masks``) masks the policy loss.  One
 difference from MAT's code by default: harl's Huber loss is symmetric; MAT's ``huber_loss``
 gives 0 where the error is below ``-huber_delta`` (its linear branch tests ``e > d``), which
 with ``huber_delta = 10`` on normalised values almost never happens; ``huber_one_sided = true``
@@ -52,7 +56,8 @@ class MATValuesConfig:
     huber_one_sided: bool = setting(False, HUBER_ONE_SIDED_HELP)
     value_norm: bool = setting(True, "normalise targets with a running mean/std (HARL's ValueNorm)")
     active_masks: bool = setting(True, "average the value loss over active agents only (MAT's "
-                                 "use_value_active_masks); false: over all")
+                                 "use_value_active_masks, its default; MAT's SMAC script turns it off); false: "
+                                 "over all")
 
 
 class TransformerValues(nn.Module):

@@ -9,13 +9,17 @@ its weights.  Per minibatch of env steps (every agent of a step together), as MA
     entropy     =   sum_{n,i} m_{n,i} sum_j H_{n,i,j} / sum_{n,i} m_{n,i}
     loss = policy_loss - entropy_coef * entropy + value_loss_coef * value_loss
 
-``m`` the agents' active masks, ``A`` the advantages (per agent, GAE on the agent's own value,
-standardised over every agent's active samples: the rollout buffer's joint FP normalisation);
+``m`` the agents' active masks (``active_masks``, MAT's ``use_policy_active_masks``; false: ``m`` is
+1 everywhere, the policy loss a plain mean over the (step, agent) pairs and the entropy, as MAT's
+``entropy.mean()``, a plain mean over the (step, agent, dimension) triples), ``A`` the advantages
+(per agent, GAE on the agent's own value, standardised over every agent's active samples: the
+rollout buffer's joint FP normalisation);
 ``value_loss`` is ``[critic] kind = "mat_v"``'s (``harl.update.mat_values``): the encoder's value
 head is the critic.  The ``joint`` updater (``harl.update.joint``) runs the epochs x minibatches.
 
 Defaults are MAT's ``mat/config.py``: 1 block, 64-wide tokens, 1 head, lr 5e-4, Adam eps 1e-5,
-15 epochs, 1 minibatch, clip 0.2, entropy 0.01, gradient-norm clip 10.
+15 epochs, 1 minibatch, clip 0.2, entropy 0.01, gradient-norm clip 10, policy active masks on;
+and MAT's train scripts' for ``mat_dec``: one MLP decoder shared by every agent (``share_actor``).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class TransformerPPOConfig:
     weight_decay: float = setting(0.0, "Adam weight decay", in_range(0, None))
     max_grad_norm: float = setting(10.0, "gradient-norm clip over the whole transformer; 0 disables",
                                    in_range(0, None))
+    active_masks: bool = setting(True, "average the policy loss and the entropy over the active (alive) agents "
+                                 "only (MAT's use_policy_active_masks); false: over every agent, dead or alive")
 
 
 @attrs.frozen(field_transformer=own_first)
@@ -68,10 +74,12 @@ class MATConfig(TransformerPPOConfig):
 
 @attrs.frozen(field_transformer=own_first)
 class MATDecConfig(TransformerPPOConfig):
-    """``[updater.objective] kind = "mat_dec"``: MAT-Dec, MAT's encoder with a decentralised decoder (each agent's MLP)."""
+    """``[updater.objective] kind = "mat_dec"``: MAT-Dec, MAT's encoder with a decentralised decoder (an MLP on
+    each agent's own observation, one shared by every agent as MAT's train scripts set it)."""
 
     kind: str = kind_field("mat_dec")
-    share_actor: bool = setting(False, "one MLP decoder for all agents instead of one per agent")
+    share_actor: bool = setting(True, "one MLP decoder shared by every agent, as MAT's train scripts set for "
+                                "mat_dec (dec_actor and share_actor); false: one MLP per agent")
 
     @property
     def decentralised(self) -> bool:
@@ -113,17 +121,23 @@ class TeamBatch:
 
 
 def mat_policy_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
-                    active: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+                    active: torch.Tensor, clip: float, active_masks: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(policy loss, ratios ``(N, A, k)``): the clipped surrogate per agent and action dimension,
-    summed over the dimensions, averaged over the active (step, agent) pairs."""
+    summed over the dimensions, averaged over the active (step, agent) pairs (``active_masks``
+    false: over every pair)."""
     ratio = (log_probs - old_log_probs).exp()
     adv = advantages.unsqueeze(-1)
     surrogate = torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).sum(-1)
+    if not active_masks:
+        return -surrogate.mean(), ratio
     return -(surrogate * active).sum() / active.sum().clamp(min=1.0), ratio
 
 
-def mat_entropy(entropy: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-    """The entropy bonus: each (step, agent)'s entropy summed over action dimensions, averaged over the active."""
+def mat_entropy(entropy: torch.Tensor, active: torch.Tensor, active_masks: bool = True) -> torch.Tensor:
+    """The entropy bonus: each (step, agent)'s entropy summed over action dimensions, averaged over the
+    active; ``active_masks`` false: MAT's ``entropy.mean()``, a mean over every (step, agent, dimension)."""
+    if not active_masks:
+        return entropy.mean()
     return (entropy.sum(-1) * active).sum() / active.sum().clamp(min=1.0)
 
 
@@ -156,10 +170,12 @@ class TransformerLearner:
     def loss(self, mb: TeamBatch, value_loss: ValueLoss, value_loss_coef: float) -> tuple[torch.Tensor, ...]:
         """(loss, policy loss, value loss, entropy, mean ratio) of one minibatch."""
         log_probs, entropy, values = self.policy.evaluate(mb.obs, mb.actions, mb.avail, mb.orders)
-        policy_loss, ratio = mat_policy_loss(log_probs, mb.old_log_probs, mb.advantages, mb.active, self.config.clip)
-        mean_entropy = mat_entropy(entropy, mb.active)
+        cfg = self.config
+        policy_loss, ratio = mat_policy_loss(log_probs, mb.old_log_probs, mb.advantages, mb.active, cfg.clip,
+                                             cfg.active_masks)
+        mean_entropy = mat_entropy(entropy, mb.active, cfg.active_masks)
         v_loss = value_loss(values, mb)
-        loss = policy_loss - self.config.entropy_coef * mean_entropy + value_loss_coef * v_loss
+        loss = policy_loss - cfg.entropy_coef * mean_entropy + value_loss_coef * v_loss
         return loss, policy_loss, v_loss, mean_entropy, ratio.mean()
 
     def update(self, batch: TeamBatch, value_loss: ValueLoss, value_loss_coef: float = 1.0) -> TeamStats:
