@@ -347,14 +347,15 @@ def plot_runs(run_dirs: Sequence[str | Path], metric: str | None = None, out: st
 
 
 def render(run_dir: str | Path, episodes: int = 1, out: str | Path | None = None,
-           checkpoint: str | Path | None = None, fps: int | None = None) -> Any:
-    """Film a run's policy (deterministic) to a .gif or .mp4: a ``RenderResult``."""
+           checkpoint: str | Path | None = None, fps: int | None = None, fmt: str | None = None) -> Any:
+    """Film a run's policy (deterministic) to a .gif or .mp4, or record an air-combat episode (``fmt``
+    ``"acmi"``: a Tacview file; ``"png3d"``: a 3-D picture): a ``RenderResult``."""
     from harl.render import render_run
 
     if fps is not None and fps < 1:
         raise HarlError(f"--fps: expected a positive integer, got {fps}")
     return render_run(Path(run_dir), Path(checkpoint) if checkpoint else None, episodes,
-                      Path(out) if out else None, fps)
+                      Path(out) if out else None, fps, fmt)
 
 
 def export(run_dir: str | Path, fmt: str, out: str | Path, checkpoint: str | Path | None = None,

@@ -171,7 +171,7 @@ def cmd_plot(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_render(args: argparse.Namespace, console: Console) -> int:
-    result = api.render(args.run_dir, args.episodes, args.out, args.checkpoint, args.fps)
+    result = api.render(args.run_dir, args.episodes, args.out, args.checkpoint, args.fps, args.format)
     for k, (ret, length) in enumerate(zip(result.returns, result.lengths)):
         console.print(f"episode {k}: return {ret:.3f}, length {length}", highlight=False)
     console.print(f"wrote {result.path}: {result.frames} frames", highlight=False)

@@ -11,6 +11,12 @@ Episode ``e`` is seeded ``run.seed * 1000 + 900 + e``, so a video is reproducibl
 kind renders when its factory takes ``render_mode`` and the env it returns has
 ``render()`` returning an ``(H, W, 3)`` uint8 frame.  Videos are written with imageio
 (``pip install "harl[video]"``): ``.gif`` through pillow, ``.mp4`` through imageio-ffmpeg.
+
+A kind registered with ``tracks=True`` (air combat) records its objects instead: its env's
+``track()`` gives the time and every aircraft and missile after the reset and after each step, and
+``--format acmi`` writes one episode as a Tacview ACMI 2.1 text file, ``--format png3d`` as a 3-D
+matplotlib picture (``harl.envs.air_combat.tacview``); an ``--out`` ending in ``.acmi`` or
+``.png`` picks the format, and such a run with neither is written as ``RUN_DIR/render.acmi``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ if TYPE_CHECKING:
 
 DEFAULT_FPS = 10
 FORMATS = (".gif", ".mp4")
+TRACK_FORMATS = {"acmi": ".acmi", "png3d": ".png"}
+"""``--format`` of a kind that records tracks -> the file name's ending."""
 
 
 @attrs.frozen
@@ -60,9 +68,11 @@ def make_render_env(env_config: Any) -> Any:
         except (TypeError, ValueError):  # a builtin or C factory: no signature to read
             pass
     if factory is None or not takes_mode:
+        tracks = ("; it records its episodes instead: harl render RUN_DIR --format acmi (a Tacview file) "
+                  "or --format png3d (a 3-D picture)") if entry.parts.get("tracks") else ""
         raise HarlError(f'env kind "{kind}" cannot render frames: its factory takes no render_mode '
                         '(an env renders when its factory accepts render_mode="rgb_array" and the env '
-                        "has render())")
+                        f"has render()){tracks}")
     env = factory(env_config, render_mode="rgb_array")
     if not callable(getattr(env, "render", None)):
         env.close()
@@ -130,10 +140,32 @@ def default_out(run_dir: Path) -> Path:
     return run_dir / ("render.mp4" if importlib.util.find_spec("imageio_ffmpeg") else "render.gif")
 
 
+def output_format(fmt: str | None, out: Path | None) -> str | None:
+    """``video``, ``acmi`` or ``png3d``: ``fmt`` if given, else what ``out``'s name ends in, else None."""
+    if fmt is not None:
+        if fmt != "video" and fmt not in TRACK_FORMATS:
+            raise HarlError(f"--format: expected video, {' or '.join(TRACK_FORMATS)}, got {fmt!r}")
+        if out is not None and fmt in TRACK_FORMATS and not out.name.lower().endswith(TRACK_FORMATS[fmt]):
+            raise HarlError(f"--out {out}: --format {fmt} writes a {TRACK_FORMATS[fmt]} file")
+        return fmt
+    if out is None:
+        return None
+    name = out.name.lower()
+    return next((f for f, ending in TRACK_FORMATS.items() if name.endswith(ending)), "video")
+
+
+def records_tracks(env_config: Any) -> bool:
+    """Whether ``env_config``'s kind records its objects (registered with ``tracks=True``)."""
+    from harl.envs.registry import env_entry
+
+    return bool(env_entry(env_config).parts.get("tracks"))
+
+
 @torch.no_grad()
 def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path | None,
-               fps: int | None = None) -> RenderResult:
-    """Load the run's newest (or the named) checkpoint and film ``episodes`` episodes."""
+               fps: int | None = None, fmt: str | None = None) -> RenderResult:
+    """Load the run's newest (or the named) checkpoint and film ``episodes`` episodes (or record
+    one: ``--format acmi`` or ``png3d``)."""
     from harl.run.open import open_run, spec_of_run
 
     if episodes < 1:
@@ -142,7 +174,12 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
         # MuJoCo picks its OpenGL backend when imported; without a display only EGL (or
         # OSMesa, if the user says so) renders off-screen.
         os.environ.setdefault("MUJOCO_GL", "egl")
+    fmt = output_format(fmt, out)
     spec, _ = spec_of_run(run_dir)
+    if fmt is None:
+        fmt = "acmi" if records_tracks(spec.env) else "video"
+    if fmt in TRACK_FORMATS:
+        return record_run(run_dir, checkpoint, episodes, out or run_dir / f"render{TRACK_FORMATS[fmt]}", fmt)
     out = out or default_out(run_dir)
     check_video(out)  # before the work: a missing package is said at once
     run = open_run(run_dir, checkpoint, one_env=True)  # on- or off-policy alike
@@ -170,6 +207,47 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
         env.close()
         stages.close()
     return RenderResult(out, video.frames, returns, lengths, video.repeats)
+
+
+@torch.no_grad()
+def record_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path, fmt: str) -> RenderResult:
+    """One deterministic episode of the run's policy, its aircraft and missiles frame by frame, as a
+    Tacview ACMI file (``fmt`` ``acmi``) or a 3-D picture (``png3d``)."""
+    from harl.envs.air_combat.tacview import Recording
+    from harl.envs.registry import env_entry
+    from harl.run.open import open_run, spec_of_run
+
+    if episodes != 1:
+        raise HarlError(f"--episodes: --format {fmt} records one episode, got {episodes}")
+    spec, _ = spec_of_run(run_dir)
+    entry = env_entry(spec.env)
+    if not entry.parts.get("tracks") or entry.factory is None:
+        raise HarlError(f'--format {fmt}: env kind "{entry.kind}" records no tracks (aircraft and missiles '
+                        'frame by frame); the air-combat envs do (kind = "air_combat"); harl render '
+                        "films the others to a .gif or .mp4")
+    if fmt == "png3d" and importlib.util.find_spec("matplotlib") is None:
+        raise MissingExtraError("harl render --format png3d", "plot", "matplotlib")
+    run = open_run(run_dir, checkpoint, one_env=True)
+    stages = run.stages
+    try:
+        env = entry.factory(spec.env)
+    except BaseException:
+        stages.close()
+        raise
+    stages.policy.eval()
+    recording = Recording()
+    try:
+        total, steps = play_episode(env, stages.evaluator.policy, spec.run.seed * 1000 + 900,
+                                    lambda: recording.add(*env.track()))
+    finally:
+        env.close()
+        stages.close()
+    title = f"{getattr(spec.env, 'task', entry.kind)}: return {total:.1f}, {steps} steps"
+    if fmt == "acmi":
+        recording.write_acmi(out, title)
+    else:
+        recording.draw_png3d(out, title)
+    return RenderResult(out, len(recording.frames), [total], [steps])
 
 
 @torch.no_grad()

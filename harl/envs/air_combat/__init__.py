@@ -38,4 +38,4 @@ def make_air_combat_env(config: AirCombatConfig) -> Any:
 __all__ = ["TASKS", "AirCombatConfig", "make_air_combat_env"]
 
 
-register("env", AirCombatConfig, make_air_combat_env)
+register("env", AirCombatConfig, make_air_combat_env, tracks=True)  # harl render --format acmi|png3d

@@ -35,6 +35,7 @@ _READ = {
     "vt": "velocities/vt-fps", "vc": "velocities/vc-fps", "p": "velocities/p-rad_sec", "q": "velocities/q-rad_sec",
     "r": "velocities/r-rad_sec", "nx": "accelerations/n-pilot-x-norm",
     "ny": "accelerations/n-pilot-y-norm", "nz": "accelerations/n-pilot-z-norm",
+    "eci_fps": "velocities/eci-velocity-mag-fps", "time": "simulation/sim-time-sec",
 }
 _CONTROLS = ("fcs/aileron-cmd-norm", "fcs/elevator-cmd-norm", "fcs/rudder-cmd-norm",
              "fcs/throttle-cmd-norm")
@@ -62,6 +63,13 @@ class FlightState:
     """The largest pilot-station acceleration along any axis, in g."""
     calibrated_airspeed: float = 0.0
     """m/s (LAG's ``vc`` feature)."""
+    accelerations: np.ndarray = attrs.field(factory=lambda: np.array([0.0, 0.0, -1.0]))
+    """JSBSim's pilot-station accelerations ``(nx, ny, nz)`` in g, body axes: ``nz`` is -1 in
+    level flight (the lift points up, the z axis down) and about -9 pulling 9 g."""
+    sim_time: float = 0.0
+    """Seconds JSBSim has flown since the start (``simulation/sim-time-sec``)."""
+    inertial_speed: float = 0.0
+    """m/s, JSBSim's ``velocities/eci-velocity-mag-fps`` (what LAG's ExtremeState watches)."""
 
     @property
     def altitude(self) -> float:
@@ -168,18 +176,51 @@ class Aircraft:
             airspeed=g["vt"] * FEET, calibrated_airspeed=g["vc"] * FEET,
             rates=np.array([g["p"], g["q"], g["r"]]),
             load=max(abs(g["nx"]), abs(g["ny"]), abs(g["nz"])),
+            accelerations=np.array([g["nx"], g["ny"], g["nz"]]),
+            sim_time=g["time"], inertial_speed=g["eci_fps"] * FEET,
         )
 
 
-def lost(state: FlightState, floor: float, overload_g: float, min_airspeed: float) -> str | None:
-    """Why this aircraft is out of the fight (``crash``, ``overload``, ``stall``), or None.
+EXTREME_G = 10.0
+"""LAG's ExtremeState: any pilot-station acceleration above this (g), from the first step."""
+EXTREME_RATE = 1000.0
+"""rad/s: ExtremeState's limit on the norm of the body rates (p, q, r)."""
+EXTREME_SPEED, EXTREME_ALTITUDE = 1e10 * FEET, 1e10 * FEET
+"""m/s and m: ExtremeState's 1e10 ft/s of inertial speed and 1e10 ft of altitude (a diverging integration)."""
+OVERLOAD_AFTER_S = 10.0
+"""LAG's Overload looks only once JSBSim's clock is past this (s): the trim transients of the start pass."""
 
-    ``crash`` also covers a state JSBSim could not integrate (not finite).
+
+def extreme_state(state: FlightState) -> bool:
+    """LAG's ExtremeState (its catalog's ``detect_extreme_state``): inertial speed of 1e10 ft/s or
+    more, body rates of norm 1000 rad/s or more, altitude of 1e10 ft or more, or an acceleration of
+    more than 10 g along any axis (``max(|nx|, |ny|, |nz|) > 10``, from the first step)."""
+    return bool(state.inertial_speed >= EXTREME_SPEED or float(np.linalg.norm(state.rates)) >= EXTREME_RATE
+                or state.altitude >= EXTREME_ALTITUDE or state.load > EXTREME_G)
+
+
+def overloaded(state: FlightState, limit_g: float) -> bool:
+    """LAG's Overload: past 10 s of sim time, ``|nx| > limit``, ``|ny| > limit`` or ``|nz + 1| > limit``
+    (``nz + 1``: the departure from level flight's -1)."""
+    nx, ny, nz = state.accelerations
+    return bool(state.sim_time > OVERLOAD_AFTER_S
+                and (abs(nx) > limit_g or abs(ny) > limit_g or abs(nz + 1.0) > limit_g))
+
+
+def lost(state: FlightState, floor: float, overload_g: float, min_airspeed: float = 0.0) -> str | None:
+    """Why this aircraft is out of the fight, or None: LAG's ends of an aircraft, each task's.
+
+    ``crash``: at or below ``floor`` (LAG's LowAltitude, ``<=``), or a state JSBSim could not
+    integrate (not finite); ``extreme``: ``extreme_state``; ``overload``: ``overloaded`` with
+    ``overload_g``; ``stall``: slower than ``min_airspeed`` (m/s) where that is above 0 (harl's
+    own limit, off by default: LAG has none).
     """
-    if not state.is_finite() or state.altitude < floor:
+    if not state.is_finite() or state.altitude <= floor:
         return "crash"
-    if state.load > overload_g:
+    if extreme_state(state):
+        return "extreme"
+    if overloaded(state, overload_g):
         return "overload"
-    if state.airspeed < min_airspeed:
+    if min_airspeed > 0.0 and state.airspeed < min_airspeed:
         return "stall"
     return None

@@ -16,12 +16,19 @@ launched (the ``weapons`` rule of the task), and each learner is paid (``rewards
 - posture: ``posture_scale`` times the change of the summed ``rewards.posture`` over the opponents;
 - missile posture (dodge tasks and 2v2 shoot): ``rewards.missile_posture`` while one is inbound;
 - altitude: ``rewards.altitude_penalty``;
-- events: -200 the step it is shot down (by a missile, or by guns under ``artillery``: LAG's
-  ``use_artillery``, ``gun_damage``) or crashes (below ``floor_altitude_m``, over
-  ``overload_g``, under ``min_airspeed_mps``), +200 the step its missile hits, -10 per launch
-  in the 1v1 shoot tasks.
+- events: +200 the step its missile hits, -10 per launch in the 1v1 shoot tasks; in 1v1, -200 the
+  step it is shot down (by a missile, or by guns under ``artillery``: LAG's ``use_artillery``,
+  ``gun_damage``) or crashes (``aircraft.lost``: at or below ``floor_altitude_m``, LAG's
+  ExtremeState, LAG's Overload with ``overload_g`` after 10 s).
 
-An aircraft out of the fight stops flying (its agent inactive, reward 0).  The episode ends
+A lost aircraft costs nothing in 2v2, as in LAG: its ``MultipleCombatTask.get_reward`` pays an
+aircraft no longer alive 0, a missile's or the guns' ``shotdown`` happens during the sim steps
+(so the shot-down aircraft is paid 0 that step), and its env checks crashes after paying (so a
+crashed aircraft is paid its step's reward without the -200); ``lost_aircraft_penalty = true``
+pays the -200 in 2v2 too.  LAG's 1v1 env checks endings first and its ``SingleCombatTask`` pays a
+lost aircraft once more, the -200 included: harl's 1v1 tasks do the same.  Each aircraft's
+reward is its own; LAG hands each side the mean of its aircraft's, which is what harl's EP critic
+(the agents' mean) sees.  An aircraft out of the fight stops flying (its agent inactive, reward 0).  The episode ends
 (terminated) when a side has no aircraft left and no missile is still chasing a survivor;
 ``winner`` is the side still flying ("" for a draw or a timeout).  Truncated after ``max_steps``.
 
@@ -51,6 +58,7 @@ from harl.envs.air_combat.missile import HIT, Missile, Vector
 from harl.envs.air_combat.rewards import MACH, altitude_penalty, missile_posture, posture
 from harl.envs.air_combat.scripted_pilot import cruise, pursue
 from harl.envs.air_combat.seeded import SeededEnv
+from harl.envs.air_combat.tacview import TrackObject, aircraft_object, aircraft_uid
 from harl.envs.air_combat.tasks import COMBAT
 from harl.envs.protocol import EnvStep
 
@@ -364,7 +372,7 @@ class CombatEnv(SeededEnv):
             if state is not None and state.is_finite():
                 self._states[k] = state
             if k in shot_down or (state is not None and lost(state, cfg.floor_altitude_m, cfg.overload_g,
-                                                              cfg.min_airspeed_mps)):
+                                                              cfg.min_airspeed_mps) is not None):
                 self._alive[k] = False
                 if k not in shot_down:
                     crashed.add(k)
@@ -373,9 +381,10 @@ class CombatEnv(SeededEnv):
         shooters = self._launch(fire) if self._armed else []
         hits = [m.shooter for m in hits_before if m.status == HIT]
         rewards = np.zeros(self.n_agents, np.float32)
+        lost_costs = n == 1 or cfg.lost_aircraft_penalty  # LAG: 1v1 pays -200, 2v2 nothing
         for agent, k in enumerate(self._learners):
-            if not was_alive[k]:
-                continue
+            if not was_alive[k] or (k in shot_down and not lost_costs):
+                continue  # LAG's 2v2: shot down during the sim steps, so no longer alive when paid: 0
             potential = self._posture_sum(k)
             r = potential - self._potential[k]
             self._potential[k] = potential
@@ -384,7 +393,7 @@ class CombatEnv(SeededEnv):
             s = self._states[k]
             r += altitude_penalty(s.altitude, s.velocity[2])
             r += HIT_REWARD * hits.count(k)
-            if not self._alive[k]:
+            if not self._alive[k] and lost_costs:
                 r -= LOST_PENALTY
             if spec.shoot_penalty:
                 r -= SHOT_PENALTY * shooters.count(k)
@@ -407,3 +416,20 @@ class CombatEnv(SeededEnv):
         obs, state = self._observe()
         active = np.array([self._alive[k] for k in self._learners])
         return EnvStep(obs, state, None, rewards, terminated, truncated, active=active, info=info)
+
+    def track(self) -> tuple[float, list[TrackObject]]:
+        """The sim time (s) and every aircraft and launched missile now (``tacview``)."""
+        n, objects = self._n, []
+        uids = []
+        for k, state in enumerate(self._states):
+            color, index = ("Red", k) if k < n else ("Blue", k - n)
+            uids.append(aircraft_uid(color, index))
+            objects.append(aircraft_object(uids[k], f"{color.lower()}_{index}", color, state, bool(self._alive[k])))
+        fired = [0] * (2 * n)
+        for m in self._missiles:
+            fired[m.shooter] += 1
+            north, east, up = m.position
+            objects.append(TrackObject(f"{uids[m.shooter]}{fired[m.shooter]:X}", "AIM-9L", "missile",
+                                       "Red" if m.shooter < n else "Blue", (north, east, up),
+                                       (0.0, m.pitch, m.yaw), m.flying))
+        return self._steps * self.config.sim_steps_per_step / SIM_RATE_HZ, objects

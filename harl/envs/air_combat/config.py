@@ -25,7 +25,7 @@ def _known_task(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 @attrs.frozen
 class AirCombatConfig:
-    """F-16s in JSBSim: a 1-aircraft heading task or a 2-vs-2 dogfight without weapons."""
+    """F-16s in JSBSim: the heading task, harl's 2-vs-2 dogfight, or one of LAG's combat tasks."""
 
     kind: str = kind_field("air_combat")
     task: str = setting(
@@ -44,14 +44,27 @@ class AirCombatConfig:
         12, "JSBSim steps (at 60 Hz) per env step; 12 is 0.2 s of flight", positive()
     )
     floor_altitude_m: float = setting(
-        2500.0, "an aircraft below this altitude (m) counts as crashed", in_range(0.0)
+        2500.0, "an aircraft at or below this altitude (m) counts as crashed (LAG's altitude_limit)",
+        in_range(0.0),
     )
-    overload_g: float = setting(10.0, "an aircraft pulling more than this (g) is lost", positive())
+    overload_g: float = setting(
+        10.0, "LAG's Overload (acceleration_limit_x/y/z): once JSBSim's clock is past 10 s, an aircraft "
+        "with |nx| or |ny| or |nz + 1| above this (g) is lost; LAG's ExtremeState also ends one above "
+        "10 g on any axis from the start, whatever this is", positive(),
+    )
     min_airspeed_mps: float = setting(
-        60.0, "an aircraft slower than this (m/s) has departed controlled flight", positive()
+        0.0, "harl's own stall limit: an aircraft slower than this (m/s) is lost; 0 (the default, as "
+        "LAG, which has none) = off", in_range(0.0),
     )
     crash_penalty: float = setting(
-        200.0, "reward subtracted when a learning aircraft crashes, overloads or stalls", in_range(0.0)
+        200.0, "heading and 2v2_noweapon: reward subtracted when a learning aircraft crashes, overloads "
+        "or stalls", in_range(0.0)
+    )
+    lost_aircraft_penalty: bool = setting(
+        False, "LAG's 2v2 combat tasks: also pay -200 the step an aircraft is shot down or crashes "
+        "(false, LAG's way: a shot-down aircraft is paid 0 that step, a crashed one its step's reward "
+        "without the -200, as LAG's MultipleCombatTask pays a lost aircraft nothing and checks crashes "
+        "after paying); 1v1 tasks always pay the -200, as LAG's SingleCombatTask does",
     )
     max_heading_change_deg: float = setting(
         90.0, "heading task: each new target heading is up to this far from the last one",

@@ -11,7 +11,8 @@ Reward of a flying learner, per step:
   [-1, 1]: positive when pointing at an opponent's tail within ``sound_range_m``,
   negative with an opponent on its own tail;
 - altitude safety: from 0 at ``safe_altitude_m`` down to -1 at the floor;
-- events: ``-crash_penalty`` the step it crashes, overloads or stalls.
+- events: ``-crash_penalty`` the step it is lost (``aircraft.lost``: LAG's LowAltitude,
+  ExtremeState and Overload, and a stall where ``min_airspeed_mps`` is set).
 
 A lost aircraft stops flying (its agent inactive, reward 0).  The episode terminates when
 either side has no aircraft left and is truncated after ``max_steps``.  The team's
@@ -50,6 +51,7 @@ from harl.envs.air_combat.geometry import (
 )
 from harl.envs.air_combat.scripted_pilot import cruise, pursue
 from harl.envs.air_combat.seeded import SeededEnv
+from harl.envs.air_combat.tacview import TrackObject, aircraft_object, aircraft_uid
 from harl.envs.protocol import EnvStep
 
 SIM_RATE_HZ = 60.0
@@ -167,7 +169,7 @@ class DogfightEnv(SeededEnv):
             state = self._aircraft[k].read()
             if state.is_finite():
                 self._states[k] = state
-            if lost(state, cfg.floor_altitude_m, cfg.overload_g, cfg.min_airspeed_mps):
+            if lost(state, cfg.floor_altitude_m, cfg.overload_g, cfg.min_airspeed_mps) is not None:
                 self._alive[k] = False
                 if k < N_LEARNERS:
                     rewards[k] -= cfg.crash_penalty
@@ -193,3 +195,12 @@ class DogfightEnv(SeededEnv):
         obs, state = self._observe()
         return EnvStep(obs, state, None, rewards, terminated, truncated,
                        active=self._alive[:N_LEARNERS].copy(), info=info)
+
+    def track(self) -> tuple[float, list[TrackObject]]:
+        """The sim time (s) and the four aircraft now (``tacview``): the learners blue, the scripted red."""
+        objects = []
+        for k, state in enumerate(self._states):
+            color, index = ("Blue", k) if k < N_LEARNERS else ("Red", k - N_LEARNERS)
+            objects.append(aircraft_object(aircraft_uid(color, index), f"{color.lower()}_{index}", color, state,
+                                           bool(self._alive[k])))
+        return self._steps * self.config.sim_steps_per_step / SIM_RATE_HZ, objects

@@ -4,8 +4,9 @@ Each episode starts in trimmed level flight at 6 km and 250 m/s on a random head
 draws a target: a heading up to ``max_heading_change_deg`` away, an altitude and a speed
 within their own limits of the last target.  Every ``target_interval_s`` seconds the
 aircraft must be within 10 degrees of the target heading, and then a new target is drawn
-from the current one; missing it ends the episode (``terminated``), as do a crash, an
-overload or a stall (which also cost ``crash_penalty``).  Otherwise the episode is
+from the current one; missing it ends the episode (``terminated``), as does losing the aircraft
+(``aircraft.lost``: LAG's LowAltitude, ExtremeState and Overload, and a stall where
+``min_airspeed_mps`` is set), which also costs ``crash_penalty``.  Otherwise the episode is
 truncated after ``max_steps``.
 
 The reward per step is the geometric mean of four Gaussian scores, heading error,
@@ -34,6 +35,7 @@ from harl.envs.air_combat.aircraft import OWN_FEATURES, Aircraft, FlightState, l
 from harl.envs.air_combat.config import AirCombatConfig
 from harl.envs.air_combat.scripted_pilot import wrap_angle
 from harl.envs.air_combat.seeded import SeededEnv
+from harl.envs.air_combat.tacview import TrackObject, aircraft_object, aircraft_uid
 from harl.envs.protocol import EnvStep
 
 SIM_RATE_HZ = 60.0
@@ -69,6 +71,8 @@ class HeadingEnv(SeededEnv):
         self._target = np.zeros(3)  # heading, altitude, speed
         self._steps = self._deadline = self._reached = 0
         self._error_sum = 0.0
+        self._state: FlightState | None = None
+        self._flying = True
 
     def _draw_target(self) -> None:
         cfg, rng = self.config, self._rng
@@ -99,8 +103,15 @@ class HeadingEnv(SeededEnv):
         self._error_sum = 0.0
         self._target = np.array([heading, START_ALTITUDE, START_SPEED])
         self._draw_target()
-        obs = self._observe(self._aircraft.read())
+        self._state, self._flying = self._aircraft.read(), True
+        obs = self._observe(self._state)
         return [obs], obs.copy(), None
+
+    def track(self) -> tuple[float, list[TrackObject]]:
+        """The sim time (s) and the aircraft now (``tacview``)."""
+        assert self._state is not None, "track() before reset()"
+        aircraft = aircraft_object(aircraft_uid("Red", 0), "agent_0", "Red", self._state, self._flying)
+        return self._steps * self.config.sim_steps_per_step / SIM_RATE_HZ, [aircraft]
 
     def step(self, actions: Sequence[np.ndarray]) -> EnvStep:
         cfg = self.config
@@ -127,6 +138,9 @@ class HeadingEnv(SeededEnv):
             info = {"heading_error_deg": math.degrees(self._error_sum / self._steps),
                     "targets_reached": float(self._reached), "crashed": float(event is not None),
                     "missed_target": float(missed)}
+        self._flying = event is None
+        if s.is_finite():
+            self._state = s
         obs = self._observe(s) if s.is_finite() else np.zeros(OBS_SIZE, np.float32)
         return EnvStep([obs], obs.copy(), None, np.array([reward], np.float32), terminated,
                        truncated, info=info)

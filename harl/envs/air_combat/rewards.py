@@ -7,8 +7,9 @@
   the lower);
 - ``missile_posture``: while a missile is inbound, the speed it has lost since it was first
   seen (Mach, times a scale) rewards flying away from it and softens flying towards it;
-- events (in ``combat``): -200 the step an aircraft is shot down or crashes, +200 to the
-  shooter the step its missile hits, -10 per launch where the task charges for shots.
+- events (in ``combat``): +200 to the shooter the step its missile hits, -10 per launch where the
+  task charges for shots, and in 1v1 -200 the step an aircraft is shot down or crashes (LAG's 2v2
+  pays a lost aircraft nothing: ``combat``'s docstring).
 """
 
 from __future__ import annotations
