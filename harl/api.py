@@ -329,6 +329,14 @@ def interrupted_status() -> int:
     return status(first_signal() or signal.SIGINT)
 
 
+def ignore_stops_until_exit() -> None:
+    """A command line's work is done: stop signals are ignored until the process exits, with the
+    command's status (``harl.rundir.signals.ignore_until_exit``)."""
+    from harl.rundir.signals import ignore_until_exit
+
+    ignore_until_exit()
+
+
 def exit_status(result: Any) -> int:
     """A command's exit status after ``result``: 0, or 128 + the signal that stopped the run."""
     import signal

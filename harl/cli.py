@@ -258,9 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return api.interrupted_status()  # 130 for Ctrl-C, 143 for SIGTERM: the first stop signal
     finally:
         if argv is None:  # the process's own command line: a late Ctrl-C cannot turn its status into -2
-            from harl.rundir.signals import ignore_until_exit
-
-            ignore_until_exit()
+            api.ignore_stops_until_exit()
 
 
 if __name__ == "__main__":  # pragma: no cover
