@@ -270,7 +270,7 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: VectorEnv |
         w = wiring(spec)
         if venv is None:  # sizes checked against the memory available before anything is allocated
             check_sizes(spec, source, device)  # envs (measured), buffers, /dev/shm: together (harl.envs.footprint)
-        with allocating("the environments and buffers", source):
+        with allocating("the environments, buffers and networks", source):
             if venv is None:
                 venv = make_vector_env(spec.env, w.n_envs, seed=run.seed * 1000, **env_backend(col))
             opened.append(venv)

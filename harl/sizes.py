@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import attrs
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -176,6 +177,119 @@ def check_replay(per_transition: int, capacity: int, source: str, device: torch.
         "lower buffer.capacity", source, device)
 
 
+BYTES_PER_PARAMETER = 16
+"""What one trained float32 parameter holds: its value, its gradient and Adam's two moments, 4 bytes each."""
+
+
+@attrs.frozen
+class NetworkNeed:
+    """The networks of one slot, counted before they are built: what (with the numbers), bytes, keys."""
+
+    what: str
+    bytes: int
+    keys: str
+
+
+def linear_parameters(n_in: int, n_out: int, bias: bool = True) -> int:
+    return n_in * n_out + (n_out if bias else 0)
+
+
+def mlp_parameters(n_in: int, hidden: Sequence[int], n_out: int) -> int:
+    """Weights and biases of ``Linear(n_in, h0) ... Linear(h_last, n_out)`` (a LayerNorm after a layer adds
+    2 x its width; left out: a lower bound); ``n_in = 0`` leaves out the first layer (an image encoder's)."""
+    widths = [n_in, *hidden, n_out] if n_in else [*hidden, n_out]
+    return sum(linear_parameters(a, b) for a, b in zip(widths, widths[1:]))
+
+
+def transformer_parameters(obs_dim: int, action_dim: int, discrete: bool, n_agents: int, n_block: int, n_embd: int,
+                           decentralised: bool = False, share_actor: bool = False) -> int:
+    """The parameters of ``harl.policy.mat.MultiAgentTransformer`` with these sizes, exactly, without building it
+    (``tests/test_sizes.py`` holds the two to each other)."""
+    e = n_embd
+    norm = 2 * e
+    attention = 4 * linear_parameters(e, e)
+    mlp = 2 * linear_parameters(e, e)
+
+    def head(n_out: int) -> int:
+        return linear_parameters(e, e) + norm + linear_parameters(e, n_out)
+
+    encoder = 2 * obs_dim + linear_parameters(obs_dim, e) + norm + n_block * (attention + mlp + 2 * norm) + head(1)
+    if decentralised:
+        own = 2 * obs_dim + linear_parameters(obs_dim, e) + norm + linear_parameters(e, e) + norm + \
+            linear_parameters(e, action_dim)
+        decoder = (1 if share_actor else n_agents) * own
+    else:
+        token = action_dim + 1 if discrete else action_dim
+        decoder = linear_parameters(token, e, bias=not discrete) + norm + n_block * (2 * attention + mlp + 3 * norm) + \
+            head(action_dim)
+    return encoder + decoder + (0 if discrete else action_dim)
+
+
+def _flat(space: Any) -> int:
+    """A flat Box's width; 0 for an image (its encoder is no MLP layer)."""
+    shape = getattr(space, "shape", None) or ()
+    return int(np.prod(shape)) if len(shape) == 1 else 0
+
+
+def _head_width(space: spaces.Space) -> int:
+    return int(np.prod(space.shape)) if isinstance(space, spaces.Box) else avail_size(space)
+
+
+def _said(n: int) -> str:
+    return f"{n:,} parameters with their gradients and Adam's two moments ({human(n * BYTES_PER_PARAMETER)})"
+
+
+NETWORKS_COUNTED_FROM = 16 * 1000**2
+"""Networks that take less (under a million parameters: every shipped pipeline's) are left out of the size
+check: next to buffers of megabytes they change nothing, and a refusal names only what matters."""
+
+
+def network_needs(spec: Any, observation_spaces: Sequence[Any], action_spaces: Sequence[spaces.Space],
+                  state_space: Any, members: int = 1, at_least: int = NETWORKS_COUNTED_FROM) -> list[NetworkNeed]:
+    """The networks a pipeline will build and train, counted from its keys and the env's spaces before any is
+    built: MAT's transformer exactly; the actors' and critics' MLPs from their hidden sizes (a lower bound: no
+    LayerNorm, GRU, image encoder, second twin or target copy).  A ``[teams]`` pipeline: each learning team's,
+    each counted with one actor (its agents are known only once the env is open).  ``members``: a population's.
+    Those under ``at_least`` bytes are left out."""
+    teams = [t.spec for t in getattr(spec, "teams", ()) or () if t.spec is not None]
+    found: list[NetworkNeed] = []
+    who = f"{members} members x " if members > 1 else ""
+    for own in teams or [spec]:
+        at = f"teams.{next(t.name for t in spec.teams if t.spec is own)}." if teams else ""
+        objective = getattr(own.updater, "objective", None)
+        if hasattr(objective, "n_block") and hasattr(objective, "n_embd"):  # MAT's, MAT-Dec's transformer
+            space = action_spaces[0]
+            if not isinstance(space, (spaces.Discrete, spaces.Box)):
+                continue  # MAT refuses it when it is built, in its own words
+            discrete = isinstance(space, spaces.Discrete)
+            n = transformer_parameters(max(_flat(o) for o in observation_spaces), _head_width(space), discrete,
+                                       1 if teams else len(action_spaces), objective.n_block, objective.n_embd,
+                                       bool(getattr(objective, "decentralised", False)),
+                                       bool(getattr(objective, "share_actor", False)))
+            found.append(NetworkNeed(
+                f"{who}{at}updater.objective.n_block = {objective.n_block:,} and n_embd = {objective.n_embd:,}: the "
+                f"transformer's {_said(n * members)}", n * members * BYTES_PER_PARAMETER,
+                f"{at}updater.objective.n_block or {at}updater.objective.n_embd"))
+            continue
+        hidden = tuple(getattr(own.policy, "hidden_sizes", ()) or ())
+        if hidden:
+            agents = range(1 if teams or getattr(own.policy, "share_parameters", False) else len(action_spaces))
+            n = sum(mlp_parameters(_flat(observation_spaces[i]), hidden, _head_width(action_spaces[i])) for i in agents)
+            found.append(NetworkNeed(f"{who}{at}policy.hidden_sizes = {list(hidden)}: the actors' {_said(n * members)}",
+                                     n * members * BYTES_PER_PARAMETER, f"{at}policy.hidden_sizes"))
+        hidden = tuple(getattr(own.critic, "hidden_sizes", ()) or ())
+        if hidden:
+            n = mlp_parameters(_flat(state_space) if state_space is not None else 0, hidden, 1)
+            found.append(NetworkNeed(f"{who}{at}critic.hidden_sizes = {list(hidden)}: the critic's {_said(n * members)}",
+                                     n * members * BYTES_PER_PARAMETER, f"{at}critic.hidden_sizes"))
+    return [need for need in found if need.bytes >= at_least]
+
+
+LOWER = ("collector.n_envs, collector.rollout_length, buffer.capacity; the networks': policy.hidden_sizes, "
+         "critic.hidden_sizes, updater.objective.n_block and n_embd")
+"""The keys that size what ``allocating`` guards."""
+
+
 @contextmanager
 def allocating(what: str, source: str) -> Iterator[None]:
     """An allocator failure inside the block becomes a ``ResourceError`` naming ``what``."""
@@ -183,10 +297,10 @@ def allocating(what: str, source: str) -> Iterator[None]:
         yield
     except MemoryError:
         raise ResourceError(f"{source}: out of memory while building {what}; lower the sizes "
-                            "(collector.n_envs, collector.rollout_length, buffer.capacity)") from None
+                            f"({LOWER})") from None
     except RuntimeError as exc:
         if "memory" not in str(exc).lower():
             raise
         detail = str(exc).strip().splitlines()[0]
         raise ResourceError(f"{source}: out of memory while building {what} ({detail}); lower the sizes "
-                            "(collector.n_envs, collector.rollout_length, buffer.capacity)") from None
+                            f"({LOWER})") from None

@@ -9,6 +9,9 @@ buffer), measures what envs really cost when many are asked for, and adds up
 - the buffers, as the pipeline's family reports them (``family.memory``: the rollout buffer
   with the update's batches, the replay buffer once full, an episode replay; a population's
   ``population.memory``);
+- the networks, counted from their keys (``harl.sizes.network_needs``: MAT's transformer exactly,
+  the actors' and critics' MLPs from their hidden sizes), each parameter with its gradient and
+  Adam's two moments;
 - with ``collector.backend = "subprocess"``, the shared-memory segment of the per-step arrays,
   against the free space of ``/dev/shm`` (containers often cap it at 64 MB).
 
@@ -36,7 +39,7 @@ from harl import registry
 from harl.envs.registry import make_env, vector_factory
 from harl.envs.vector.shared import StepLayout
 from harl.errors import ResourceError
-from harl.sizes import PROBE_ABOVE, available_bytes, human, measure_env_bytes
+from harl.sizes import PROBE_ABOVE, available_bytes, human, measure_env_bytes, network_needs
 
 MEASURED_ENVS = 3
 """Envs built (after a first one) to measure what one costs."""
@@ -100,6 +103,8 @@ def needs(spec: Any, spaces: Spaces, per_env: int, device: torch.device, members
     family = registry.family_of(spec.collector)
     found = family.population.memory(spec, spaces, members) if members > 1 else family.memory(spec, spaces)
     items += [Item(need.what, need.bytes, need.keys, device.type) for need in found]
+    nets = network_needs(spec, spaces.observation_spaces, spaces.action_spaces, spaces.state_space, members)
+    items += [Item(need.what, need.bytes, need.keys, device.type) for need in nets]
     return items
 
 
