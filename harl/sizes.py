@@ -256,7 +256,7 @@ def network_needs(spec: Any, observation_spaces: Sequence[Any], action_spaces: S
     who = f"{members} members x " if members > 1 else ""
     for own in teams or [spec]:
         at = f"teams.{next(t.name for t in spec.teams if t.spec is own)}." if teams else ""
-        objective = getattr(own.updater, "objective", None)
+        objective: Any = getattr(own.updater, "objective", None)
         if hasattr(objective, "n_block") and hasattr(objective, "n_embd"):  # MAT's, MAT-Dec's transformer
             space = action_spaces[0]
             if not isinstance(space, (spaces.Discrete, spaces.Box)):
