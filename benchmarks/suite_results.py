@@ -23,6 +23,11 @@ import shutil
 import sys
 from pathlib import Path
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
 RUN_FILES = ("pipeline.toml", "metrics.csv")
 SUITE_FILES = ("suite.json", "results.json", "results.md")
 ENTRY_FILES = ("sweep.json", "summary.csv")
@@ -45,6 +50,19 @@ def _write_trials(path: Path, rows: list[dict[str, str]]) -> None:
         writer.writerows(rows)
 
 
+def _budget_reached(run: Path) -> bool:
+    """Whether the run trained to its budget: its metrics.csv's last row is at ``run.total_env_steps``
+    (a suite writes trials.csv only when it ends, so a suite still running says nothing yet)."""
+    try:
+        budget = tomllib.loads((run / "pipeline.toml").read_text(encoding="utf-8"))["run"]["total_env_steps"]
+        with (run / "metrics.csv").open(newline="", encoding="utf-8") as f:
+            steps = [row.get("env_steps") or "" for row in csv.DictReader(f)]
+    except (OSError, KeyError, ValueError, csv.Error):
+        return False
+    steps = [s for s in steps if s.isdigit()]
+    return bool(steps) and int(steps[-1]) >= int(budget)
+
+
 def save(suite_dir: Path, dest: Path) -> list[str]:
     """Copy the suite's small files into ``dest``; return the runs newly saved as finished."""
     if not (suite_dir / "suite.json").is_file():
@@ -60,24 +78,22 @@ def save(suite_dir: Path, dest: Path) -> list[str]:
         for name in ENTRY_FILES:
             if (entry_dir / name).is_file():
                 shutil.copy2(entry_dir / name, out / name)
-        kept = {row["run_dir"]: row for row in _trials(out) if row.get("status") == "finished"}
+        kept = {row["run_dir"] for row in _trials(out) if row.get("status") == "finished"}
+        recorded = {row["run_dir"]: row.get("status") for row in _trials(entry_dir)}
         rows = []
-        for row in _trials(entry_dir):
-            run, target = entry_dir / row["run_dir"], out / row["run_dir"]
-            target.mkdir(exist_ok=True)
-            if row["run_dir"] in kept:  # saved before: its files stay as they were
-                rows.append(kept[row["run_dir"]])
-                continue
-            finished = row.get("status") == "finished"
-            for name in RUN_FILES if finished else RUN_FILES[:1]:
-                if (run / name).is_file():
-                    shutil.copy2(run / name, target / name)
-            if finished:
-                saved.append(f"{entry_dir.name}/{row['run_dir']}")
-            else:
-                (target / "metrics.csv").unlink(missing_ok=True)
-                row = {**row, "status": "not started", "retries": "0", "started_at": ""}
-            rows.append(row)
+        for run in sorted(p for p in entry_dir.iterdir() if (p / "pipeline.toml").is_file()):
+            target = out / run.name
+            finished = run.name in kept or recorded.get(run.name) == "finished" or _budget_reached(run)
+            if run.name not in kept:  # a run saved as finished before keeps its files as they were
+                target.mkdir(exist_ok=True)
+                for name in RUN_FILES if finished else RUN_FILES[:1]:
+                    if (run / name).is_file():
+                        shutil.copy2(run / name, target / name)
+                if finished:
+                    saved.append(f"{entry_dir.name}/{run.name}")
+                else:
+                    (target / "metrics.csv").unlink(missing_ok=True)
+            rows.append({"run_dir": run.name, "status": "finished" if finished else "not started"})
         _write_trials(out / "trials.csv", rows)
     return saved
 

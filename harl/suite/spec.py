@@ -20,6 +20,8 @@
     [[entry.reference]]                  # published numbers, shown beside harl's
     value = -53.1
     source = "HARL (Zhong et al. 2024), ..."
+    spread = 2.0                         # its published std or CI half-width (optional)
+    comparable = false                   # another return scale: shown, not judged (optional)
 
 Every problem is one ``ConfigError`` that names the file, the entry and the key.
 """
@@ -42,7 +44,7 @@ from harl.sweep.grid import parse_seeds
 SUITE_KEYS = ("name", "about")
 ENTRY_KEYS = ("name", "pipeline", "seeds", "budget", "set", "metric", "window", "threshold", "min_rise",
               "label", "note", "reference")
-REFERENCE_KEYS = ("value", "source", "at", "note")
+REFERENCE_KEYS = ("value", "source", "at", "note", "spread", "comparable")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 NAME_BYTES = 200
 """The longest suite or entry name: it names a directory (``runs/<name>-suite-<time>``)."""
@@ -61,6 +63,12 @@ class Reference:
     at: str = ""
     """When it is read in the source (``1M env steps``, ``final``), free text."""
     note: str = ""
+    spread: float = 0.0
+    """The published spread around ``value`` (a std or a CI half-width, as the note says): the
+    results page's verdict calls harl within the reference when its CI meets value ± spread."""
+    comparable: bool = True
+    """False when the reference's return is on another scale (another env version, another sum):
+    shown for context, never judged."""
 
 
 @attrs.frozen
@@ -204,8 +212,16 @@ def _references(source: str, where: str, value: Any) -> tuple[Reference, ...]:
         out.append(Reference(_number(source, here, "value", table["value"]),
                              _text(source, here, "source", table["source"]),
                              _text(source, here, "at", table.get("at", "")),
-                             _text(source, here, "note", table.get("note", ""))))
+                             _text(source, here, "note", table.get("note", "")),
+                             abs(_number(source, here, "spread", table.get("spread", 0.0))),
+                             _flag(source, here, "comparable", table.get("comparable", True))))
     return tuple(out)
+
+
+def _flag(source: str, where: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{source}: {where}: {key} must be true or false, not {value!r}")
+    return value
 
 
 def _entry(source: str, folder: Path, k: int, table: Any) -> Entry:
