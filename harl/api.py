@@ -210,19 +210,23 @@ def algorithms(family: str | None = None) -> list[Any]:
 
 
 def play(run_dir: str | Path, against: str, episodes: int | None = None, team: str | None = None,
-         checkpoint: str | Path | None = None, deterministic: bool = True) -> Any:
+         checkpoint: str | Path | None = None, deterministic: bool = True,
+         seats: Mapping[str, str] | None = None) -> Any:
     """A run with ``[teams]``: its ``team`` against another run, a script or its pool (``harl.run.against.Match``:
-    win, loss and draw rates and each team's return, with 95% intervals)."""
+    win, loss and draw rates and each team's return, with 95% intervals); ``seats``: {seat: the other
+    run's learning team that plays it}, where the default choice does not suit."""
     from harl.run.against import play as play_match
 
-    return play_match(run_dir, against, episodes, team, checkpoint, deterministic)
+    return play_match(run_dir, against, episodes, team, checkpoint, deterministic, seats)
 
 
-def crossplay(run_dirs: Sequence[str | Path], episodes: int | None = None, team: str | None = None) -> Any:
-    """Each run's ``team`` against each run's other teams: rows of ``Match`` (docs/teams.md)."""
+def crossplay(run_dirs: Sequence[str | Path], episodes: int | None = None, team: str | None = None,
+              seats: Mapping[str, str] | None = None) -> Any:
+    """Each run's ``team`` against each run's other teams: rows of ``Match`` (docs/teams.md); ``seats``
+    as ``play``'s."""
     from harl.run.against import crossplay as table
 
-    return table(run_dirs, episodes, team)
+    return table(run_dirs, episodes, team, seats)
 
 
 def logged_evaluation(run_dir: str | Path, checkpoint: str | Path) -> dict[str, Any] | None:
@@ -290,7 +294,8 @@ def stage_kinds(slot: str | None = None) -> list[tuple[str, str | None, type, li
             raise HarlError(f"harl stages: {exc}") from None
     rows = describe_stages()
     if slot:
-        rows = [r for r in rows if slot in (r[0], r[1]) or r[0].startswith(slot + ".")]
+        rows = [r for r in rows if slot in (r[0], r[1]) or r[0].startswith(slot + ".")
+                or r[0].endswith("." + slot)]  # script: [teams.NAME.script]'s kinds
         if not rows:
             names = sorted({r[0] for r in describe_stages()} | {r[1] for r in describe_stages() if r[1]})
             raise HarlError(f"harl stages: no slot or kind named {slot!r}; known: {', '.join(names)}")

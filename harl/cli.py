@@ -25,6 +25,7 @@ from harl import api, cli_rules
 from harl.cli_help import command_list, parser
 from harl.compare.command import cmd_compare, cmd_export_results
 from harl.errors import HarlDeprecationWarning, HarlError
+from harl.teams import headline
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
@@ -131,7 +132,9 @@ def _show_match(match: Any, console: Console) -> None:
 
 
 def cmd_crossplay(args: argparse.Namespace, console: Console) -> int:
-    table = api.crossplay(args.run_dirs, args.episodes, args.team)
+    from harl.run.against import parse_seats
+
+    table = api.crossplay(args.run_dirs, args.episodes, args.team, parse_seats(args.seat))
     grid = Table(title="win rate of the row's team against the column's (95% interval)")
     grid.add_column("run")
     for run in args.run_dirs:
@@ -143,13 +146,18 @@ def cmd_crossplay(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    from harl.run.against import check_team, parse_seats
+
     if args.against:
         _show_match(api.play(args.run_dir, args.against, args.episodes, args.team, args.checkpoint,
-                             deterministic=not args.sample), console)
+                             deterministic=not args.sample, seats=parse_seats(args.seat)), console)
         return 0
+    check_team(args.run_dir, args.team, parse_seats(args.seat))
     path, stats = api.evaluate_run(args.run_dir, args.episodes, args.checkpoint, deterministic=not args.sample)
-    console.print(f"{path}: {stats.episodes} episodes, return {stats.mean_return:.3f} ± "
-                  f"{stats.std_return:.3f}, length {stats.mean_length:.1f}", highlight=False)
+    teams = headline.eval_returns(stats.metrics)  # a teams run: each team's return, not their mean
+    shown = f"return of {headline.show(teams, 3)}" if teams else \
+        f"return {stats.mean_return:.3f} ± {stats.std_return:.3f}"
+    console.print(f"{path}: {stats.episodes} episodes, {shown}, length {stats.mean_length:.1f}", highlight=False)
     for name, value in stats.metrics.items():
         console.print(f"  {name}: {value:.4g}", highlight=False)
     logged = api.logged_evaluation(args.run_dir, path)

@@ -25,6 +25,7 @@ import attrs
 import numpy as np
 
 from harl.errors import HarlError, MissingExtraError
+from harl.teams import headline
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -94,12 +95,47 @@ def load_run(path: Path) -> Run | None:
             table = table.get(part, {})
         table.pop(path_parts[-1], None)
     run = data.get("run", {})
-    return Run(path, str(run.get("name", path.name)), int(run.get("seed", 0)), key, rows)
+    return Run(path, str(run.get("name", path.name)), int(run.get("seed", 0)), key, renamed(rows, data))
+
+
+OLD_POOL_COLUMNS = ("pool_size", "score")
+"""A self-play pool's columns, once named after the pool's team (``blue_score``, though it is the
+learner's score) and now after the learner (``red_score``, beside ``rating_red``)."""
+
+
+def renamed(rows: list[dict[str, str]], pipeline: Mapping[str, Any]) -> list[dict[str, str]]:
+    """``rows`` with a self-play run's old column names read under their new ones (where the new is absent)."""
+    teams = pipeline.get("teams")
+    if not isinstance(teams, Mapping) or not rows:
+        return rows
+    pools = [(name, t["of"]) for name, t in teams.items()
+             if isinstance(t, Mapping) and t.get("role") == "self_play" and t.get("of")]
+    learners = [learner for _, learner in pools]
+    moves = {f"{team}_{column}": f"{learner if learners.count(learner) == 1 else f'{learner}_vs_{team}'}_{column}"
+             for team, learner in pools for column in OLD_POOL_COLUMNS}
+    moves = {old: new for old, new in moves.items() if old in rows[0] and new not in rows[0]}
+    if not moves:
+        return rows
+    return [{**row, **{new: row[old] for old, new in moves.items()}} for row in rows]
 
 
 def default_metric(runs: Sequence[Run]) -> str:
     """``eval_return`` when any run has an evaluation, else ``train_return``."""
     return "eval_return" if any(r.get("eval_return") for run in runs for r in run.rows) else "train_return"
+
+
+def team_metrics(runs: Sequence[Run]) -> list[str]:
+    """Runs of teams: each team's return, the columns ``harl plot`` draws without ``--metric`` (the mean
+    over every agent, ``eval_return``, mixes sides that score against each other).  Each team's
+    evaluation return (``eval_return_NAME``) where the runs evaluated every team, else each team's
+    training return (``NAME_train_return``); empty when a run has no teams."""
+    if not runs or not all(isinstance(run.key.get("teams"), Mapping) for run in runs):
+        return []
+    columns = list(dict.fromkeys(name for run in runs for name in run.rows[0]))
+    evaluated = [f"eval_return_{name}" for name in headline.team_names(columns, "eval_")]
+    if any(_number(r.get(c)) is not None for run in runs for r in run.rows for c in evaluated):
+        return evaluated
+    return [f"{name}{headline.TRAIN_SUFFIX}" for name in headline.train_returns(dict.fromkeys(columns))]
 
 
 def numeric_columns(runs: Sequence[Run]) -> list[str]:
@@ -123,6 +159,13 @@ def curve(run: Run, metric: str) -> tuple[np.ndarray, np.ndarray]:
     points = [(float(r["env_steps"]), value) for r in run.rows if (value := _number(r.get(metric))) is not None]
     x, y = (np.array(v, dtype=np.float64) for v in zip(*points)) if points else (np.empty(0), np.empty(0))
     return x, y
+
+
+def team_of(column: str) -> str:
+    """The team a per-team return column is of (``eval_return_prey``, ``prey_train_return``: prey)."""
+    if column.startswith("eval_return_"):
+        return column[len("eval_return_"):]
+    return column[:-len(headline.TRAIN_SUFFIX)] if column.endswith(headline.TRAIN_SUFFIX) else column
 
 
 def smooth(y: np.ndarray, window: int) -> np.ndarray:
@@ -232,14 +275,20 @@ def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None,
     runs = [run for run in (load_run(d) for d in dirs) if run is not None]
     if not runs:
         raise HarlError(f"{', '.join(map(str, paths))}: no run has a metrics row yet, nothing to plot")
+    per_team = team_metrics(runs) if metric is None else []
     metric = metric or default_metric(runs)
     columns = numeric_columns(runs)
-    if metric not in columns:
-        near = difflib.get_close_matches(metric, columns, n=1)
-        hint = f' (did you mean "{near[0]}"?)' if near else ""
-        raise HarlError(f"--metric {metric}: no such numeric column in these runs' metrics.csv{hint}; "
-                        f"columns: {', '.join(c for c in columns if c != 'env_steps')}")
-    groups = [g for g in group_runs(runs, metric, window) if len(g.x)]
+    if per_team:  # runs of teams: one curve per team (and group), each team's own return
+        groups = [attrs.evolve(g, label=f"{g.label} · {team_of(column)}") for column in per_team
+                  for g in group_runs(runs, column, window) if len(g.x)]
+        metric = "eval_return_by_team" if per_team[0].startswith("eval_") else "train_return_by_team"
+    else:
+        if metric not in columns:
+            near = difflib.get_close_matches(metric, columns, n=1)
+            hint = f' (did you mean "{near[0]}"?)' if near else ""
+            raise HarlError(f"--metric {metric}: no such numeric column in these runs' metrics.csv{hint}; "
+                            f"columns: {', '.join(c for c in columns if c != 'env_steps')}")
+        groups = [g for g in group_runs(runs, metric, window) if len(g.x)]
     if not groups:
         raise HarlError(f"--metric {metric}: the runs' curves share no range of env steps to plot")
 
@@ -255,10 +304,12 @@ def plot(paths: Sequence[str | Path], metric: str | None, out: Path | None,
                             alpha=0.22, linewidth=0)
     banded = any(g.std is not None for g in groups)
     ax.set_xlabel("env steps")
-    ax.set_ylabel(metric)
+    ax.set_ylabel("each team's return" if per_team else metric)
     smoothed = f", mean of the last {window} points" if window > 1 else ""
-    ax.set_title(metric + (f" (mean ± std over seeds{smoothed})" if banded else
-                           f" ({smoothed[2:]})" if smoothed else ""))
+    title = (f"each team's {'evaluation' if metric.startswith('eval_') else 'training'} return "
+             f"({', '.join(per_team)})" if per_team else metric)
+    ax.set_title(title + (f" (mean ± std over seeds{smoothed})" if banded else
+                          f" ({smoothed[2:]})" if smoothed else ""))
     ax.xaxis.set_major_formatter(FuncFormatter(_steps))
     ax.grid(True, alpha=0.3)
     legend_below(figure, legend_columns)

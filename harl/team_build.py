@@ -80,7 +80,7 @@ def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, device: torch.
             _same_sides(team.name, view, team_view(venv, _agents(teams, c.of)), source)
             template = _policy(learner.spec, view, device, spec.run.seed, source)
             pool = SnapshotPool(c.pool_size, c.sample, seed=spec.run.seed * 1000 + 29)
-            player = PoolPlayer(template, pool, Ratings(), c.of, c.deterministic)
+            player = PoolPlayer(template, pool, Ratings(), c.of, c.deterministic, c.snapshot_rating)
             players[team.name] = player
             self_play.append(SelfPlay(team.name, c.of, player, c.snapshot_every))
     members.update(players)

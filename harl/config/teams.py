@@ -50,6 +50,11 @@ class TeamConfig:
         "latest", "self_play: which snapshot plays an episode: latest, uniform, or pfsp (prioritized "
         "fictitious self-play: snapshots the learner loses to, more often)",
         one_of(("latest", "uniform", "pfsp")))
+    snapshot_rating: str = setting(
+        "learner", "self_play: where a new snapshot's openskill rating starts: learner (the learner's mu and "
+        "sigma when the snapshot is taken, as LAG's self-play does: the learner's rating then rises only by "
+        "what it learned since) or prior (openskill's prior, mu 25 and sigma 8.33: every snapshot a new, "
+        "unknown player)", one_of(("learner", "prior")))
     deterministic: bool = setting(
         False, "frozen, self_play: take the most likely action instead of sampling when collecting")
     script: Any = setting(None, 'scripted: the [teams.NAME.script] table, a registered script kind ("random", '

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.live import Live
 
 from harl.logging.progress_layout import ProgressLayout, ReflowingLiveRender
+from harl.teams import headline
 
 
 def _fmt(x: float | None) -> str:
@@ -69,6 +70,8 @@ class ProgressView:
         self.log_every = log_every
         self.layout = ProgressLayout(total_steps, done_steps)
         self.live_display: Live | None = None
+        self._team_eval = ""
+        """A teams run's last evaluation, each team's return (``harl.teams.headline``)."""
         self._activity: tuple[str, float] | None = None
         if enabled:
             _OPEN.append(self)
@@ -80,6 +83,11 @@ class ProgressView:
     def update(self, row: dict[str, Any], eval_return: float | None, shares: str = "") -> None:
         """Show one metrics row; ``shares`` is ``StageTimes.shares()``."""
         train, eval_ = _fmt(row.get("train_return")), _fmt(eval_return)
+        teams = headline.train_returns(row)
+        if teams:  # a teams run: each team's return, not the mean over sides that score against each other
+            train = headline.show(teams)
+            self._team_eval = headline.show(headline.eval_returns(row, "eval_")) or self._team_eval
+            eval_ = self._team_eval if eval_return is not None and self._team_eval else eval_
         if self.live_display is not None:
             self.layout.update(row["iteration"], row["env_steps"], row["steps_per_s"], train, eval_, shares)
         elif self.plain and (row["iteration"] % self.log_every == 0 or row.get("eval_return") is not None):
@@ -149,7 +157,8 @@ def summary_lines(result: Any, width: int, resumable: bool = True) -> list[str]:
                f"{c.env_steps:,} env steps in {c.wall_time:.0f} s"]
     if result.last_eval is not None:
         clauses[-1] += ";"
-        clauses.append(f"last evaluation return {result.last_eval.mean_return:.2f}")
+        teams = headline.eval_returns(result.last_eval.metrics)
+        clauses.append(f"last evaluation return {headline.show(teams) if teams else f'{result.last_eval.mean_return:.2f}'}")
     lines = pack_clauses(clauses, width)
     run = ["harl train --resume", shlex.quote(str(result.run_dir))]
     if result.interrupted and resumable:

@@ -13,13 +13,14 @@ other (docs/teams.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
+from harl import registry
 from harl.compose import build_stages
 from harl.config.spec import PipelineSpec
 from harl.config.teams import TeamSpec
@@ -92,8 +93,79 @@ def learner_of(spec: PipelineSpec, team: str | None, where: str) -> str:
     return name
 
 
-def opponent_teams(spec: PipelineSpec, learner: str, against: str) -> tuple[TeamSpec, ...]:
-    """RUN's teams with every team but ``learner`` played by ``against``."""
+def check_team(run_dir: str | Path, team: str | None, seats: Mapping[str, str] | None = None) -> None:
+    """``harl eval RUN --team NAME`` without ``--against``: NAME must be a learning team of RUN (the
+    evaluation plays every team as trained; ``--team`` names whose win rate ``--against`` reports),
+    and ``--seat`` has no opponent run to take its teams from."""
+    if seats:
+        raise HarlError("--seat SEAT=TEAM chooses which team of the opponent run plays a seat: give it "
+                        "with --against RUN_DIR (harl eval) or to harl crossplay")
+    if team is None:
+        return
+    spec, _ = spec_of_run(Path(run_dir))
+    if not spec.teams:
+        raise HarlError(f"{run_dir}: --team {team!r}: this run has no [teams]; evaluate it without --team")
+    learner_of(spec, team, str(run_dir))
+
+
+def parse_seats(items: Sequence[str] | None) -> dict[str, str]:
+    """``--seat SEAT=TEAM`` options as ``{seat: team}``; a malformed one is refused."""
+    seats: dict[str, str] = {}
+    for item in items or ():
+        seat, sep, team = item.partition("=")
+        if not sep or not seat.strip() or not team.strip():
+            raise HarlError(f"--seat {item!r}: expected SEAT=TEAM, a team of this run (the seat) and the "
+                            "opponent run's learning team that plays it, e.g. --seat blue=red")
+        seats[seat.strip()] = team.strip()
+    return seats
+
+
+def seat_sources(spec: PipelineSpec, learner: str, opponent: Path, seats: Mapping[str, str]) -> dict[str, str]:
+    """Which learning team of the run ``opponent`` plays each seat (every team of ``spec`` but ``learner``).
+
+    ``seats`` first (``--seat SEAT=TEAM``); else the opponent's learning team of the seat's name;
+    else, for a seat that snapshots of a learning team play in self-play (``of``), the opponent's
+    learning team of that name (two self-play runs: each one's learner plays the other's pool seat);
+    else the opponent's one learning team.  An opponent run without ``[teams]`` plays every seat
+    with its one policy (``""``).
+    """
+    theirs, _ = spec_of_run(opponent)
+    learning = [t.name for t in theirs.teams if t.config.role == "learning"]
+    own = {t.name: t for t in spec.teams}
+    unknown = sorted(set(seats) - (set(own) - {learner}))
+    if unknown:
+        raise HarlError(f"--seat {unknown[0]}=...: {unknown[0]!r} is not a seat the opponent plays; the seats "
+                        f"are this run's teams but {learner!r}: {', '.join(sorted(set(own) - {learner})) or '(none)'}")
+    if not theirs.teams:
+        if seats:
+            raise HarlError(f"--seat: {opponent} has no [teams]: its one policy plays every seat; "
+                            "leave --seat out")
+        return {name: "" for name in own if name != learner}
+    sources = {}
+    for name, team in own.items():
+        if name == learner:
+            continue
+        wanted = seats.get(name)
+        if wanted is not None and wanted not in learning:
+            raise HarlError(f"--seat {name}={wanted}: {opponent} has no learning team {wanted!r}; write one of: "
+                            f"{', '.join(learning)}")
+        of = team.config.of if team.config.role == "self_play" else ""
+        found = wanted or (name if name in learning else of if of in learning else
+                           learning[0] if len(learning) == 1 else None)
+        if found is None:
+            raise HarlError(f"--against {opponent}: it has no learning team {name!r} to play seat {name!r} and "
+                            f"several that could ({', '.join(learning)}); choose one with --seat {name}=TEAM")
+        sources[name] = found
+    return sources
+
+
+def opponent_teams(spec: PipelineSpec, learner: str, against: str,
+                   seats: Mapping[str, str] | None = None) -> tuple[TeamSpec, ...]:
+    """RUN's teams with every team but ``learner`` played by ``against`` (``seats``: see ``seat_sources``)."""
+    if seats and (against == "pool" or against.startswith("scripted")):
+        raise HarlError(f"--seat: only --against RUN_DIR plays seats with another run's teams, not "
+                        f"--against {against}; leave --seat out")
+    sources = seat_sources(spec, learner, Path(against), seats or {}) if Path(against).is_dir() else {}
     teams = []
     for team in spec.teams:
         if team.name == learner:
@@ -109,16 +181,18 @@ def opponent_teams(spec: PipelineSpec, learner: str, against: str) -> tuple[Team
             kind = against.partition(":")[2] or "random"
             entry = resolve("script", kind)
             if entry is None:
-                raise HarlError(f"--against {against}: no script kind {kind!r}; harl stages script lists them")
+                raise HarlError(f"--against {against}: no script kind {kind!r}; harl stages script lists them "
+                               f"({', '.join(e.kind for e in registry.kinds('script'))})")
             config = attrs.evolve(c, role="scripted", script=entry.config())
             teams.append(TeamSpec(team.name, config, None, {**_bare(team.tables), "role": "scripted"}))
         else:
             if not Path(against).is_dir():
                 raise HarlError(f"--against {against}: no such run directory; give a run directory, "
                                 '"scripted" (or "scripted:KIND") or "pool"')
-            config = attrs.evolve(c, role="frozen", checkpoint=str(against), source_team="")
-            teams.append(TeamSpec(team.name, config, None,
-                                  {**_bare(team.tables), "role": "frozen", "checkpoint": str(against)}))
+            config = attrs.evolve(c, role="frozen", checkpoint=str(against), source_team=sources[team.name])
+            teams.append(TeamSpec(team.name, config, None, {**_bare(team.tables), "role": "frozen",
+                                                            "checkpoint": str(against),
+                                                            "source_team": sources[team.name]}))
     return tuple(teams)
 
 
@@ -128,13 +202,20 @@ def _bare(tables: dict[str, Any]) -> dict[str, Any]:
 
 
 def play(run_dir: str | Path, against: str, episodes: int | None = None, team: str | None = None,
-         checkpoint: str | Path | None = None, deterministic: bool = True) -> Match:
-    """``team`` of ``run_dir`` (its newest or the named checkpoint) against ``against`` (see the module docstring)."""
+         checkpoint: str | Path | None = None, deterministic: bool = True,
+         seats: Mapping[str, str] | None = None) -> Match:
+    """``team`` of ``run_dir`` (its newest or the named checkpoint) against ``against`` (see the module
+    docstring); ``seats``: which learning team of the run ``against`` plays each seat (``seat_sources``).
+
+    The match is played in the run's own world, every team in it: a run that evaluates one team
+    alone (``[evaluator] team`` with ``[evaluator.env]``, against the env's built-in opponent) is
+    evaluated here in its training env, its other teams played by ``against``.
+    """
     run_dir = Path(run_dir)
     spec, _ = spec_of_run(run_dir)
     learner = learner_of(spec, team, str(run_dir))
-    spec = attrs.evolve(spec, teams=opponent_teams(spec, learner, against),
-                        evaluator=attrs.evolve(spec.evaluator, deterministic=deterministic))
+    spec = attrs.evolve(spec, teams=opponent_teams(spec, learner, against, seats),
+                        evaluator=attrs.evolve(spec.evaluator, deterministic=deterministic, team="", env={}))
     path = Path(checkpoint) if checkpoint is not None else latest_checkpoint(run_dir)
     state = load_checkpoint(path)
     with build_stages(spec, str(run_dir / "pipeline.toml")) as stages:
@@ -157,6 +238,8 @@ def play(run_dir: str | Path, against: str, episodes: int | None = None, team: s
                  {k: normal([float(i[k]) for i in infos if k in i]) for k in others})
 
 
-def crossplay(runs: Sequence[str | Path], episodes: int | None = None, team: str | None = None) -> list[list[Match]]:
-    """Each run's team against each run's (its own included: the diagonal is the run against itself)."""
-    return [[play(a, str(b), episodes, team) for b in runs] for a in runs]
+def crossplay(runs: Sequence[str | Path], episodes: int | None = None, team: str | None = None,
+              seats: Mapping[str, str] | None = None) -> list[list[Match]]:
+    """Each run's team against each run's (its own included: the diagonal is the run against itself);
+    ``seats`` as ``play``'s, the same for every pair."""
+    return [[play(a, str(b), episodes, team, seats=seats) for b in runs] for a in runs]

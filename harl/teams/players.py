@@ -24,6 +24,9 @@ from harl.teams.pool import SnapshotPool
 from harl.teams.ratings import Ratings
 from harl.teams.snapshot_stack import SnapshotStack, stacks
 
+SNAPSHOT_RATINGS = ("learner", "prior")
+"""Where a new snapshot's rating starts (``[teams.NAME] snapshot_rating``)."""
+
 
 def act_with(policy: Any, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
              deterministic: bool, hidden: Any, starts: torch.Tensor | None) -> tuple[list[torch.Tensor], Any]:
@@ -77,10 +80,15 @@ class PoolPlayer(nn.Module):
     """
 
     def __init__(self, template: nn.Module, pool: SnapshotPool, ratings: Ratings | None, learner: str,
-                 deterministic: bool) -> None:
+                 deterministic: bool, snapshot_rating: str = "learner") -> None:
         super().__init__()
+        if snapshot_rating not in SNAPSHOT_RATINGS:
+            raise ValueError(f"snapshot_rating = {snapshot_rating!r}: expected one of {', '.join(SNAPSHOT_RATINGS)}")
         self.template = [template.requires_grad_(False)]  # a list: not a submodule, not in state_dict
         self.pool, self.ratings, self.learner, self.deterministic = pool, ratings, learner, deterministic
+        self.snapshot_rating = snapshot_rating
+        """learner: a new snapshot starts at the learner's rating (mu and sigma) as it is then; prior:
+        at openskill's prior, as a player it never met."""
         self._nets: dict[int, nn.Module] = {}
         self._retired: dict[int, dict[str, torch.Tensor]] = {}
         """Evicted snapshots whose training episodes still run."""
@@ -95,6 +103,8 @@ class PoolPlayer(nn.Module):
         training episodes it is in: its weights are kept here until none of them runs (``record``)."""
         before = {k: (self.pool.state(k), self.rating_name(k)) for k in self.pool.ids()}
         snapshot = self.pool.add(state, iteration)
+        if self.ratings is not None and self.snapshot_rating == "learner":
+            self.ratings.start_as(self.rating_name(snapshot), self.learner)
         for k, (weights, name) in before.items():
             if k not in self.pool:
                 self._retired[k] = weights
@@ -188,12 +198,16 @@ class PoolPlayer(nn.Module):
                 self.ratings.game(self.learner, self.rating_name(snapshot), outcome)
 
     def row(self, prefix: str) -> dict[str, Any]:
-        """``{prefix}_pool_size``, the learner's score in this iteration's games, its rating."""
+        """The learner's columns, each named after the learner (``prefix``: its name, or
+        ``<learner>_vs_<team>`` where one learner feeds several pools): ``{prefix}_pool_size`` (the
+        snapshots it plays), ``{prefix}_score`` (its mean result in this iteration's games: 1 a win,
+        0.5 a draw), and ``rating_{prefix}`` with ``rating_{prefix}_sigma`` (its openskill rating)."""
         row: dict[str, Any] = {f"{prefix}_pool_size": len(self.pool),
                                f"{prefix}_score": float(np.mean(self.games)) if self.games else None}
         self.games = []
         if self.ratings is not None:  # the learner's columns from the first row on (metrics.csv fixes them)
-            row.update(self.ratings.row("rating", [self.learner]))
+            row[f"rating_{prefix}"] = self.ratings.mu(self.learner)
+            row[f"rating_{prefix}_sigma"] = self.ratings.sigma(self.learner)
         return row
 
 

@@ -67,6 +67,20 @@ class Ratings:
         """A conservative skill, ``mu - 3 sigma`` (openskill's ``ordinal``): what a leaderboard sorts by."""
         return float(self._rating(name).ordinal())
 
+    def start_as(self, name: str, like: str) -> None:
+        """``name`` joins with ``like``'s rating as it is now (mu and sigma), and no games yet.
+
+        A self-play snapshot is the learner at the moment it is taken, so it starts at the
+        learner's rating (LAG's self-play runner enters each new snapshot at the learner's current
+        Elo): beating it then moves the learner up only by what it learned since, where a snapshot
+        at the model's prior (mu 25) would have been a fresh, unknown player to beat.
+        """
+        if name == like:
+            raise ValueError(f"{name!r} cannot start as itself")
+        source = self._rating(like)
+        self._ratings[name] = self._model.rating(mu=float(source.mu), sigma=float(source.sigma), name=name)
+        self._games[name] = 0
+
     def forget(self, name: str) -> None:
         """Drop a player (a snapshot evicted from the pool), so the ratings stay as bounded as the pool."""
         self._ratings.pop(name, None)

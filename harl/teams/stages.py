@@ -170,8 +170,14 @@ class TeamsUpdater:
         for play in self.self_play:
             if self.iterations % play.every == 0:
                 play.player.add(self.policies[play.learner].state_dict(), self.iterations)
-            extra.update(play.player.row(play.team))
+            extra.update(play.player.row(self.prefix(play)))
         return TeamsUpdate(updates, extra)
+
+    def prefix(self, play: SelfPlay) -> str:
+        """A pool's columns are the learner's (``red_score``, ``rating_red``): its name, or
+        ``<learner>_vs_<team>`` where the learner plays several pools."""
+        shared = sum(p.learner == play.learner for p in self.self_play) > 1
+        return f"{play.learner}_vs_{play.team}" if shared else play.learner
 
     def state_dict(self) -> dict[str, Any]:
         return {"members": {name: u.state_dict() for name, u in self.members.items()},

@@ -6,6 +6,13 @@ vector env: it gives each team's agents the team's reward (``reward = "sum"``: t
 team's agents) and adds each team's return to the episode infos (``return_NAME``), so training
 and evaluation read every team's return the way they read the world's.  ``team_view`` is what a
 team's stages are built on: its agents' spaces, nothing stepped.
+
+A team's return is the reward its agents are trained on, summed over the episode and averaged
+over the team's agents: with ``reward = "sum"`` the team's summed rewards (MPE simple_tag's three
+predators: 30 a capture), with ``"own"`` the mean of its agents' own.  An env that reports each of
+its groups' returns itself (MPE's ``return_adversary``: each agent's own reward, averaged over the
+side, 10 a capture) has those renamed ``return_per_agent_GROUP`` in a teams world, so the two
+numbers are not read as one.
 """
 
 from __future__ import annotations
@@ -113,6 +120,7 @@ class TeamWorld:
         self._sides = {t.name: {g for g, members in groups.items()
                                 if {names[i] for i in t.indices} <= set(members)} for t in self.teams}
         """Team -> the env's groups that hold all its agents (an env's ``winner`` names a group)."""
+        self._group_names = set(groups)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.venv, name)
@@ -143,20 +151,28 @@ class TeamWorld:
         infos = []
         for k, info in zip(ended.tolist(), step.episode_infos):  # one per ended env, in env order
             returns = {t.name: float(self._returns[k, j]) for j, t in enumerate(self.teams)}
-            infos.append({**info, **{f"return_{name}": value for name, value in returns.items()},
+            env_own = {(f"return_per_agent_{key[7:]}" if key.startswith("return_") and key[7:] in self._group_names
+                        else key): value for key, value in info.items()}
+            infos.append({**env_own, **{f"return_{name}": value for name, value in returns.items()},
                           **self.outcome(info, returns)})
             self._returns[k] = 0.0
         step.rewards, step.episode_infos = shaped, infos
         return step
 
-
     def outcome(self, info: dict[str, Any], returns: dict[str, float]) -> dict[str, float]:
         """Each team's result in one finished episode: ``win_NAME`` (1 or 0) and ``draw`` (1 or 0).
 
-        The env's own verdict where it gives one (``winner``: a group's or a team's name, "" for a
-        draw), else the team with the highest return wins (a tie for the highest: a draw).
+        The first rule that applies (docs/teams.md, "Who wins a game"):
+
+        1. the env's own verdict, ``winner`` (a group's or a team's name, "" for a draw): SMAX,
+           air combat;
+        2. a game whose score is not its returns (``verdict``): MPE's predator-prey scenarios;
+        3. else the team with the highest return wins (a tie for the highest: a draw).
         """
         winner = info.get("winner")
+        if not isinstance(winner, str):  # a verdict's group that no team holds whole: the returns decide
+            found = verdict(info, self._group_names)
+            winner = found if any(found in self._sides[t.name] for t in self.teams) else None
         if isinstance(winner, str):
             won = [t.name for t in self.teams if winner and (winner == t.name or winner in self._sides[t.name])]
         else:
@@ -164,6 +180,23 @@ class TeamWorld:
             won = [name for name, value in returns.items() if value == best]
         single = won[0] if len(won) == 1 else None
         return {**{f"win_{t.name}": float(t.name == single) for t in self.teams}, "draw": float(single is None)}
+
+
+PREDATORS, PREY = "adversary", "agent"
+"""MPE's two sides in its predator-prey scenarios (simple_tag, simple_world_comm)."""
+
+
+def verdict(info: dict[str, Any], groups: set[str]) -> str | None:
+    """The winning group of an episode whose env scores it by something other than the returns, or None.
+
+    MPE's predator-prey scenarios (their episodes report ``captures``, and the sides are
+    ``adversary`` and ``agent``): the predators win an episode with at least one capture, the prey
+    one without.  By the returns alone the prey could never win (it earns 0 at best, the
+    predators 0 at worst), so every episode would be the predators' or a draw.
+    """
+    if "captures" in info and {PREDATORS, PREY} <= groups:
+        return PREDATORS if float(info["captures"]) > 0 else PREY
+    return None
 
 
 def _as_numpy(value: Any) -> np.ndarray:

@@ -211,6 +211,19 @@ def test_outcome_rules() -> None:
     assert world.outcome({"winner": ""}, {"a": 5.0, "b": 1.0}) == {"win_a": 0.0, "win_b": 0.0, "draw": 1.0}
     assert world.outcome({}, {"a": 2.0, "b": 1.0}) == {"win_a": 1.0, "win_b": 0.0, "draw": 0.0}
     assert world.outcome({}, tie) == {"win_a": 0.0, "win_b": 0.0, "draw": 1.0}
+    # predator-prey (MPE's captures): the predators win with a capture, the prey without; never by the returns
+    class Tag:
+        n_envs, n_agents = 1, 3
+        agent_names = ["adversary_0", "adversary_1", "agent_0"]
+        agent_groups = {"adversary": ["adversary_0", "adversary_1"], "agent": ["agent_0"]}
+
+    tag = TeamWorld(Tag(), [TeamAgents("predators", (0, 1)), TeamAgents("prey", (2,))])  # type: ignore[arg-type]
+    scores = {"predators": 0.0, "prey": -3.0}  # the prey never out-scores them: it wins on no capture
+    assert tag.outcome({"captures": 0.0}, scores) == {"win_predators": 0.0, "win_prey": 1.0, "draw": 0.0}
+    assert tag.outcome({"captures": 2.0}, {"predators": 40.0, "prey": -20.0}) == \
+        {"win_predators": 1.0, "win_prey": 0.0, "draw": 0.0}
+    split = TeamWorld(Tag(), [TeamAgents("a", (0, 2)), TeamAgents("b", (1,))])  # type: ignore[arg-type]
+    assert split.outcome({"captures": 0.0}, {"a": 1.0, "b": 2.0})["win_b"] == 1.0  # no team is the prey: returns
     assert outcome_of({"win_a": 1.0, "win_b": 0.0, "draw": 0.0}, "a") == 1.0
     assert outcome_of({"win_a": 0.0, "win_b": 0.0, "draw": 1.0}, "a") == 0.5
     assert outcome_of({"win_a": 0.0, "win_b": 1.0, "draw": 0.0}, "a") == 0.0
@@ -233,8 +246,15 @@ def test_self_play_pool_and_ratings_resume_exactly(tmp_path: Path) -> None:
     a = [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in read_metrics(whole / "metrics.csv")]
     b = [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in read_metrics(part / "metrics.csv")]
     assert len(a) == 3 and a == b
-    assert [r["blue_pool_size"] for r in a] == ["2", "2", "2"]  # the first snapshot at build, one per iteration
+    assert [r["red_pool_size"] for r in a] == ["2", "2", "2"]  # the first snapshot at build, one per iteration
     assert "rating_red" in a[0] and float(a[-1]["rating_red_sigma"]) < float(a[0]["rating_red_sigma"])
+    assert "red_score" in a[0] and not {"blue_pool_size", "blue_score"} & set(a[0])  # the learner's columns
+    from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
+    players = load_checkpoint(latest_checkpoint(whole))["updater"]["ratings"]["blue"]["players"]
+    newest = players["red@3"]  # taken after the last update: no game against it yet
+    assert newest["games"] == 0  # and it starts where the learner stood when it was taken
+    assert (newest["mu"], newest["sigma"]) == (players["red"]["mu"], players["red"]["sigma"])
+    assert newest["mu"] == pytest.approx(float(a[-1]["rating_red"]), rel=1e-5)  # metrics.csv: 6 digits
 
 
 def test_wilson_and_normal_intervals_by_hand() -> None:

@@ -23,14 +23,14 @@ from harl.teams.scripted import box_bounds, category_sizes, masks
 
 @attrs.frozen
 class RandomScriptConfig:
-    """``kind = "random"``: each agent acts uniformly at random: over its available actions, or in its Box."""
+    """``[teams.NAME.script] kind = "random"``: each agent acts uniformly at random: over its available actions, or in its Box."""
 
     kind: str = kind_field("random")
 
 
 @attrs.frozen
 class NoopScriptConfig:
-    """``kind = "noop"``: each agent takes action 0 (the lowest available one), or its Box's zero clipped into bounds."""
+    """``[teams.NAME.script] kind = "noop"``: each agent takes action 0 (the lowest available one), or its Box's zero clipped into bounds."""
 
     kind: str = kind_field("noop")
 
