@@ -125,8 +125,10 @@ def load_suite_results(folder: Path) -> tuple[Suite, dict[str, str], list[EntryR
         task = "?"
         pipelines = sorted((folder / entry.name).glob("*/pipeline.toml"))
         if pipelines:
-            env, name = task_of(read_toml(pipelines[0]))
-            task = f"{env}_{name}"
+            pipeline = read_toml(pipelines[0])
+            env, name = task_of(pipeline)
+            variant = pipeline.get("env", {}).get("variant")  # another scale: another task
+            task = f"{env}_{name}" + (f"-{variant}" if variant and variant != "mpe2" else "")
         values = [v for v in (_value(r, entry.metric, entry.window) for r in runs) if v is not None]
         reports.append(EntryReport(entry, task, tuple(runs), tuple(values)))
     return suite, provenance, reports
