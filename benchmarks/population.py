@@ -82,7 +82,7 @@ def breakdown(pipeline: str, seeds: int, sets: list[str], threads: int) -> dict[
     from harl.collect.off_policy import OffPolicyCollector
     from harl.collect.on_policy import OnPolicyCollector
     from harl.population import driver
-    from harl.population.stack import Stack
+    from harl.nets.population import Stack
     from harl.sweep.plan import Request, Sweep
 
     times: dict[str, float] = defaultdict(float)

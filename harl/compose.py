@@ -31,6 +31,7 @@ from harl.envs.protocol import VectorEnv
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError, deprecated
 from harl.evaluator import ActingPolicy, Evaluator
+from harl.families import Family
 from harl.nets.cnn import CNNBase, PlainCNN
 from harl.nets.entity import EntityEncoder
 from harl.parts import FamilyWiring, Parts
@@ -104,9 +105,8 @@ class Stages:
     """``[checkpoint] replay_buffer``: also save the buffer's contents (it can hold gigabytes)."""
     spec: PipelineSpec | None = None
     """The pipeline these stages were built from (``describe`` reads its kinds and settings)."""
-    family: Any = None
-    """The family that built them (``harl.families.Family``; ``describe`` asks it for its rows).  Not typed
-    as one: compose importing ``harl.families`` would close a folder cycle (families -> population -> compose)."""
+    family: Family | None = None
+    """The family that built them (``describe`` asks it for its rows)."""
     notes: list[str] = attrs.field(factory=list)
     """What building changed of the pipeline's asks (more torch threads than cores: capped), one line each."""
 
@@ -290,7 +290,7 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: VectorEnv |
 def _compose(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: VectorEnv, device: torch.device,
              w: FamilyWiring) -> Stages:
     run = spec.run
-    family = registry.family_of(spec.collector)
+    family: Family = registry.family_of(spec.collector)
     if spec.teams:  # several teams in one world: each team's stages, joined slot by slot
         t = build_teams(spec, source, venv, device)
         if spec.evaluator.team:  # one team alone, in an env of its agents only (a scripted or built-in opponent)

@@ -10,9 +10,8 @@ step reads advances it with ``attrs.evolve``, so what each step sees is what was
 
 A factory gets it as ``factory(config, parts)`` (``harl.registry.build``).  It lives in the learning
 layer, above the registry, because its fields' types do (the ``VectorEnv`` protocol, the stage
-protocols), and in a module of its own, not in ``harl/families``, because the composition root makes
-it and may not import that folder (families -> population -> compose would be a folder cycle).
-``harl.registry.Parts`` still names it (imported by name on first use).
+protocols); the composition root, the teams' build and every family import it from here.
+``harl.registry.Parts``, its older name, still works, with a deprecation warning.
 """
 
 from __future__ import annotations

@@ -140,10 +140,12 @@ class BuildParts(Protocol):
 
 
 def __getattr__(name: str) -> Any:
-    """``Parts``, the record a factory gets, is ``harl.parts.Parts``: it lives a layer up,
-    where its fields' types are, and is imported by name (like the stage packages), so the registry
-    adds no arrow to the import graph."""
+    """``harl.registry.Parts``, the older name of ``harl.parts.Parts`` (the record a factory gets),
+    with a ``HarlDeprecationWarning``: the record lives in the learning layer, where its fields'
+    types are, so this layer can only fetch it by name (it adds no arrow to the import graph), and
+    an annotation that names it here is ``Any`` to a type checker."""
     if name == "Parts":
+        deprecated("harl.registry.Parts", "harl.parts.Parts")
         return importlib.import_module("harl.parts").Parts
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -248,3 +248,11 @@ def test_moved_classes_keep_their_old_import_paths() -> None:
     from harl.policy import on_policy as actors
 
     assert on_policy.CollectStats is stats.CollectStats and actors.PolicyConfig is config.PolicyConfig
+
+
+def test_registry_parts() -> None:
+    from harl import parts, registry
+
+    with pytest.warns(DeprecationWarning, match=rf"harl.registry.Parts is deprecated: use harl.parts.Parts .*{REMOVED_IN}") as got:
+        old = registry.Parts
+    assert old is parts.Parts and got[0].filename == __file__

@@ -18,8 +18,8 @@ from harl.collect.stats import CollectStats
 from harl.families import BuiltStages, Family, Need, Population, Problem, Spec
 from harl.families.actor_critic import Wiring, build_actor_critic, sequential_needs_own_actors
 from harl.parts import EnvSpaces
-from harl.population.envs import split_step
-from harl.population.stack import Stack
+from harl.envs.population import split_step
+from harl.nets.population import Stack
 from harl.sizes import human, replay_bytes_per_transition
 from harl.update.off_policy import build_off_policy_updater
 

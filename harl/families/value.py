@@ -25,7 +25,8 @@ from harl import registry
 from harl.buffers.episodes import episode_bytes
 from harl.collect.episodes import EpisodeCollector
 from harl.errors import ConfigError
-from harl.families import Built, Family, Need, Problem
+from harl.families import Built, BuiltStages, Family, Need, Problem, Spec
+from harl.parts import EnvSpaces, Parts
 from harl.policy.agent_q import AgentQNetworks
 from harl.policy.config import AgentQPolicyConfig
 from harl.sizes import human
@@ -57,14 +58,14 @@ def env_limit(env: Any) -> tuple[str, int] | None:
     return None
 
 
-def max_length(spec: Any) -> int:
+def max_length(spec: Spec) -> int:
     if spec.buffer.max_length > 0:
         return int(spec.buffer.max_length)
     found = env_limit(spec.env)
     return found[1] if found else 0
 
 
-def wiring(spec: Any) -> ValueWiring:
+def wiring(spec: Spec) -> ValueWiring:
     return ValueWiring(NAME, spec.collector.n_envs, max_length(spec), spec.buffer.batch_size)
 
 
@@ -85,7 +86,7 @@ def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
                'value family trains in fp32: remove the key or set precision = "fp32"')
 
 
-def _state_checks(spec: Any, parts: registry.Parts) -> None:
+def _state_checks(spec: Spec, parts: Parts) -> None:
     """What needs the env: QMIX mixes over a global state."""
     if registry.kind_name(spec.critic) == "qmix" and parts.state_dim == 0:
         raise ConfigError(
@@ -95,41 +96,43 @@ def _state_checks(spec: Any, parts: registry.Parts) -> None:
             'state = "observations")')
 
 
-def build(spec: Any, parts: registry.Parts) -> Built:
+def build(spec: Spec, parts: Parts) -> Built:
     _state_checks(spec, parts)
     objective = spec.updater.objective
     policy = spec.policy
     team = AgentQNetworks(parts.obs_spaces, parts.act_spaces, policy.hidden_sizes[0], policy.recurrent != "none",
                           policy.share_parameters, policy.agent_id, policy.last_action, parts.source)
     parts = attrs.evolve(parts, policy=team.to(parts.device))
-    parts = attrs.evolve(parts, critic=registry.build(spec.critic, parts).to(parts.device))
-    parts = attrs.evolve(parts, returns=registry.build(spec.returns, parts))
+    critic = registry.build(spec.critic, parts).to(parts.device)
+    parts = attrs.evolve(parts, critic=critic)
+    returns = registry.build(spec.returns, parts)
+    parts = attrs.evolve(parts, returns=returns)
     learner: JointTD = registry.build(objective, parts)
     updater = QUpdater(spec.updater, learner, spec.buffer.batch_size, parts.generator)
     buffer = registry.build(spec.buffer, parts)
     collector = registry.build(spec.collector, parts)
     if spec.updater.timing == "per_episode" and isinstance(collector, EpisodeCollector):
         collector.updates_with(updater)  # the gradient steps follow the episodes inside collection, as EPyMARL's loop
-    return Built(parts.policy, parts.critic, parts.returns, buffer, collector, updater)
+    return Built(team, critic, returns, buffer, collector, updater)
 
 
-def _per_episode(spec: Any, spaces: Any) -> int:
+def _per_episode(spec: Spec, spaces: EnvSpaces) -> int:
     return episode_bytes(spaces.observation_spaces, spaces.action_spaces, int(np.prod(spaces.state_space.shape)),
                          max_length(spec), spaces.state_space)
 
 
-def memory(spec: Any, spaces: Any) -> list[Need]:
+def memory(spec: Spec, spaces: EnvSpaces) -> list[Need]:
     per, capacity, length = _per_episode(spec, spaces), spec.buffer.capacity, max_length(spec)
     return [Need(f"buffer.capacity = {capacity:,} episodes x (buffer.max_length = {length:,} + 1) steps: the episode "
                  f"replay ({per:,} bytes per padded episode, {human(per * capacity)})", per * capacity,
                  "buffer.capacity or buffer.max_length")]
 
 
-def save_buffer(spec: Any) -> bool:
+def save_buffer(spec: Spec) -> bool:
     return bool(spec.checkpoint.replay_buffer)
 
 
-def describe(stages: Any) -> dict[str, str]:
+def describe(stages: BuiltStages) -> dict[str, str]:
     spec, team = stages.spec, stages.policy
     if not isinstance(team, AgentQNetworks):
         return {}

@@ -19,7 +19,7 @@ stacked, cached while they do not change), ``layers_signature`` and ``run_layers
 ``Sequential`` of ``Linear``, ``LayerNorm`` and activations run over the agent axis).  The
 off-policy actors stack through them (``harl.policy.off_policy_stack``).
 
-Why not ``torch.func.vmap`` as ``harl.population.stack``: that batches whole population members
+Why not ``torch.func.vmap`` as ``harl.nets.population``: that batches whole population members
 (any network, RNNs too, stacked copies written back after its own Adam step); this batches the
 agents of one run, whose parameters stay their own ``Actor``'s under their own optimisers, read
 as a cached stacked view in the hot acting loop, where vmap would add its per-call dispatch

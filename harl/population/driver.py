@@ -7,7 +7,7 @@ its seed, metrics.csv, checkpoints, lock, sinks) whose stages were built on a
 - steps the shared env of ``S * E`` worlds once per vector step with the family's batched
   collection (``Family.population.collect``, e.g. ``harl.families.on_policy``): the members'
   actors (and on-policy critics) evaluated as one batched call each
-  (``harl.population.stack``), each member's buffer filled by its own collector (``observe``
+  (``harl.nets.population``), each member's buffer filled by its own collector (``observe``
   on-policy, ``record`` off-policy: warm-up actions from the member's own generator);
 - computes each member's returns with its own returns stage (``Trainer.compute_returns``);
 - updates every member: on-policy in batched calls or one after another
@@ -43,7 +43,7 @@ from harl.envs.vector import make_vector_env
 from harl.errors import HarlError
 from harl.logging.progress import ProgressView
 from harl.population.check import check_population, family
-from harl.population.envs import MemberView, split_start
+from harl.envs.population import MemberView, split_start
 from harl.population.update import batched_update, population_update
 from harl.rundir.checkpoint import list_checkpoints
 from harl.rundir.signals import hold_stops

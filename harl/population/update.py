@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from harl.buffers.rollout import AgentBatch, minibatch_rows
-from harl.population.stack import MemberAdam, Stack, learn_steps
+from harl.nets.population import MemberAdam, Stack, learn_steps
 from harl.update.common import AgentStats, agent_order, aggregate_ratio, lr_scale, masked_mean, set_lr
 from harl.update.on_policy import UpdateStats
 from harl.update.v_critic import CriticStats, value_loss

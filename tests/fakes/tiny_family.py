@@ -23,6 +23,7 @@ from torch import nn
 from harl import registry
 from harl.envs.protocol import EnvStep
 from harl.families import Built, Family, Need
+from harl.parts import Parts
 from harl.settings import in_range, kind_field, positive, setting
 
 NAME = "tests.fakes.tiny_family:bandit"
@@ -101,7 +102,7 @@ class Stats:
 
 
 class BanditCollector:
-    def __init__(self, config: BanditCollectorConfig, parts: registry.Parts) -> None:
+    def __init__(self, config: BanditCollectorConfig, parts: Parts) -> None:
         self.config, self.venv, self.policy, self.seed = config, parts.venv, parts.policy, parts.env_seed
         self.generator = torch.Generator().manual_seed(parts.env_seed)
         self.obs: Any = None
@@ -234,7 +235,7 @@ for slot, config in (("collector", BanditCollectorConfig), ("buffer", BanditBuff
 # ------------------------------------------------------------------ the family
 
 
-def build(spec: Any, parts: registry.Parts) -> Built:
+def build(spec: Any, parts: Parts) -> Built:
     """The team first, then the baseline, the buffer, the collector (which acts with the team)."""
     parts = attrs.evolve(parts, policy=LogitTeam(parts.act_spaces))  # Parts is a frozen record
     baseline = Baseline(spec.critic.rate)

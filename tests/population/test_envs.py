@@ -1,4 +1,4 @@
-"""One vector env split into the members' slices (harl.population.envs)."""
+"""One vector env split into the members' slices (harl.envs.population)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harl.envs.protocol import VectorStep
-from harl.population.envs import MemberView, split_start, split_step
+from harl.envs.population import MemberView, split_start, split_step
 
 
 def test_split_step_hands_each_member_its_worlds_and_its_episodes() -> None:
