@@ -2,7 +2,7 @@
 
 The Trainer's loop over them::
 
-    stats = stages.collector.collect(stages.buffer)      # Collector -> Collected
+    stats = stages.collector.collect(stages.buffer)      # Collector -> Collected (.row())
     stages.returns.compute(stages.buffer)                # ReturnComputer
     update = stages.updater.update(stages.buffer, p)     # Updater -> UpdateResult (.row())
 
@@ -27,6 +27,11 @@ class Collected(Protocol):
     @property
     def episodes(self) -> list[dict[str, Any]]:
         """One dict per finished episode: ``return``, ``length`` and env metrics."""
+        ...
+
+    def row(self) -> dict[str, Any]:
+        """The metrics.csv columns of what collection found out itself ({} for none): a teams run's
+        returns per team, a self-play pool's games and ratings."""
         ...
 
 

@@ -28,10 +28,10 @@ from harl.errors import CheckpointError, ConfigError
 from harl.parts import Parts
 from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
 from harl.teams.collector import TeamsCollector
-from harl.teams.players import FrozenPlayer, PoolPlayer, ScriptPlayer
+from harl.teams.players import FrozenPlayer, PoolPlayer, ScriptPlayer, SelfPlay, pool_columns
 from harl.teams.pool import SnapshotPool
 from harl.teams.ratings import Ratings
-from harl.teams.stages import SelfPlay, TeamsBuffer, TeamsCritic, TeamsPolicy, TeamsReturns, TeamsUpdater
+from harl.teams.stages import TeamsBuffer, TeamsCritic, TeamsPolicy, TeamsReturns, TeamsUpdater
 from harl.teams.world import TeamAgents, TeamView, TeamWorld, resolve_teams, team_view
 
 
@@ -83,15 +83,13 @@ def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, device: torch.
             player = PoolPlayer(template, pool, Ratings(), c.of, c.deterministic, c.snapshot_rating)
             players[team.name] = player
             self_play.append(SelfPlay(team.name, c.of, player, c.snapshot_every))
-    members.update(players)
-    policy = TeamsPolicy(teams, members, venv.n_agents)
+    policy = TeamsPolicy(teams, members, players, venv.n_agents)
     world = TeamWorld(venv, teams)
+    self_play = pool_columns(self_play)
     collector = TeamsCollector(world, teams, {n: b.collector for n, b in built.items()}, players, device,
-                               spec.run.seed * 1000, spec.collector.rollout_length,
-                               {t.name: t.config.of for t in spec.teams if t.config.role == "self_play"})
+                               spec.run.seed * 1000, spec.collector.rollout_length, self_play)
     updater = TeamsUpdater({n: b.updater for n, b in built.items()}, {n: b.policy for n, b in built.items()},
                            self_play)
-    updater.snapshot_all()  # the pool's first opponent: the learner as it starts
     critic = TeamsCritic({n: b.critic for n, b in built.items()})
     return TeamsBuilt(policy, critic, TeamsReturns({n: b.returns for n, b in built.items()}),
                       TeamsBuffer({n: b.buffer for n, b in built.items()}), collector, updater, world, teams)

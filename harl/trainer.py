@@ -300,8 +300,7 @@ class Trainer:
             "train_length": float(np.mean(lengths)) if lengths else None,
             "eval_return": None, "eval_return_std": None, "eval_length": None,
         }
-        if hasattr(rollout, "row"):  # a collector's own columns (a teams pipeline: each team's return)
-            row.update(rollout.row())
+        row.update(rollout.row())  # collection's own columns (a teams pipeline: each team's return, its pools' games)
         if evaluation is not None:
             row.update(eval_return=evaluation.mean_return, eval_return_std=evaluation.std_return,
                        eval_length=evaluation.mean_length)

@@ -26,6 +26,9 @@ class Rollout:
     env_steps: int
     episodes: list[dict[str, float]]
 
+    def row(self) -> dict[str, float]:
+        return {}
+
 
 @attrs.frozen
 class Update:

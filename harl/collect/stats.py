@@ -14,3 +14,7 @@ class CollectStats:
     env_steps: int
     episodes: list[dict[str, Any]]
     """One dict per finished episode: ``return``, ``length`` and env metrics."""
+
+    def row(self) -> dict[str, Any]:
+        """No columns of its own: the Trainer writes the env steps and the episodes' returns."""
+        return {}

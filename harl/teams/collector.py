@@ -5,11 +5,14 @@ which this one drives a step at a time, as ``OnPolicyCollector``'s docstring sho
 
     for t in range(T):
         acting[team] = team_collector.act(team_buffer, t)        # every learning team
-        actions[other] = player.act(obs[other], ...)             # frozen, scripted, pool teams
+        played[other] = player.play(obs[other], ..., played[other], starts)   # frozen, scripted, pool teams
         step = world.step(joint actions)
-        team_buffer.insert(team_collector.observe(acting[team], team_step(step, team)))
+        buffer.insert(TeamsRecord({team: team_collector.observe(acting[team], team_step(step, team))}))
+        pool.record(played[pool team].snapshots, ended envs, the learner's results)
 
-so a team's records are exactly what a one-team run of the same agents would write.
+so a team's records are exactly what a one-team run of the same agents would write.  What
+collection finds out leaves in its ``TeamsCollected`` record: the world's episodes, each team's
+return, and each self-play pool's games and the learner's rating after them (``row()``).
 """
 
 from __future__ import annotations
@@ -23,31 +26,54 @@ import torch
 
 from harl.buffers.records import StartRecord
 from harl.envs.protocol import is_tensor_native
-from harl.teams.players import PoolPlayer, outcome_of
-from harl.teams.stages import TeamsBuffer
+from harl.teams.players import Player, PlayerStep, SelfPlay, outcome_of
+from harl.teams.stages import TeamsBuffer, TeamsRecord
 from harl.teams.world import TeamAgents, TeamWorld, team_step
+
+
+@attrs.frozen
+class PoolGames:
+    """A self-play pool's games in one ``collect``: the learner's results against its snapshots (1 a
+    win, 0.5 a draw, 0 a loss) and its openskill rating ``(mu, sigma)`` after them (None: unrated)."""
+
+    prefix: str
+    """The learner's columns' prefix (``SelfPlay.prefix``)."""
+    games: tuple[float, ...]
+    rating: tuple[float, float] | None = None
+
+    def row(self) -> dict[str, Any]:
+        """``{prefix}_score`` (the mean result; None without a game) and ``rating_{prefix}`` with
+        ``rating_{prefix}_sigma``, from the first row on (metrics.csv fixes its columns there)."""
+        row: dict[str, Any] = {f"{self.prefix}_score": float(np.mean(self.games)) if self.games else None}
+        if self.rating is not None:
+            row[f"rating_{self.prefix}"], row[f"rating_{self.prefix}_sigma"] = self.rating
+        return row
 
 
 @attrs.frozen
 class TeamsCollected:
     """What one ``collect`` of every team reports: the world's episodes (with ``return_NAME`` per
-    team) and the teams' training returns as metrics columns."""
+    team); its row: the teams' training returns and the self-play pools' games and ratings."""
 
     env_steps: int
     episodes: list[dict[str, Any]]
     teams: tuple[str, ...] = ()
+    pools: tuple[PoolGames, ...] = ()
 
     def row(self) -> dict[str, Any]:
-        return {f"{name}_train_return": float(np.mean([e[f"return_{name}"] for e in self.episodes]))
-                if self.episodes else None for name in self.teams}
+        row = {f"{name}_train_return": float(np.mean([e[f"return_{name}"] for e in self.episodes]))
+               if self.episodes else None for name in self.teams}
+        for pool in self.pools:
+            row.update(pool.row())
+        return row
 
 
 class TeamsCollector:
     """Steps the world for every team (see the module docstring)."""
 
     def __init__(self, world: TeamWorld, teams: Sequence[TeamAgents], learners: Mapping[str, Any],
-                 players: Mapping[str, Any], device: torch.device, seed: int, rollout_length: int,
-                 opponents_of: Mapping[str, str] | None = None) -> None:
+                 players: Mapping[str, Player], device: torch.device, seed: int, rollout_length: int,
+                 pools: Sequence[SelfPlay] = ()) -> None:
         self.world = world
         self.teams = {t.name: t for t in teams}
         self.learners = dict(learners)
@@ -55,15 +81,16 @@ class TeamsCollector:
         self.players = dict(players)
         """Frozen, scripted and self-play team -> its player."""
         self.device, self.seed, self.rollout_length = device, seed, rollout_length
-        self.opponents_of = dict(opponents_of or {})
-        """Self-play team -> the learning team its snapshots stand for (the results are the learner's)."""
+        self.pools = list(pools)
+        """The self-play teams' pools, whose games this collector scores (the results are the learner's)."""
         self.native = is_tensor_native(world.venv)
         self.started = False
         self._restart: list[dict[str, Any]] | None = None
         self._obs: list[Any] = []
         self._avail: list[Any] | None = None
         self._starts = torch.ones(world.n_envs)
-        self._hidden: dict[str, Any] = {}
+        self._played: dict[str, PlayerStep | None] = {}
+        """Each player's last step (None before its first)."""
 
     @property
     def steps_per_iteration(self) -> int:
@@ -78,12 +105,11 @@ class TeamsCollector:
             self._restart = None
         else:
             obs, state, avail = self.world.reset(seed=self.seed)
-        for name in self.learners:
-            team = self.teams[name]
-            buffer.members[name].start(StartRecord(team.take(obs) or [], state, team.take(avail)))
+        buffer.start(TeamsRecord({name: StartRecord(self.teams[name].take(obs) or [], state,
+                                                    self.teams[name].take(avail)) for name in self.learners}))
         self._obs, self._avail = list(obs), None if avail is None else list(avail)
         self._starts = torch.ones(self.world.n_envs, device=self.device)
-        self._hidden = {name: p.initial_hidden(self.world.n_envs, self.device) for name, p in self.players.items()}
+        self._played = dict.fromkeys(self.players)
         self.started = True
 
     @torch.no_grad()
@@ -91,9 +117,9 @@ class TeamsCollector:
         if not self.started:
             self._start(buffer)
         else:
-            for name in self.learners:
-                buffer.members[name].roll_over()
+            buffer.roll_over()
         episodes: list[dict[str, Any]] = []
+        games: dict[str, list[float]] = {play.team: [] for play in self.pools}
         n_agents = self.world.n_agents
         for t in range(self.rollout_length):
             joint: list[Any] = [None] * n_agents
@@ -107,31 +133,35 @@ class TeamsCollector:
                 avail = None if self._avail is None else [None if a is None else self._tensor(a) for a in self._avail]
                 for name, player in self.players.items():
                     team = self.teams[name]
-                    actions, self._hidden[name] = player.act(team.take(obs) or [], team.take(avail), False,
-                                                             hidden=self._hidden[name], starts=self._starts)
-                    for i, action in zip(team.indices, actions):
+                    played = player.play(team.take(obs) or [], team.take(avail), False, self._played[name],
+                                         self._starts)
+                    self._played[name] = played
+                    for i, action in zip(team.indices, played.actions):
                         joint[i] = action if self.native else action.cpu().numpy()
             step = self.world.step(joint)
-            for name, collector in self.learners.items():
-                buffer.members[name].insert(collector.observe(acting[name], team_step(step, self.teams[name])))
+            buffer.insert(TeamsRecord({name: collector.observe(acting[name], team_step(step, self.teams[name]))
+                                       for name, collector in self.learners.items()}))
             ended = np.flatnonzero(np.asarray(torch.as_tensor(step.terminated).cpu()) |
                                    np.asarray(torch.as_tensor(step.truncated).cpu()))
             if step.episode_infos:
-                self._score(ended.tolist(), step.episode_infos)
+                self._score(ended.tolist(), step.episode_infos, games)
                 episodes.extend(step.episode_infos)
             self._obs, self._avail = list(step.obs), None if step.avail is None else list(step.avail)
             self._starts = torch.zeros(self.world.n_envs, device=self.device)
             self._starts[torch.as_tensor(ended, dtype=torch.long)] = 1.0
         for name, collector in self.learners.items():
             collector.finish(buffer.members[name])
-        return TeamsCollected(self.rollout_length * self.world.n_envs, episodes, tuple(self.teams))
+        pools = tuple(PoolGames(play.prefix, tuple(games[play.team]), play.player.rating()) for play in self.pools)
+        return TeamsCollected(self.rollout_length * self.world.n_envs, episodes, tuple(self.teams), pools)
 
-    def _score(self, envs: list[int], infos: list[dict[str, Any]]) -> None:
-        """Each pool player's results: the learner's outcome in each finished episode."""
-        for name, player in self.players.items():
-            if isinstance(player, PoolPlayer):
-                learner = self.opponents_of[name]
-                player.record(self._hidden[name], envs, [outcome_of(info, learner) for info in infos])
+    def _score(self, envs: list[int], infos: list[dict[str, Any]], games: dict[str, list[float]]) -> None:
+        """Each pool's results: the learner's outcome in each finished episode, against the snapshot
+        that played it (the step's record); ``games`` gathers those counted."""
+        for play in self.pools:
+            played = self._played[play.team]
+            assert played is not None and played.snapshots is not None  # a pool team has played this step
+            games[play.team] += play.player.record(played.snapshots, envs,
+                                                   [outcome_of(info, play.learner) for info in infos])
 
     def state_dict(self) -> dict[str, Any]:
         return {"started": self.started, "episode_starts": self.world.episode_starts() if self.started else None}

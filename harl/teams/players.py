@@ -1,21 +1,25 @@
 """Teams that do not learn: a frozen policy, a script, or snapshots from a self-play pool.
 
-Every player acts the way a policy does in evaluation (``harl.evaluator.ActingPolicy``)::
+A player acts one step at a time and hands back that step's record (``PlayerStep``)::
 
-    hidden = player.initial_hidden(n_envs, device)
-    actions, hidden = player.act(obs, avail, deterministic, hidden=hidden, starts=starts)
+    step = player.play(obs, avail, deterministic, last, starts)    # last: the previous step's record
+    step.actions      # one per agent, as a policy gives them
+    step.hidden       # its networks' state for the next step (None: feed-forward, a script)
+    step.snapshots    # a self-play team: the pool snapshot that played each env (None: any other)
 
-so the collector and the evaluator treat a learning team's policy and a player alike.  A pool
-player's ``hidden`` also holds which snapshot plays each env: a new one is drawn where an episode
-starts, and ``record`` scores the finished episodes for the pool and the ratings.
+``last`` is None at the first step (a player starts its own state).  The teams' collector and
+``TeamsPolicy`` (evaluation, render) step every player alike and read which snapshot played where
+from the record, never from a player's state.  A pool player draws a new snapshot where an episode
+starts; ``record`` scores the finished episodes for the pool and the ratings.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
+import attrs
 import numpy as np
 import torch
 from torch import nn
@@ -28,55 +32,79 @@ SNAPSHOT_RATINGS = ("learner", "prior")
 """Where a new snapshot's rating starts (``[teams.NAME] snapshot_rating``)."""
 
 
-def act_with(policy: Any, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
-             deterministic: bool, hidden: Any, starts: torch.Tensor | None) -> tuple[list[torch.Tensor], Any]:
+Obs = Sequence[torch.Tensor]
+Avail = Sequence[torch.Tensor | None] | None
+
+
+@attrs.frozen
+class PlayerStep:
+    """One step of one team's acting (see the module docstring)."""
+
+    actions: list[torch.Tensor]
+    hidden: Any = None
+    """The networks' state for the next step (a recurrent policy's); None: nothing carried."""
+    snapshots: np.ndarray | None = None
+    """A self-play team's pool snapshot id per env (``(E,)`` int64) that played this step; None for other teams."""
+
+
+class Player(Protocol):
+    """A team that acts and does not learn (``harl.teams.players``): what the teams' collector and
+    ``TeamsPolicy`` call."""
+
+    def play(self, obs: Obs, avail: Avail, deterministic: bool, last: PlayerStep | None,
+             starts: torch.Tensor | None) -> PlayerStep: ...
+
+
+def act_with(policy: Any, obs: Obs, avail: Avail, deterministic: bool, hidden: Any,
+             starts: torch.Tensor | None) -> tuple[list[torch.Tensor], Any]:
     """``policy.act`` under the one acting contract: ``(actions, next hidden)``."""
     actions, hidden = policy.act(obs, avail, deterministic, hidden=hidden, starts=starts)
     return list(actions), hidden
 
 
+def play_policy(policy: Any, obs: Obs, avail: Avail, deterministic: bool, last: PlayerStep | None,
+                starts: torch.Tensor | None) -> PlayerStep:
+    """A policy (``harl.evaluator.ActingPolicy``) stepped as a player: its state carried in the record."""
+    hidden = policy.initial_hidden(obs[0].shape[0], obs[0].device) if last is None else last.hidden
+    actions, hidden = act_with(policy, obs, avail, deterministic, hidden, starts)
+    return PlayerStep(actions, hidden)
+
+
 class FrozenPlayer(nn.Module):
-    """A trained policy that plays and is never updated (``role = "frozen"``)."""
+    """A trained policy that plays and is never updated (the ``frozen`` role)."""
 
     def __init__(self, policy: nn.Module, deterministic: bool) -> None:
         super().__init__()
         self.policy = policy.requires_grad_(False)
         self.deterministic = deterministic
 
-    def initial_hidden(self, n_envs: int, device: Any) -> Any:
-        return self.policy.initial_hidden(n_envs, device)  # type: ignore[operator]
-
     @torch.no_grad()
-    def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
-            deterministic: bool = True, hidden: Any = None,
-            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], Any]:
-        return act_with(self.policy, obs, avail, self.deterministic or deterministic, hidden, starts)
+    def play(self, obs: Obs, avail: Avail, deterministic: bool = False, last: PlayerStep | None = None,
+             starts: torch.Tensor | None = None) -> PlayerStep:
+        return play_policy(self.policy, obs, avail, self.deterministic or deterministic, last, starts)
 
 
 class ScriptPlayer(nn.Module):
-    """A registered script (``role = "scripted"``, ``[teams.NAME.script] kind``): no state, no weights."""
+    """A registered script (the ``scripted`` role, ``[teams.NAME.script] kind``): no state, no weights."""
 
     def __init__(self, script: Any) -> None:
         super().__init__()
         self.script = script
 
-    def initial_hidden(self, n_envs: int, device: Any) -> None:
-        return None
-
     @torch.no_grad()
-    def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
-            deterministic: bool = True, hidden: Any = None,
-            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], Any]:
+    def play(self, obs: Obs, avail: Avail, deterministic: bool = False, last: PlayerStep | None = None,
+             starts: torch.Tensor | None = None) -> PlayerStep:
         n = obs[0].shape[0]
-        return list(self.script.act(list(obs), avail, starts if starts is not None else torch.ones(n))), None
+        return PlayerStep(list(self.script.act(list(obs), avail, starts if starts is not None else torch.ones(n))))
 
 
 class PoolPlayer(nn.Module):
-    """Snapshots of the learning team ``learner`` play this team (``role = "self_play"``).
+    """Snapshots of the learning team ``learner`` play this team (the ``self_play`` role).
 
     ``template`` is a network of the learner's shape built on this team's spaces; each snapshot in
     use gets a copy with the snapshot's weights.  The snapshots' weights live in the pool (saved
-    with the updater's state), not in this module's parameters.
+    with the updater's state), not in this module's parameters.  The updater adds snapshots
+    (``add``); the collector scores the games (``record``).
     """
 
     def __init__(self, template: nn.Module, pool: SnapshotPool, ratings: Ratings | None, learner: str,
@@ -95,8 +123,6 @@ class PoolPlayer(nn.Module):
         self.batched = stacks(template)
         """Every snapshot acts in one call (``harl.teams.snapshot_stack``); else one call per snapshot."""
         self._stack: tuple[tuple[int, ...], SnapshotStack] | None = None
-        self.games: list[float] = []
-        """The learner's results in the episodes finished since the last ``row``."""
 
     def add(self, state: dict[str, torch.Tensor], iteration: int) -> int:
         """A snapshot of the learner's policy into the pool.  One the pool evicts keeps playing the
@@ -136,27 +162,28 @@ class PoolPlayer(nn.Module):
             self._nets[snapshot] = net
         return self._nets[snapshot]
 
-    def initial_hidden(self, n_envs: int, device: Any) -> tuple[np.ndarray, Any]:
-        """No snapshot yet (-1): each env draws one at its first step, as at every episode's start, so
-        a resumed run draws what an uninterrupted one draws."""
-        return np.full(n_envs, -1, dtype=np.int64), self.template[0].initial_hidden(n_envs, device)  # type: ignore[operator]
-
-    @torch.no_grad()
-    def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
-            deterministic: bool = True, hidden: Any = None,
-            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], Any]:
-        n = obs[0].shape[0]
-        ids, inner = hidden if hidden is not None else self.initial_hidden(n, obs[0].device)
-        ids = ids.copy()
+    def draw(self, snapshots: np.ndarray | None, starts: torch.Tensor | None, n_envs: int) -> np.ndarray:
+        """The snapshot that plays each env this step: the last step's (``snapshots``), and a new one
+        drawn from the pool by its rule where an episode starts and at the first step (None), so a
+        resumed run draws what an uninterrupted one draws."""
+        ids = np.full(n_envs, -1, dtype=np.int64) if snapshots is None else snapshots.copy()
         new = ids < 0 if starts is None else (ids < 0) | (starts.detach().cpu().numpy() > 0)
-        fresh = np.flatnonzero(new)  # a new episode: a new opponent from the pool, by its rule
+        fresh = np.flatnonzero(new)
         if fresh.size:
             ids[fresh] = self.pool.sample_ids(int(fresh.size))
+        return ids
+
+    @torch.no_grad()
+    def play(self, obs: Obs, avail: Avail, deterministic: bool = False, last: PlayerStep | None = None,
+             starts: torch.Tensor | None = None) -> PlayerStep:
+        n = obs[0].shape[0]
+        ids = self.draw(None if last is None else last.snapshots, starts, n)
+        inner = self.template[0].initial_hidden(n, obs[0].device) if last is None else last.hidden  # type: ignore[operator]
         deterministic = self.deterministic or deterministic
         if self.batched:
             order, stack = self.stack()
             which = torch.as_tensor(np.searchsorted(order, ids), device=obs[0].device)
-            return stack.act(obs, avail, which, deterministic), (ids, inner)
+            return PlayerStep(stack.act(obs, avail, which, deterministic), inner, ids)
         out: list[torch.Tensor] | None = None
         for snapshot in np.unique(ids).tolist():
             rows = torch.as_tensor(np.flatnonzero(ids == snapshot), device=obs[0].device)
@@ -178,37 +205,53 @@ class PoolPlayer(nn.Module):
                 inner = inner.clone()
                 inner[rows] = sub_hidden
         assert out is not None
-        return out, (ids, inner)
+        return PlayerStep(out, inner, ids)
 
-    def record(self, hidden: Any, envs: Sequence[int], outcomes: Sequence[float]) -> None:
-        """The learner's results (1 win, 0.5 draw, 0 loss) in the episodes that just ended in ``envs``."""
-        ids = hidden[0]
+    def record(self, snapshots: np.ndarray, envs: Sequence[int], outcomes: Sequence[float]) -> list[float]:
+        """The learner's results (1 win, 0.5 draw, 0 loss) in the episodes that just ended in ``envs``,
+        played by ``snapshots`` (the step's ``PlayerStep.snapshots``), into the pool and the ratings;
+        the results counted (an episode whose snapshot was evicted meanwhile counts for nothing)."""
         ended = set(envs)
-        playing = {int(k) for e, k in enumerate(ids) if e not in ended}
+        playing = {int(k) for e, k in enumerate(snapshots) if e not in ended}
         for gone in [k for k in {*self._nets, *self._retired} if k not in self.pool.ids() and k not in playing]:
             self._nets.pop(gone, None)  # evicted, and no training episode plays it any more
             self._retired.pop(gone, None)
+        counted = []
         for env, outcome in zip(envs, outcomes):
-            snapshot = int(ids[env])
+            snapshot = int(snapshots[env])
             if snapshot not in self.pool.ids():
                 continue  # evicted while its episode ran
             self.pool.record(snapshot, outcome)
-            self.games.append(outcome)
+            counted.append(outcome)
             if self.ratings is not None:
                 self.ratings.game(self.learner, self.rating_name(snapshot), outcome)
+        return counted
 
-    def row(self, prefix: str) -> dict[str, Any]:
-        """The learner's columns, each named after the learner (``prefix``: its name, or
-        ``<learner>_vs_<team>`` where one learner feeds several pools): ``{prefix}_pool_size`` (the
-        snapshots it plays), ``{prefix}_score`` (its mean result in this iteration's games: 1 a win,
-        0.5 a draw), and ``rating_{prefix}`` with ``rating_{prefix}_sigma`` (its openskill rating)."""
-        row: dict[str, Any] = {f"{prefix}_pool_size": len(self.pool),
-                               f"{prefix}_score": float(np.mean(self.games)) if self.games else None}
-        self.games = []
-        if self.ratings is not None:  # the learner's columns from the first row on (metrics.csv fixes them)
-            row[f"rating_{prefix}"] = self.ratings.mu(self.learner)
-            row[f"rating_{prefix}_sigma"] = self.ratings.sigma(self.learner)
-        return row
+    def rating(self) -> tuple[float, float] | None:
+        """The learner's openskill rating now, ``(mu, sigma)``; None without ratings."""
+        return None if self.ratings is None else (self.ratings.mu(self.learner), self.ratings.sigma(self.learner))
+
+
+@attrs.frozen
+class SelfPlay:
+    """A self-play team's pool: the updater adds a snapshot of ``learner`` every ``every`` iterations,
+    the collector scores the learner's games against it.  Its metrics columns are the learner's
+    (``prefix``: ``red`` in ``red_score``, ``rating_red``; ``pool_columns`` names them)."""
+
+    team: str
+    learner: str
+    player: PoolPlayer
+    every: int
+    prefix: str = ""
+
+
+def pool_columns(plays: Sequence[SelfPlay]) -> list[SelfPlay]:
+    """``plays`` with their columns' prefix: the learner's name, or ``<learner>_vs_<team>`` where one
+    learner feeds several pools."""
+    def prefix(play: SelfPlay) -> str:
+        shared = sum(p.learner == play.learner for p in plays) > 1
+        return f"{play.learner}_vs_{play.team}" if shared else play.learner
+    return [attrs.evolve(play, prefix=prefix(play)) for play in plays]
 
 
 def outcome_of(info: dict[str, Any], learner: str) -> float:

@@ -21,32 +21,47 @@ import attrs
 import torch
 from torch import nn
 
-from harl.teams.players import PoolPlayer, act_with
+from harl.teams.players import Avail, Obs, Player, PlayerStep, SelfPlay, play_policy
 from harl.teams.world import TeamAgents
 
 
 class TeamsPolicy(nn.Module):
-    """Every team's acting, joined into the world's per-agent action list."""
+    """Every team's acting, joined into the world's per-agent action list: the learning teams'
+    policies and the other teams' players (``harl.teams.players``), each stepped as a player, its
+    state the ``PlayerStep`` of its last step (a pool's snapshots among it)."""
 
-    def __init__(self, teams: Sequence[TeamAgents], actors: Mapping[str, nn.Module], n_agents: int) -> None:
+    def __init__(self, teams: Sequence[TeamAgents], learners: Mapping[str, nn.Module],
+                 players: Mapping[str, nn.Module], n_agents: int) -> None:
         super().__init__()
         self.teams = list(teams)
-        self.members = nn.ModuleDict(dict(actors))
+        self.members = nn.ModuleDict({**learners, **players})
+        self.players = frozenset(players)
+        """The teams that do not learn (their members are ``Player``s)."""
         self.n_agents = n_agents
 
-    def initial_hidden(self, n_envs: int, device: Any) -> dict[str, Any]:
-        return {t.name: self.members[t.name].initial_hidden(n_envs, device) for t in self.teams}  # type: ignore[operator]
+    def initial_hidden(self, n_envs: int, device: Any) -> dict[str, PlayerStep | None]:
+        """No step yet: each team starts its own state at its first step."""
+        return dict.fromkeys((t.name for t in self.teams), None)
+
+    def play(self, name: str, obs: Obs, avail: Avail, deterministic: bool, last: PlayerStep | None,
+             starts: torch.Tensor | None) -> PlayerStep:
+        """One step of team ``name``: its player's, or its learning policy's as a player's."""
+        member: Any = self.members[name]
+        if name in self.players:
+            player: Player = member
+            return player.play(obs, avail, deterministic, last, starts)
+        return play_policy(member, obs, avail, deterministic, last, starts)
 
     def act(self, obs: Sequence[torch.Tensor], avail: Sequence[torch.Tensor | None] | None,
-            deterministic: bool = True, hidden: Any = None,
-            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], dict[str, Any]]:
+            deterministic: bool = True, hidden: Mapping[str, PlayerStep | None] | None = None,
+            starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], dict[str, PlayerStep]]:
         hidden = hidden if hidden is not None else self.initial_hidden(obs[0].shape[0], obs[0].device)
         joint: list[Any] = [None] * self.n_agents
         after = {}
         for team in self.teams:
-            actions, after[team.name] = act_with(self.members[team.name], team.take(obs) or [],
-                                                 team.take(avail), deterministic, hidden[team.name], starts)
-            for i, action in zip(team.indices, actions):
+            after[team.name] = self.play(team.name, team.take(obs) or [], team.take(avail), deterministic,
+                                         hidden[team.name], starts)
+            for i, action in zip(team.indices, after[team.name].actions):
                 joint[i] = action
         return joint, after
 
@@ -71,14 +86,33 @@ class TeamsCritic(nn.Module):
         self.members = nn.ModuleDict(dict(critics))
 
 
+@attrs.frozen
+class TeamsRecord:
+    """One vector step's records of the learning teams (a ``StartRecord`` or a step record each),
+    by team: what ``TeamsBuffer`` takes."""
+
+    members: Mapping[str, Any]
+
+
 @attrs.define
 class TeamsBuffer:
-    """One buffer per learning team; the teams' collector fills each with its team's records."""
+    """One buffer per learning team; a record of every team's goes to each team's buffer."""
 
     members: dict[str, Any]
 
-    def insert(self, record: Any) -> None:
-        raise TypeError("a teams pipeline's buffer is filled per team: insert into buffer.members[NAME]")
+    def start(self, record: TeamsRecord) -> None:
+        """Each team's first observations (``StartRecord``)."""
+        for name, start in record.members.items():
+            self.members[name].start(start)
+
+    def insert(self, record: TeamsRecord) -> None:
+        for name, step in record.members.items():
+            self.members[name].insert(step)
+
+    def roll_over(self) -> None:
+        """Each team's buffer starts its next rollout where the last ended."""
+        for buffer in self.members.values():
+            buffer.roll_over()
 
 
 @attrs.define
@@ -137,18 +171,9 @@ def team_stages(teams: Sequence[TeamAgents], policy: TeamsPolicy, critic: TeamsC
             for t in teams}
 
 
-@attrs.define
-class SelfPlay:
-    """A self-play team's pool, fed with snapshots of its learner every ``every`` iterations."""
-
-    team: str
-    learner: str
-    player: PoolPlayer
-    every: int
-
-
 class TeamsUpdater:
-    """Each learning team's updater on its own buffer; then snapshots into the self-play pools."""
+    """Each learning team's updater on its own buffer; then snapshots into the self-play pools (the
+    first, of each learner as it starts, when made): the pools' snapshots are written here alone."""
 
     def __init__(self, members: Mapping[str, Any], policies: Mapping[str, nn.Module],
                  self_play: Sequence[SelfPlay]) -> None:
@@ -156,11 +181,12 @@ class TeamsUpdater:
         self.policies = dict(policies)
         self.self_play = list(self_play)
         self.iterations = 0
+        for play in self.self_play:  # the pool's first opponent: the learner as it starts
+            self.snapshot(play)
 
-    def snapshot_all(self) -> None:
-        """Each pool's snapshot of its learner as it is now (the first one: at build)."""
-        for play in self.self_play:
-            play.player.add(self.policies[play.learner].state_dict(), self.iterations)
+    def snapshot(self, play: SelfPlay) -> None:
+        """The pool's snapshot of its learner as it is now."""
+        play.player.add(self.policies[play.learner].state_dict(), self.iterations)
 
     def update(self, buffer: TeamsBuffer, progress: float = 0.0, **options: Any) -> TeamsUpdate:
         updates = {name: updater.update(buffer.members[name], progress=progress, **options)
@@ -169,15 +195,9 @@ class TeamsUpdater:
         extra: dict[str, Any] = {}
         for play in self.self_play:
             if self.iterations % play.every == 0:
-                play.player.add(self.policies[play.learner].state_dict(), self.iterations)
-            extra.update(play.player.row(self.prefix(play)))
+                self.snapshot(play)
+            extra[f"{play.prefix}_pool_size"] = len(play.player.pool)  # the snapshots the learner plays next
         return TeamsUpdate(updates, extra)
-
-    def prefix(self, play: SelfPlay) -> str:
-        """A pool's columns are the learner's (``red_score``, ``rating_red``): its name, or
-        ``<learner>_vs_<team>`` where the learner plays several pools."""
-        shared = sum(p.learner == play.learner for p in self.self_play) > 1
-        return f"{play.learner}_vs_{play.team}" if shared else play.learner
 
     def state_dict(self) -> dict[str, Any]:
         return {"members": {name: u.state_dict() for name, u in self.members.items()},

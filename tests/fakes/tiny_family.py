@@ -100,6 +100,9 @@ class Stats:
     env_steps: int
     episodes: list[dict[str, Any]]
 
+    def row(self) -> dict[str, Any]:
+        return {}
+
 
 class BanditCollector:
     def __init__(self, config: BanditCollectorConfig, parts: Parts) -> None:

@@ -54,9 +54,9 @@ def player(snapshot_rating: str = "learner") -> PoolPlayer:
 
 
 def play_games(pool_player: PoolPlayer, outcomes: list[float]) -> None:
-    hidden = pool_player.act([torch.zeros(len(outcomes), 4)], None, hidden=pool_player.initial_hidden(
-        len(outcomes), "cpu"))[1]
-    pool_player.record(hidden, list(range(len(outcomes))), outcomes)
+    step = pool_player.play([torch.zeros(len(outcomes), 4)], None, True, None, None)
+    assert step.snapshots is not None
+    pool_player.record(step.snapshots, list(range(len(outcomes))), outcomes)
 
 
 def test_a_new_snapshot_starts_at_the_learners_rating() -> None:

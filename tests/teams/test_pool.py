@@ -180,7 +180,8 @@ def test_evicted_snapshots_leave_the_ratings() -> None:
     player = PoolPlayer(template, SnapshotPool(2, "uniform", seed=0), Ratings(), "red", deterministic=False)
     for iteration in range(6):
         player.add(template.state_dict(), iteration)
-        ids, _ = player.act([torch.zeros(4, 4)], None, hidden=player.initial_hidden(4, "cpu"))[1]
-        player.record((ids, None), [0, 1, 2, 3], [1.0, 0.0, 0.5, 1.0])
+        step = player.play([torch.zeros(4, 4)], None, True, None, None)
+        assert step.snapshots is not None
+        assert player.record(step.snapshots, [0, 1, 2, 3], [1.0, 0.0, 0.5, 1.0]) == [1.0, 0.0, 0.5, 1.0]
     assert player.ratings is not None
     assert sorted(player.ratings.names()) == sorted(["red", *(player.rating_name(k) for k in player.pool.ids())])

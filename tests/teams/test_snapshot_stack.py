@@ -47,29 +47,30 @@ def test_stacked_snapshots_act_as_each_snapshot_alone(act: spaces.Space, shared:
         avail = [(torch.rand(n, 5) > 0.4).float() for _ in range(3)]
         for m in avail:
             m[:, 2] = 1.0
-    hidden = stacked.initial_hidden(n, "cpu")
-    a1, (ids1, _) = stacked.act(obs, avail, hidden=hidden)
+    one = stacked.play(obs, avail, True, None, None)
     stacked.pool._rng = np.random.default_rng(3)  # the same draws of snapshots for the loop
-    a0, (ids0, _) = alone.act(obs, avail, hidden=alone.initial_hidden(n, "cpu"))
-    assert (ids0 == ids1).all() and len(set(ids1.tolist())) > 1  # several snapshots in play
+    each = alone.play(obs, avail, True, None, None)
+    assert each.snapshots is not None and one.snapshots is not None
+    assert (each.snapshots == one.snapshots).all() and len(set(one.snapshots.tolist())) > 1  # several in play
     for i in range(3):
-        torch.testing.assert_close(a1[i], a0[i], **TOL)
+        torch.testing.assert_close(one.actions[i], each.actions[i], **TOL)
     if avail is not None:  # never an unavailable action
         for i in range(3):
-            assert avail[i].gather(1, a1[i].long()).eq(1).all()
+            assert avail[i].gather(1, one.actions[i].long()).eq(1).all()
 
 
 def test_each_env_keeps_its_snapshot_and_a_changed_pool_restacks() -> None:
     p = player(spaces.Discrete(5), True)
     obs = [torch.randn(8, 6) for _ in range(3)]
-    _, (ids, _) = p.act(obs, None, hidden=p.initial_hidden(8, "cpu"))
-    _, (again, _) = p.act(obs, None, hidden=(ids, None), starts=torch.zeros(8))
-    assert (again == ids).all()
+    first_step = p.play(obs, None, True, None, None)
+    again = p.play(obs, None, True, first_step, torch.zeros(8))
+    assert first_step.snapshots is not None and again.snapshots is not None
+    assert (again.snapshots == first_step.snapshots).all()
     first = p.stack()[1]
     p.add(p.template[0].state_dict(), 9)  # evicts snapshot 0; its episodes play on (retired)
     ids_now, stack = p.stack()
     assert stack is not first and set(ids_now) == {*p.pool.ids(), *([0] if 0 in p._retired else [])}
-    p.act(obs, None, hidden=(ids, None), starts=torch.zeros(8))  # an env still on a retired snapshot acts
+    p.play(obs, None, True, first_step, torch.zeros(8))  # an env still on a retired snapshot acts
 
 
 def test_recurrent_snapshots_act_one_by_one() -> None:

@@ -257,6 +257,41 @@ def test_self_play_pool_and_ratings_resume_exactly(tmp_path: Path) -> None:
     assert newest["mu"] == pytest.approx(float(a[-1]["rating_red"]), rel=1e-5)  # metrics.csv: 6 digits
 
 
+def test_a_pools_games_leave_with_collection_and_its_snapshots_with_the_updater(tmp_path: Path) -> None:
+    """Collection reports what it found out (the learner's games and rating: ``TeamsCollected.row``);
+    the updater writes the snapshots and reports the pool's size; the teams' buffer takes one record
+    of every learning team's per step, as any buffer takes its records."""
+    pytest.importorskip("openskill", reason="ratings need openskill (pip install harl[teams])")
+    from harl.teams.stages import TeamsBuffer, TeamsRecord
+
+    path = tmp_path / "selfplay.toml"
+    path.write_text((ROOT / "pipelines" / "happo_mpe_spread.toml").read_text()
+                    + '\n[teams.red]\nagents = ["agent_0", "agent_1"]\n[teams.blue]\nagents = ["agent_2", "agent_3"]\n'
+                    'role = "self_play"\nof = "red"\nsnapshot_every = 1\npool_size = 2\n')
+    spec, _ = load_spec_and_notes(path, [*SMALL, "env.n_agents=4", "env.team_reward=false", "collector.backend=inline"])
+    with build_stages(spec) as stages:
+        pool = stages.updater.self_play[0].player.pool  # type: ignore[attr-defined]
+        assert len(pool) == 1  # the updater's first snapshot: the learner as it starts
+        collected = stages.collector.collect(stages.buffer)
+        assert {"red_score", "rating_red", "rating_red_sigma"} <= set(collected.row())
+        assert "red_pool_size" not in collected.row() and len(pool) == 1
+        stages.returns.compute(stages.buffer)
+        update = stages.updater.update(stages.buffer, 0.0)
+        assert update.row()["red_pool_size"] == 2 == len(pool)
+        assert not {"red_score", "rating_red"} & set(update.row())
+
+    class Fake:
+        def __init__(self) -> None:
+            self.got: list[object] = []
+
+        def insert(self, record: object) -> None:
+            self.got.append(record)
+
+    a, b = Fake(), Fake()
+    TeamsBuffer({"a": a, "b": b}).insert(TeamsRecord({"a": 1, "b": 2}))
+    assert (a.got, b.got) == ([1], [2])
+
+
 def test_wilson_and_normal_intervals_by_hand() -> None:
     from harl.run.against import normal, wilson
 
