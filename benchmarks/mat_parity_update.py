@@ -106,8 +106,10 @@ def make_batch(policy: Any, n_steps: int, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     obs = rng.normal(size=(n_steps, N_AGENTS, OBS_DIM)).astype(np.float32)
     actions = rng.integers(0, N_ACTIONS, size=(n_steps, N_AGENTS, 1)).astype(np.float32)
+    from harl.policy.mat_decode import evaluate
+
     with torch.no_grad():
-        logp, _, values = policy.evaluate(torch.as_tensor(obs), torch.as_tensor(actions), None)
+        logp, _, values = evaluate(policy, torch.as_tensor(obs), torch.as_tensor(actions), None)
     old_logp = logp.numpy() + rng.uniform(-0.35, 0.35, size=logp.shape).astype(np.float32)
     adv = rng.normal(size=(n_steps, N_AGENTS, 1)).astype(np.float32)
     adv = (adv - adv.mean()) / (adv.std() + 1e-5)

@@ -15,15 +15,23 @@ buffer stores it (docs/architecture.md, "Records between stages")::
 Shapes: E envs, A agents, k_i agent i's action width, V = () (EP state) or (A,) (FP state),
 H a GRU width.  Env outputs (observations, states, rewards, masks) may be numpy arrays or
 torch tensors (a tensor-native env); the buffer converts them to its dtypes and device.
+
+A policy may fill fields of its own (``StepRecord.extras``, declared by its ``record_fields``: MAT's
+decoding orders), which the rollout buffer stores beside the others and hands back with the next
+step's inputs (``StepInputs.extras``) and to the update (``RolloutBuffer.recorded``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import torch
+
+FieldSpec = tuple[tuple[int, ...], torch.dtype, int | float]
+"""A policy's own record field, as its ``record_fields`` declares it by name: (per-env shape, dtype,
+the value of a slot no step has written yet)."""
 
 
 @attrs.frozen
@@ -51,6 +59,8 @@ class StepInputs:
     """Per agent ``(E, H)`` GRU state before step ``t``; None for feed-forward actors."""
     critic_hidden: torch.Tensor | None
     """``(E, *V, H)`` the critic's GRU state before step ``t``; None for a feed-forward critic."""
+    extras: Mapping[str, torch.Tensor] = attrs.field(factory=dict)
+    """The policy's own fields as the step before ``t`` recorded them (``StepRecord.extras``), by name."""
 
 
 @attrs.frozen
@@ -84,6 +94,8 @@ class StepRecord:
     final_values: torch.Tensor | None = None
     """``(E, *V)`` V of the pre-reset state where an episode ended (read only there); None when
     no episode ended at this step."""
+    extras: Mapping[str, Any] = attrs.field(factory=dict)
+    """The policy's own fields of step ``t`` (its ``record_fields``), each ``(E, *shape)``: MAT's ``orders``."""
 
 
 @attrs.frozen

@@ -11,9 +11,12 @@ Layout (E = n_envs, A = agents, V = () for EP state or (A,) for FP state)::
     starts        (T+1, E)                 1 where step t is an episode's first
     hidden[i]     (T+1, E, H)              recurrent actors only: GRU state before step t
     critic_hidden (T+1, E, *V, H)          recurrent critic only: its GRU state before step t
+    extras[name]  (T+1, E, *shape)         a policy's own record fields (``record_fields``): slot t+1
+                                           what step t's record gave, which step t+1's inputs hold
 
 Slot T+1 holds the observation after the last step; ``roll_over`` moves it to slot 0 so
-the next rollout continues the same episodes (and the GRU states carry over with them).
+the next rollout continues the same episodes (and the GRU states and the policy's own fields carry
+over with them).
 
 Writers use the declared interface only (``harl.buffers.records``): a collector calls
 ``start(StartRecord)`` or ``roll_over()``, then ``insert(StepRecord)`` once per step, then
@@ -30,14 +33,14 @@ episode boundary because ``starts`` resets the state there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import torch
 from gymnasium import spaces
 
-from harl.buffers.records import StartRecord, StepInputs, StepRecord
+from harl.buffers.records import FieldSpec, StartRecord, StepInputs, StepRecord
 from harl.nets.heads import action_width, avail_size
 from harl.nets.image import storage_dtype
 from harl.policy.on_policy import with_agent_id
@@ -118,14 +121,16 @@ class RolloutBuffer:
                  state_dim: int, n_envs: int, length: int, fp_state: bool,
                  device: torch.device | str = "cpu", hidden_size: int = 0,
                  sequence_length: int = 0, critic_hidden_size: int = 0, fp_advantage_norm: str = "joint",
-                 state_space: spaces.Box | None = None, critic_reads: Any = None, agent_ids: int = 0) -> None:
+                 state_space: spaces.Box | None = None, critic_reads: Any = None, agent_ids: int = 0,
+                 record_fields: Mapping[str, FieldSpec] | None = None) -> None:
         """``hidden_size`` > 0 stores the actors' GRU states, ``critic_hidden_size`` > 0 the
         critic's; ``sequence_length`` (a divisor of ``length``) cuts them.  Observations keep
         their space's shape; uint8 images (and a uint8 image ``state_space``) stay uint8.
         ``critic_reads(obs, state)``: what the critic reads instead of the state (an independent
         critic's stacked observations, ``harl.update.independent_v``); ``critic_batch`` applies it.
         ``agent_ids`` > 0 (``[policy] agent_id``, the agent count): agent batches hold each observation
-        flattened with the agent's one-hot id appended, as the shared actor reads it."""
+        flattened with the agent's one-hot id appended, as the shared actor reads it.
+        ``record_fields``: the policy's own step-record fields (``StepRecord.extras``), stored by name."""
         self.fp_advantage_norm = fp_advantage_norm
         self.agent_ids = agent_ids
         self.critic_reads = critic_reads
@@ -158,6 +163,9 @@ class RolloutBuffer:
                        if hidden_size else None)
         self.critic_hidden = (torch.zeros(T + 1, *vshape, critic_hidden_size, **f32)
                               if critic_hidden_size else None)
+        self.fills = {name: fill for name, (_, _, fill) in (record_fields or {}).items()}
+        self.extras = {name: torch.full((T + 1, E, *shape), fill, dtype=dtype, device=self.device)
+                       for name, (shape, dtype, fill) in (record_fields or {}).items()}
         self.step = 0
         """The step the next ``insert`` writes (0 after ``start`` and ``roll_over``)."""
 
@@ -174,6 +182,8 @@ class RolloutBuffer:
             h[0].zero_()
         if self.critic_hidden is not None:
             self.critic_hidden[0].zero_()
+        for name, x in self.extras.items():
+            x[0].fill_(self.fills[name])
         self.step = 0
 
     def inputs(self, t: int) -> StepInputs:
@@ -182,7 +192,8 @@ class RolloutBuffer:
             obs=[o[t] for o in self.obs], avail=[None if a is None else a[t] for a in self.avail],
             state=self.state[t], starts=self.starts[t],
             hidden=None if self.hidden is None else [h[t] for h in self.hidden],
-            critic_hidden=None if self.critic_hidden is None else self.critic_hidden[t])
+            critic_hidden=None if self.critic_hidden is None else self.critic_hidden[t],
+            extras={name: x[t] for name, x in self.extras.items()})
 
     def insert(self, record: StepRecord) -> None:
         """Store step ``self.step`` and the observation after it (slot ``t + 1``)."""
@@ -196,12 +207,13 @@ class RolloutBuffer:
         """Store ``record`` as step ``t``; ``step`` is left as it was (see ``write_fields``)."""
         self.write_fields(t, record.actions, record.log_probs, record.values, record.obs, record.avail,
                           record.state, record.rewards, record.terminated, record.truncated, record.active,
-                          record.starts, record.hidden, record.critic_hidden, record.final_values)
+                          record.starts, record.hidden, record.critic_hidden, record.final_values, record.extras)
 
     def write_fields(self, t: int | torch.Tensor, actions: Sequence[Any], log_probs: Sequence[Any], values: Any,
                      obs: Sequence[Any], avail: Sequence[Any] | None, state: Any, rewards: Any, terminated: Any,
                      truncated: Any, active: Any, starts: Any, hidden: Sequence[Any] | None = None,
-                     critic_hidden: Any = None, final_values: Any = None) -> None:
+                     critic_hidden: Any = None, final_values: Any = None,
+                     extras: Mapping[str, Any] | None = None) -> None:
         """A ``StepRecord``'s fields (as there) stored as step ``t``: an int, or a ``(1,)`` int64 tensor,
         the compiled collection step's index (a graph takes it without recompiling per step, and
         builds no record object)."""
@@ -231,6 +243,11 @@ class RolloutBuffer:
         put(self.active, 1, active)
         if final_values is not None:
             put(self.final_values, 0, final_values)
+        for name, value in (extras or {}).items():
+            if name not in self.extras:
+                raise KeyError(f"the step record has a field {name!r} the buffer was not built to store "
+                               f"(the policy's record_fields: {sorted(self.extras)})")
+            put(self.extras[name], 1, value)
 
     def written(self, steps: int) -> None:
         """``steps`` steps were stored by ``write`` (the compiled collection step): the next
@@ -272,7 +289,7 @@ class RolloutBuffer:
         """Carry the last observation into slot 0 for the next rollout."""
         for x in (*self.obs, *[a for a in self.avail if a is not None], self.state, self.active,
                   self.values, self.starts, *(self.hidden or []),
-                  *([] if self.critic_hidden is None else [self.critic_hidden])):
+                  *([] if self.critic_hidden is None else [self.critic_hidden]), *self.extras.values()):
             x[0].copy_(x[-1])
         self.step = 0
 
@@ -283,6 +300,7 @@ class RolloutBuffer:
         named.update({f"hidden{i}": h for i, h in enumerate(self.hidden or [])})
         if self.critic_hidden is not None:
             named["critic_hidden"] = self.critic_hidden
+        named.update({f"extra_{name}": x for name, x in self.extras.items()})
         return named
 
     def carried(self) -> dict[str, torch.Tensor]:
@@ -292,12 +310,17 @@ class RolloutBuffer:
         return {name: x[-1].detach().cpu().clone() for name, x in self._carried_slots().items()}
 
     def carry_in(self, carried: dict[str, torch.Tensor]) -> None:
-        """Slot 0 from ``carried()`` of a buffer of the same layout, as ``roll_over`` would set it."""
+        """Slot 0 from ``carried()`` of a buffer of the same layout, as ``roll_over`` would set it; a
+        policy field it lacks (saved before the field was recorded) is set as no step had written it."""
         slots = self._carried_slots()
-        if carried.keys() != slots.keys():
+        missing = {f"extra_{name}" for name in self.extras} - carried.keys()
+        if carried.keys() | missing != slots.keys():
             raise ValueError(f"carry_in: expected the slots {sorted(slots)}, got {sorted(carried)}")
         for name, x in slots.items():
-            x[0].copy_(carried[name])
+            if name in missing:
+                x[0].fill_(self.fills[name[len("extra_"):]])
+            else:
+                x[0].copy_(carried[name])
         self.step = 0
 
     def normalized_advantages(self, agent: int) -> torch.Tensor:
@@ -337,6 +360,11 @@ class RolloutBuffer:
         if not self.agent_ids:
             return obs
         return with_agent_id(obs.reshape(*obs.shape[:2], -1), agent, self.agent_ids)
+
+    def recorded(self, name: str) -> torch.Tensor:
+        """``(T * E, *shape)`` what each step's record gave for the policy's field ``name``
+        (``StepRecord.extras``), in the row order of ``agent_batch``."""
+        return self.agent_rows(self.extras[name][1:])
 
     def agent_rows(self, x: torch.Tensor) -> torch.Tensor:
         """``(T, E, ...)`` -> ``(T * E, ...)`` in the row order of ``agent_batch`` (sequence-major for
@@ -406,7 +434,8 @@ def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
                          fp_advantage_norm=config.fp_advantage_norm, hidden_size=parts.policy.hidden_size,
                          critic_hidden_size=parts.critic.hidden_size, sequence_length=w.sequence_length,
                          state_space=parts.state_space,
-                         agent_ids=parts.n_agents if getattr(parts.policy, "agent_ids", False) else 0)
+                         agent_ids=parts.n_agents if getattr(parts.policy, "agent_ids", False) else 0,
+                         record_fields=getattr(parts.policy, "record_fields", None))
 
 
 register("buffer", RolloutConfig, _rollout_buffer, family="on_policy", default=True)

@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from harl.collect.critic_input import critic_input
+from harl.collect.critic_input import critic_input, policy_values
 from harl.errors import ConfigError
 
 MODES = ("off", "on", "auto")
@@ -178,7 +178,7 @@ class CompiledCollection:
         """CUDA graphs replay fixed addresses: the buffer's and the env's tensors stay where they are."""
         b = self.buffer
         tensors = [*b.obs, *[a for a in b.avail if a is not None], *b.actions, *b.log_probs, b.state, b.active,
-                   b.rewards, b.terminated, b.truncated, b.values, b.final_values, b.starts]
+                   b.rewards, b.terminated, b.truncated, b.values, b.final_values, b.starts, *b.extras.values()]
         tensors += self.venv.tensors()
         for x in tensors:
             torch._dynamo.mark_static_address(x)
@@ -186,13 +186,16 @@ class CompiledCollection:
     # ------------------------------------------------------------------ the graphs
 
     def _act(self, t: torch.Tensor) -> tuple[Any, torch.Tensor]:
-        """The team's sample and V(s_t) at slot ``t`` of the buffer."""
+        """The team's sample and V(s_t) at slot ``t`` of the buffer (the policy's own values where it gives them)."""
         b = self.buffer
         obs = [o.index_select(0, t)[0] for o in b.obs]
         avail = [None if a is None else a.index_select(0, t)[0] for a in b.avail]
         state = b.state.index_select(0, t)[0]
-        sampled = self.policy.sample(obs, avail)
-        return sampled, self.critic.value(critic_input(self.critic, obs, state))
+        carried: dict[str, Any] = {"carried": {name: x.index_select(0, t)[0] for name, x in b.extras.items()},
+                                   "starts": b.starts.index_select(0, t)[0]} if b.extras else {}
+        sampled = self.policy.sample(obs, avail, **carried)
+        values = policy_values(self.critic, sampled)
+        return sampled, values if values is not None else self.critic.value(critic_input(self.critic, obs, state))
 
     def _write(self, t: torch.Tensor, sampled: Any, values: torch.Tensor, obs: list[torch.Tensor],
                state: torch.Tensor, rewards: torch.Tensor, truncated: torch.Tensor,
@@ -204,7 +207,8 @@ class CompiledCollection:
         avail = self.venv.avail
         self.buffer.write_fields(
             t, sampled.actions, sampled.log_probs, values, obs, None if avail is None else [*avail], state,
-            rewards, terminated, truncated, active, ended.float(), final_values=final_values)
+            rewards, terminated, truncated, active, ended.float(), final_values=final_values,
+            extras=getattr(sampled, "extras", None))
 
     def _step(self, t: torch.Tensor) -> None:
         """A step that ends no episode."""

@@ -12,6 +12,12 @@ arrays (``harl.buffers.records``).  A tensor-native vector env (VMAS) gets the t
 action tensors as they are, and its tensors go into the record as they are; a numpy env
 gets numpy arrays (one device-to-host copy of the actions per step).  Both paths store
 the same numbers.
+
+A policy may give more than actions (``harl.policy.mat_policy.TeamSample``): ``values``, V(s_t) from
+its own forward pass (the critic is a head of the policy: MAT's encoder), which the collector stores
+instead of asking the critic again; and ``extras``, fields of its own for the step record (declared
+by its ``record_fields``), which it gets back at the next step (``StepInputs.extras``, passed to its
+``sample`` as ``carried``).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import torch
 from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
 from harl.collect import compiled
-from harl.collect.critic_input import critic_input
+from harl.collect.critic_input import critic_input, policy_values
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, can_set_env_state, get_env_state, is_tensor_native
@@ -37,7 +43,8 @@ from harl.settings import kind_field, one_of, own_first, positive, setting
 
 
 class ValueFunction(Protocol):
-    """What the collector asks of the critic (``harl.update.v_critic.VCritic``): V of states as it goes."""
+    """What the collector asks of the critic (``harl.update.v_critic.VCritic``): V of states as it goes
+    (and, where the policy's step gives values of its own, ``denormalize(values)``: them in env units)."""
 
     def value(self, *inputs: Any) -> torch.Tensor: ...
 
@@ -71,6 +78,8 @@ class Acting:
     """Per agent ``(E, H)`` the actors' GRU states after this step (None: feed-forward)."""
     critic_hidden: torch.Tensor | None
     """The critic's GRU state after this step (None: feed-forward)."""
+    extras: dict[str, torch.Tensor] = attrs.field(factory=dict)
+    """The policy's own fields of the step record (``StepRecord.extras``)."""
 
 
 class OnPolicyCollector:
@@ -195,14 +204,18 @@ class OnPolicyCollector:
     def act(self, buffer: RolloutBuffer, t: int) -> Acting:
         """The team's actions and the critic's values at step ``t`` of the rollout in ``buffer``."""
         inputs = buffer.inputs(t)
-        sampled = self.policy.sample(inputs.obs, inputs.avail, hidden=inputs.hidden, starts=inputs.starts)
+        carried: dict[str, Any] = {"carried": inputs.extras} if inputs.extras else {}  # the policy's own fields
+        sampled = self.policy.sample(inputs.obs, inputs.avail, hidden=inputs.hidden, starts=inputs.starts, **carried)
+        extras = getattr(sampled, "extras", None) or {}
         critic_hidden = None
-        seen = critic_input(self.critic, inputs.obs, inputs.state)
-        if inputs.critic_hidden is None:
-            values = self.critic.value(seen)
-        else:  # the state after step t, before any reset (applied where the next step starts an episode)
-            values, critic_hidden = self.critic.step(seen, inputs.critic_hidden, inputs.starts)
-        return Acting(sampled.actions, sampled.log_probs, values, sampled.hidden, critic_hidden)
+        values = policy_values(self.critic, sampled)  # V(s_t) from the policy's own pass, where it gives one
+        if values is None:
+            seen = critic_input(self.critic, inputs.obs, inputs.state)
+            if inputs.critic_hidden is None:
+                values = self.critic.value(seen)
+            else:  # the state after step t, before any reset (applied where the next step starts an episode)
+                values, critic_hidden = self.critic.step(seen, inputs.critic_hidden, inputs.starts)
+        return Acting(sampled.actions, sampled.log_probs, values, sampled.hidden, critic_hidden, extras)
 
     def env_actions(self, acting: Acting) -> list[Any]:
         """``acting``'s actions as the envs take them: tensors for a tensor-native env, else numpy arrays."""
@@ -234,7 +247,7 @@ class OnPolicyCollector:
             actions=acting.actions, log_probs=acting.log_probs, values=acting.values, obs=step.obs,
             avail=step.avail, state=step.state, rewards=step.rewards, terminated=terminated,
             truncated=truncated, active=active, starts=starts, hidden=acting.hidden,
-            critic_hidden=acting.critic_hidden, final_values=final_values)
+            critic_hidden=acting.critic_hidden, final_values=final_values, extras=acting.extras)
 
     @torch.no_grad()
     def finish(self, buffer: RolloutBuffer) -> None:

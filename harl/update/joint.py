@@ -18,6 +18,7 @@ import torch
 
 from harl.buffers.rollout import RolloutBuffer
 from harl.errors import ConfigError
+from harl.policy.mat_orders import FIELD
 from harl.registry import register
 from harl.settings import kind_field, one_of, setting
 from harl.update.common import lr_scale, set_lr
@@ -35,10 +36,9 @@ class JointConfig:
     objective: Any = setting(factory=MATConfig, doc="the team's objective ([updater.objective]: mat or mat_dec)")
 
 
-def team_batch(buffer: RolloutBuffer, critic_learner: TransformerValueLoss,
-               orders: torch.Tensor | None = None) -> TeamBatch:
-    """The rollout in ``buffer`` as env steps with every agent in one row (reads the buffer, writes nothing);
-    ``orders`` ``(T, E, A)``: each step's decoding order (the policy's ``take_orders``, ``order = "episode"``)."""
+def team_batch(buffer: RolloutBuffer, critic_learner: TransformerValueLoss) -> TeamBatch:
+    """The rollout in ``buffer`` as env steps with every agent in one row (reads the buffer, writes nothing),
+    with each step's decoding order where the step records hold them (``order = "random"`` / ``"episode"``)."""
     if not buffer.fp_state:
         raise ConfigError('updater.kind = "joint" needs one value per agent in the rollout buffer; '
                           'set critic.kind = "mat_v"')
@@ -58,7 +58,7 @@ def team_batch(buffer: RolloutBuffer, critic_learner: TransformerValueLoss,
         advantages=torch.stack([buffer.normalized_advantages(i) for i in agents], -1).reshape(n, -1),
         old_values=critic_learner.old_values(buffer.values[:-1].reshape(n, -1)),
         returns=buffer.returns.reshape(n, -1),
-        orders=None if orders is None else orders.reshape(n, buffer.n_agents).to(obs.device))
+        orders=buffer.recorded(FIELD) if FIELD in buffer.extras else None)
 
 
 @attrs.frozen
@@ -84,11 +84,7 @@ class JointUpdater:
     def update(self, buffer: RolloutBuffer, progress: float) -> JointStats:
         scale = lr_scale(self.config, progress)
         set_lr([self.learner], scale)
-        orders = self.learner.policy.take_orders()
-        if orders is not None and orders.shape[:2] != buffer.actions[0].shape[:2]:
-            raise RuntimeError(f"the policy logged {orders.shape[0]} steps' decoding orders for a rollout of "
-                               f"{buffer.actions[0].shape[0]}: every collected step goes through policy.sample")
-        batch = team_batch(buffer, self.critic_learner, orders)
+        batch = team_batch(buffer, self.critic_learner)
         stats = self.learner.update(batch, self.critic_learner, self.critic_learner.value_loss_coef)
         return JointStats(stats, scale)
 

@@ -2,7 +2,10 @@
 
 ``[critic] kind = "mat_v"`` builds no network of its own: its values are those of the policy's
 encoder (``harl.policy.mat``), read from the agents' observations (``reads``: the collector and the
-rollout buffer hand it the stacked observations instead of the state).  It holds the value
+rollout buffer hand it the stacked observations instead of the state).  During collection the
+policy's own step gives them (``TransformerPolicy.sample`` encodes once, for the actions and the
+values, as MAT's ``get_actions``): the collector stores ``denormalize`` of them; ``value`` encodes
+again only where no step of the policy did (the state an episode ended in, the rollout's last).  It holds the value
 normaliser and the value loss, which the ``joint`` updater adds to the objective's loss (one
 optimiser over the whole transformer), as MAT's trainer::
 
@@ -35,7 +38,7 @@ import attrs
 import torch
 from torch import nn
 
-from harl.policy.mat import MultiAgentTransformer
+from harl.policy.mat_policy import TransformerPolicy
 from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import in_range, kind_field, positive, setting
@@ -67,13 +70,13 @@ class TransformerValues(nn.Module):
     """One value per agent: the rollout buffer stores ``(T, E, A)`` values and per-agent rewards."""
     hidden_size = 0
 
-    def __init__(self, policy: MultiAgentTransformer, config: MATValuesConfig) -> None:
+    def __init__(self, policy: TransformerPolicy, config: MATValuesConfig) -> None:
         super().__init__()
         self._policy = (policy,)  # not a submodule: its weights are the policy's, saved once
         self.normalizer = ValueNorm() if config.value_norm else None
 
     @property
-    def policy(self) -> MultiAgentTransformer:
+    def policy(self) -> TransformerPolicy:
         return self._policy[0]
 
     def reads(self, obs: Sequence[Any], state: Any) -> torch.Tensor:
@@ -87,6 +90,7 @@ class TransformerValues(nn.Module):
         return values.reshape(*lead, x.shape[-2])
 
     def denormalize(self, v: torch.Tensor) -> torch.Tensor:
+        """Values in the normaliser's units (the encoder's, ``TeamSample.values``) -> env units."""
         return v if self.normalizer is None else self.normalizer.denormalize(v)
 
     def normalize_targets(self, x: torch.Tensor) -> torch.Tensor:
@@ -137,7 +141,7 @@ class TransformerValueLoss:
 
 
 def _values(config: MATValuesConfig, parts: Any) -> TransformerValues:
-    if not isinstance(parts.policy, MultiAgentTransformer):
+    if not isinstance(parts.policy, TransformerPolicy):
         raise TypeError('critic.kind = "mat_v" reads the values of the transformer that updater.objective.kind = '
                         '"mat" or "mat_dec" builds')
     return TransformerValues(parts.policy, config)

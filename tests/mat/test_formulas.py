@@ -13,7 +13,9 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from harl.policy.mat import MASKED_LOGIT, MultiAgentTransformer
+from harl.policy.mat import MASKED_LOGIT
+from harl.policy.mat_decode import evaluate, masked_log_softmax
+from harl.policy.mat_policy import TransformerPolicy
 from harl.update.mat_values import MATValuesConfig, TransformerValueLoss, TransformerValues, mat_value_loss
 from harl.update.objectives.mat import (
     MATConfig,
@@ -27,11 +29,12 @@ A, OBS, N_ACT, BOX = 4, 6, 5, 3
 
 
 def transformer(discrete: bool = True, decentralised: bool = False, share_actor: bool = False,
-                n_block: int = 2, seed: int = 0) -> MultiAgentTransformer:
+                n_block: int = 2, seed: int = 0, order: str = "fixed",
+                generator: torch.Generator | None = None) -> TransformerPolicy:
     torch.manual_seed(seed)
     act: spaces.Space = spaces.Discrete(N_ACT) if discrete else spaces.Box(-1, 1, (BOX,))
-    net = MultiAgentTransformer([spaces.Box(-1, 1, (OBS,))] * A, [act] * A, n_block, 16, 2,
-                                decentralised=decentralised, share_actor=share_actor)
+    net = TransformerPolicy([spaces.Box(-1, 1, (OBS,))] * A, [act] * A, n_block, 16, 2,
+                            decentralised=decentralised, share_actor=share_actor, order=order, generator=generator)
     with torch.no_grad():  # MAT's gain-0.01 heads make every logit nearly equal: spread them out
         for p in net.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -82,7 +85,7 @@ def test_teacher_forcing_gives_the_auto_regressive_log_probs(discrete: bool) -> 
     torch.manual_seed(3)
     sampled = net.sample(obs, avail)
     actions = torch.stack(sampled.actions, 1)
-    log_probs, _, values = net.evaluate(net.stack_obs(obs), actions,
+    log_probs, _, values = evaluate(net, net.stack_obs(obs), actions,
                                         None if avail is None else torch.stack(avail, 1))
     torch.testing.assert_close(log_probs, torch.stack(sampled.log_probs, 1), rtol=1e-5, atol=1e-5)
     assert values.shape == (64, A)
@@ -107,7 +110,7 @@ def test_mat_dec_agents_decide_alone() -> None:
         obs = obs_list(32)
         torch.manual_seed(5)
         sampled = net.sample(obs, None)
-        log_probs, _, _ = net.evaluate(net.stack_obs(obs), torch.stack(sampled.actions, 1), None)
+        log_probs, _, _ = evaluate(net, net.stack_obs(obs), torch.stack(sampled.actions, 1), None)
         torch.testing.assert_close(log_probs, torch.stack(sampled.log_probs, 1))
     assert len(transformer(decentralised=True).own_actors) == A
     assert len(transformer(decentralised=True, share_actor=True).own_actors) == 1
@@ -127,7 +130,7 @@ def test_unavailable_actions_are_never_taken() -> None:
     _, rep = net.encode(x)
     acts = torch.stack(net.act(obs_list(256), avail)[0], 1)
     with torch.no_grad():
-        logp = net._log_probs(net.decode(net.shifted(acts), rep, x), torch.stack(avail, 1))
+        logp = masked_log_softmax(net.decode(net.shifted(acts), rep, x), torch.stack(avail, 1))
     torch.testing.assert_close(logp.exp().sum(-1), torch.ones(256, A))
     assert float(logp.exp()[torch.stack(avail, 1) == 0].max()) == 0.0
     assert MASKED_LOGIT == -1e10
@@ -139,7 +142,7 @@ def test_gaussian_log_prob_and_entropy_by_hand() -> None:
         net.std_param.fill_(1.0)  # as MAT initialises it
     obs = net.stack_obs(obs_list(4))
     actions = torch.full((4, A, BOX), 0.25)
-    log_probs, entropy, _ = net.evaluate(obs, actions, None)
+    log_probs, entropy, _ = evaluate(net, obs, actions, None)
     _, rep = net.encode(obs)
     mean = net.decode(net.shifted(actions), rep, obs)
     std = 0.5 / (1 + math.exp(-1.0))  # 0.5 * sigmoid(1): MAT's initial standard deviation
@@ -194,21 +197,23 @@ def test_value_loss_by_hand() -> None:
 
 
 class Fixed(nn.Module):
-    """A stand-in policy whose ``evaluate`` returns the numbers of the two tests above."""
+    """A stand-in network whose teacher-forced numbers (``fixed_evaluate``) are those of the two tests above."""
 
     def __init__(self) -> None:
         super().__init__()
         self.w = nn.Parameter(torch.zeros(()))
 
-    def evaluate(self, obs, actions, avail, orders=None):  # noqa: ANN001, ANN201 - the transformer's signature
-        new = torch.log(torch.tensor([[[1.5, 1.0], [0.5, 2.0], [9.0, 9.0]]])) + self.w
-        entropy = torch.tensor([[[1.0, 0.5], [0.25, 0.25], [7.0, 7.0]]])
-        return new, entropy, torch.tensor([[0.5, -1.0, 50.0]]) + self.w
+
+def fixed_evaluate(net, obs, actions, avail, orders=None):  # noqa: ANN001, ANN201 - mat_decode.evaluate's signature
+    new = torch.log(torch.tensor([[[1.5, 1.0], [0.5, 2.0], [9.0, 9.0]]])) + net.w
+    entropy = torch.tensor([[[1.0, 0.5], [0.25, 0.25], [7.0, 7.0]]])
+    return new, entropy, torch.tensor([[0.5, -1.0, 50.0]]) + net.w
 
 
-def test_the_joint_loss_adds_the_three_terms() -> None:
+def test_the_joint_loss_adds_the_three_terms(monkeypatch: pytest.MonkeyPatch) -> None:
     """loss = policy_loss - entropy_coef * entropy + value_loss_coef * value_loss
             = -0.8 - 0.01 * 1.0 + 1 * 1.96 = 1.15"""
+    monkeypatch.setattr("harl.policy.mat_decode.evaluate", fixed_evaluate)
     learner = TransformerLearner(Fixed(), MATConfig(clip=0.2), torch.Generator())  # type: ignore[arg-type]
     critic = TransformerValues.__new__(TransformerValues)
     nn.Module.__init__(critic)
@@ -237,8 +242,7 @@ def test_value_normaliser_is_updated_with_the_returns_before_it_normalises() -> 
 
 
 def test_narrower_observations_are_zero_padded() -> None:
-    net = MultiAgentTransformer([spaces.Box(-1, 1, (3,)), spaces.Box(-1, 1, (5,))], [spaces.Discrete(2)] * 2,
-                                1, 8, 1)
+    net = TransformerPolicy([spaces.Box(-1, 1, (3,)), spaces.Box(-1, 1, (5,))], [spaces.Discrete(2)] * 2, 1, 8, 1)
     x = net.stack_obs([np.ones((2, 3), np.float32), np.ones((2, 5), np.float32)])
     assert x.shape == (2, 2, 5)
     assert torch.equal(x[:, 0, 3:], torch.zeros(2, 2))
@@ -253,13 +257,13 @@ def test_a_random_order_decodes_its_first_agent_first() -> None:
     sampled = net.sample(obs, None)
     actions = torch.stack(sampled.actions, 1)
     x = net.stack_obs(obs)
-    log_probs, _, values = net.evaluate(x, actions, None)
+    log_probs, _, values = evaluate(net, x, actions, None)
     torch.testing.assert_close(log_probs, torch.stack(sampled.log_probs, 1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(values, net.encode(x)[0])  # the encoder has no positions: values in any order
     for p, agent in enumerate(order.tolist()):
         changed = actions.clone()
         changed[:, agent] = (changed[:, agent] + 1) % N_ACT
-        after, _, _ = net.evaluate(x, changed, None)
+        after, _, _ = evaluate(net, x, changed, None)
         earlier_or_same = order[: p + 1].tolist()
         later = order[p + 1:].tolist()
         torch.testing.assert_close(after[:, earlier_or_same[:-1]], log_probs[:, earlier_or_same[:-1]], rtol=0, atol=1e-6)

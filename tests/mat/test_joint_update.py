@@ -1,7 +1,7 @@
 """The joint updater's view of a rollout (``team_batch``) and one update through it: every agent of
 an env step in one row, advantages standardised over every agent's active samples as MAT's trainer
 does (``np.nanmean`` / ``np.nanstd`` with the dead agents' entries set to NaN), old values in the
-normaliser's units."""
+normaliser's units; MAT's decoding orders from the step records the buffer stored."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from gymnasium import spaces
 
 from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
-from harl.policy.mat import MultiAgentTransformer
+from harl.policy import mat_orders
+from harl.policy.mat_policy import TransformerPolicy
 from harl.update.joint import JointConfig, JointUpdater, team_batch
 from harl.update.mat_values import MATValuesConfig, TransformerValueLoss, TransformerValues
 from harl.update.objectives.mat import MATConfig, TransformerLearner
@@ -19,14 +20,15 @@ from harl.update.objectives.mat import MATConfig, TransformerLearner
 T, E, A, OBS, N_ACT = 5, 3, 2, 4, 3
 
 
-def filled() -> tuple[RolloutBuffer, MultiAgentTransformer, TransformerValueLoss]:
+def filled(order: str = "fixed") -> tuple[RolloutBuffer, TransformerPolicy, TransformerValueLoss]:
+    """A rollout collected as the on-policy collector does: the policy's values, its record fields."""
     torch.manual_seed(0)
     obs_spaces = [spaces.Box(-1, 1, (OBS,)), spaces.Box(-1, 1, (OBS - 1,))]  # the second agent's is padded
     act_spaces = [spaces.Discrete(N_ACT)] * A
-    policy = MultiAgentTransformer(obs_spaces, act_spaces, 1, 8, 1)
+    policy = TransformerPolicy(obs_spaces, act_spaces, 1, 8, 1, order=order, generator=torch.Generator().manual_seed(1))
     critic = TransformerValues(policy, MATValuesConfig())
     buffer = RolloutBuffer(obs_spaces, act_spaces, state_dim=2, n_envs=E, length=T, fp_state=True,
-                           critic_reads=critic.reads)
+                           critic_reads=critic.reads, record_fields=policy.record_fields)
 
     def observe() -> list[torch.Tensor]:
         return [torch.randn(E, s.shape[0]) for s in obs_spaces]
@@ -35,14 +37,17 @@ def filled() -> tuple[RolloutBuffer, MultiAgentTransformer, TransformerValueLoss
     buffer.start(StartRecord(observe(), torch.zeros(E, 2), avail))
     for t in range(T):
         inputs = buffer.inputs(t)
-        sampled = policy.sample(inputs.obs, inputs.avail)
+        sampled = policy.sample(inputs.obs, inputs.avail, starts=inputs.starts, carried=inputs.extras)
+        assert torch.equal(critic.denormalize(sampled.values), critic.value(critic.reads(inputs.obs, None)))
         active = torch.ones(E, A)
         active[0, 1] = float(t >= 2)  # agent 1 of env 0 is dead from step 1 to step 2
+        starts = torch.zeros(E)
+        starts[1] = float(t == 2)  # env 1's next episode begins at step 3
         buffer.insert(StepRecord(actions=sampled.actions, log_probs=sampled.log_probs,
-                                 values=critic.value(critic.reads(inputs.obs, None)), obs=observe(), avail=avail,
+                                 values=critic.denormalize(sampled.values), obs=observe(), avail=avail,
                                  state=torch.zeros(E, 2), rewards=torch.randn(E, A),
                                  terminated=torch.zeros(E, dtype=torch.bool), truncated=torch.zeros(E, dtype=torch.bool),
-                                 active=active, starts=torch.zeros(E)))
+                                 active=active, starts=starts, extras=sampled.extras))
     buffer.finish(torch.zeros(E, A))
     advantages, returns = torch.randn(T, E, A), torch.randn(T, E, A)
     buffer.set_targets(advantages, returns)
@@ -82,3 +87,24 @@ def test_one_joint_update_moves_the_whole_transformer() -> None:
     assert value_loss.critic.normalizer is not None and float(value_loss.critic.normalizer.debias) > 0
     state = updater.state_dict()
     assert set(state) == {"optimizer", "generator"}
+
+
+def test_the_update_reads_each_steps_decoding_order_from_the_buffer() -> None:
+    """``order = "episode"``: the step records' orders, one per env step, kept through an episode and drawn
+    anew where one begins, are the team batch's; the update decodes with them (log-probs of the
+    unchanged weights give ratio 1)."""
+    buffer, policy, value_loss = filled("episode")
+    batch = team_batch(buffer, value_loss)
+    assert batch.orders is not None and batch.orders.shape == (T * E, A)
+    orders = batch.orders.reshape(T, E, A)
+    assert torch.equal(orders, buffer.extras[mat_orders.FIELD][1:])
+    assert torch.equal(orders.sort(-1).values, torch.arange(A).expand(T, E, A))
+    assert all(torch.equal(orders[t], orders[0]) for t in range(3))  # no episode begins before step 3
+    assert torch.equal(orders[:, [0, 2]], orders[:1, [0, 2]].expand(T, 2, A))  # envs 0 and 2: one episode
+    assert torch.equal(orders[3:, 1], orders[3:4, 1].expand(T - 3, A))  # env 1's second episode keeps its own
+    learner = TransformerLearner(policy, MATConfig(order="episode"), torch.Generator().manual_seed(0))
+    torch.testing.assert_close(learner.ratio(batch), torch.ones(T * E, A), rtol=1e-5, atol=1e-5)
+    fixed = team_batch(filled()[0], value_loss)
+    assert fixed.orders is None and filled()[0].extras == {}
+    buffer.roll_over()  # the next rollout's first step gets the running orders
+    assert torch.equal(buffer.inputs(0).extras[mat_orders.FIELD], orders[-1])

@@ -30,7 +30,7 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.api import load_pipeline
-from harl.policy.mat import transformer_policy
+from harl.policy.mat_policy import transformer_policy
 from harl.update.mat_values import TransformerValueLoss, TransformerValues
 from harl.update.objectives.mat import MATDecConfig, TeamBatch, TransformerLearner, mat_entropy
 
@@ -94,18 +94,18 @@ def test_shipped_pipelines_mask_as_mats_scripts(name: str) -> None:
 
 
 class Fixed(nn.Module):
-    """A stand-in transformer: three agents, one discrete action each, agent 2 dead.
-
-    ratios r = (1.5, 0.5, 1.0), entropies (1.0, 0.5, 3.0), values (0.5, -1.0, 2.0)."""
+    """A stand-in transformer: three agents, one discrete action each, agent 2 dead; its teacher-forced
+    numbers (``fixed_evaluate``): ratios r = (1.5, 0.5, 1.0), entropies (1.0, 0.5, 3.0), values (0.5, -1.0, 2.0)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.w = nn.Parameter(torch.zeros(()))
 
-    def evaluate(self, obs, actions, avail, orders=None):  # noqa: ANN001, ANN201 - the transformer's signature
-        log_probs = torch.log(torch.tensor([[[1.5], [0.5], [1.0]]])) + self.w
-        entropy = torch.tensor([[[1.0], [0.5], [3.0]]])
-        return log_probs, entropy, torch.tensor([[0.5, -1.0, 2.0]]) + self.w
+
+def fixed_evaluate(net, obs, actions, avail, orders=None):  # noqa: ANN001, ANN201 - mat_decode.evaluate's signature
+    log_probs = torch.log(torch.tensor([[[1.5], [0.5], [1.0]]])) + net.w
+    entropy = torch.tensor([[[1.0], [0.5], [3.0]]])
+    return log_probs, entropy, torch.tensor([[0.5, -1.0, 2.0]]) + net.w
 
 
 BATCH = TeamBatch(obs=torch.zeros(1, 3, 1), actions=torch.zeros(1, 3, 1), old_log_probs=torch.zeros(1, 3, 1),
@@ -131,13 +131,14 @@ VALUE = {True: 2.17625, False: 2.1175}
 
 
 @pytest.mark.parametrize("name", ["mat_smax_3m", "matdec_smax_3m", "mat_mamujoco_halfcheetah_6x1", "mat_mpe_spread"])
-def test_a_dead_agent_counts_as_mats_scripts_count_it(name: str) -> None:
+def test_a_dead_agent_counts_as_mats_scripts_count_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pipeline's own objective and critic settings (value normalisation off, clips 0.05, so
     that the numbers stay by hand) on one step with agent 2 dead: SMAX, MAT's SMAC run, gives the
     value loss as the plain mean over all three agents and the policy loss over the two alive."""
     spec = load_pipeline(PIPELINES / f"{name}.toml")
     objective = attrs.evolve(spec.updater.objective, clip=0.05)
     critic_config = attrs.evolve(spec.critic, value_norm=False, value_clip=0.05, huber_delta=10.0)
+    monkeypatch.setattr("harl.policy.mat_decode.evaluate", fixed_evaluate)
     learner = TransformerLearner(Fixed(), objective, torch.Generator())  # type: ignore[arg-type]
     critic = TransformerValues.__new__(TransformerValues)
     nn.Module.__init__(critic)

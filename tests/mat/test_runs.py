@@ -117,3 +117,28 @@ def test_episode_orders_resume_mid_episode(tmp_path: Path) -> None:
                  str(resumed / "checkpoints" / "iter_0000002.pt")]) == 0
     assert rows(resumed) == rows(whole)
     assert same_final_state(resumed, whole)
+
+
+def test_a_checkpoint_of_older_harl_resumes_mid_episode_in_its_orders(tmp_path: Path) -> None:
+    """A checkpoint as harl wrote it before the step record carried the orders (each env's running order in
+    the policy's weights, ``env_orders``; none in the rollout's next start): made here from a new one, it
+    resumes mid-episode into the same run (``harl.policy.mat_migrate`` hands the orders over)."""
+    import torch
+
+    from harl.rundir.checkpoint import load_checkpoint
+
+    whole = tmp_path / "whole"
+    extra = {"updater.objective.order": "episode", "collector.rollout_length": 10, "run.total_env_steps": 240,
+             "evaluator.every_iterations": 3}
+    assert main(["train", str(MAT_MPE), *settings(**extra), "--run-dir", str(whole)]) == 0
+    resumed = tmp_path / "resumed"
+    shutil.copytree(whole, resumed)
+    path = resumed / "checkpoints" / "iter_0000002.pt"
+    state = load_checkpoint(path)
+    running = state["collector"]["next"].pop("extra_orders")
+    assert running.shape == (4, 3) and not bool((state["collector"]["next"]["starts"] > 0).all())  # mid-episode
+    state["policy"]["env_orders"] = running
+    torch.save(state, path)
+    assert main(["train", "--resume", str(resumed), "--checkpoint", str(path)]) == 0
+    assert rows(resumed) == rows(whole)
+    assert same_final_state(resumed, whole)

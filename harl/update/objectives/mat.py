@@ -30,13 +30,13 @@ from typing import Any
 import attrs
 import torch
 
-from harl.policy.mat import MultiAgentTransformer, transformer_policy
+from harl.policy import mat_decode
+from harl.policy.mat import MultiAgentTransformer
+from harl.policy.mat_orders import ORDERS, draw_order
+from harl.policy.mat_policy import transformer_policy
 from harl.registry import register
 from harl.settings import in_range, kind_field, one_of, own_first, positive, setting
 from harl.update.common import optimizer_step
-
-ORDERS = ("fixed", "random", "episode")
-"""``[updater.objective] order`` of ``mat``."""
 
 
 @attrs.frozen
@@ -107,7 +107,8 @@ class TeamBatch:
     returns: torch.Tensor
     """``(N, A)`` value targets, env units."""
     orders: torch.Tensor | None = None
-    """``(N, A)`` each step's decoding order (``order = "episode"``); None: the policy's ``order``."""
+    """``(N, A)`` each step's decoding order as collection recorded it (``order = "random"`` / ``"episode"``);
+    None: agent 0 first (the network's ``order``)."""
 
     @property
     def size(self) -> int:
@@ -169,7 +170,7 @@ class TransformerLearner:
 
     def loss(self, mb: TeamBatch, value_loss: ValueLoss, value_loss_coef: float) -> tuple[torch.Tensor, ...]:
         """(loss, policy loss, value loss, entropy, mean ratio) of one minibatch."""
-        log_probs, entropy, values = self.policy.evaluate(mb.obs, mb.actions, mb.avail, mb.orders)
+        log_probs, entropy, values = mat_decode.evaluate(self.policy, mb.obs, mb.actions, mb.avail, mb.orders)
         cfg = self.config
         policy_loss, ratio = mat_policy_loss(log_probs, mb.old_log_probs, mb.advantages, mb.active, cfg.clip,
                                              cfg.active_masks)
@@ -194,14 +195,14 @@ class TransformerLearner:
                 assert norm is not None
                 rows.append(torch.stack([*(t.detach() for t in terms), norm.detach()]))
         policy_loss, v_loss, entropy, ratio, norm = torch.stack(rows).mean(0).tolist()
-        if getattr(cfg, "order", "fixed") == "random":  # the next rollout's order, kept for its update
-            self.policy.set_order(torch.randperm(self.policy.n_agents, generator=self.generator))
+        if getattr(cfg, "order", "fixed") == "random":  # the next rollout's order (its steps record it)
+            self.policy.set_order(draw_order(self.policy.n_agents, self.generator))
         return TeamStats(policy_loss, v_loss, entropy, ratio, norm)
 
     @torch.no_grad()
     def ratio(self, batch: TeamBatch) -> torch.Tensor:
         """``(N, A)`` each agent's new/old probability ratio (a product over action dimensions)."""
-        log_probs, _, _ = self.policy.evaluate(batch.obs, batch.actions, batch.avail, batch.orders)
+        log_probs, _, _ = mat_decode.evaluate(self.policy, batch.obs, batch.actions, batch.avail, batch.orders)
         return (log_probs - batch.old_log_probs).sum(-1).exp()
 
 
