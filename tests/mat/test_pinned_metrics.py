@@ -11,19 +11,19 @@ encoded every step a second time).
   values move by one float32 ulp (at most 7.5e-8, relative 1.1e-6, measured on 3200 steps of trained
   weights), and the weights after 3 iterations by at most 1.2e-7.
 
-To record again (a deliberate change of the numbers, or of the shipped pipeline): run ``harl train`` with
-``settings`` below and keep metrics.csv without ``wall_time`` and ``steps_per_s``.
+To record again (a deliberate change of the numbers, or of the shipped pipeline, said so in the commit
+message): ``HARL_RECORD_PINNED=1`` (``tests/pinned.py``, shared with ``tests/test_pinned_runs.py``, which
+pins HAPPO, HASAC and QMIX the same way).
 """
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 
 from harl.cli import main
-from tests.test_determinism import rows
+from tests.pinned import check_pinned, metrics_table, set_args
 
 pytest.importorskip("mpe2", reason="these runs use MPE (pip install harl[mpe])")
 
@@ -40,30 +40,16 @@ def settings(**extra: object) -> list[str]:
         "updater.objective.n_embd": 16, "updater.objective.epochs": 2, "checkpoint.every_iterations": 100,
         "logging.progress": "false", **extra,
     }
-    return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
-
-
-def recorded(name: str) -> list[dict[str, str]]:
-    with open(DATA / f"mat_mpe_spread_{name}.csv", newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def close(got: list[dict[str, str]], want: list[dict[str, str]], rel: float) -> bool:
-    """Same rows and columns, numbers equal to ``rel`` (empty cells empty)."""
-    if len(got) != len(want) or any(g.keys() != w.keys() for g, w in zip(got, want)):
-        return False
-    return all(g[k] == w[k] or (g[k] and w[k] and float(g[k]) == pytest.approx(float(w[k]), rel=rel))
-               for g, w in zip(got, want) for k in w)
+    return set_args(values)
 
 
 def test_the_shipped_order_gives_the_recorded_rows_bit_for_bit(tmp_path: Path) -> None:
     assert main(["train", str(MAT_MPE), *settings(), "--run-dir", str(tmp_path / "run")]) == 0
-    assert rows(tmp_path / "run") == recorded("fixed")
+    check_pinned(tmp_path / "run", DATA / "mat_mpe_spread_fixed.csv")
 
 
 def test_episode_orders_give_the_recorded_rows_to_rounding(tmp_path: Path) -> None:
     extra = {"updater.objective.order": "episode", "collector.rollout_length": 10, "run.total_env_steps": 400}
     assert main(["train", str(MAT_MPE), *settings(**extra), "--run-dir", str(tmp_path / "run")]) == 0
-    got, want = rows(tmp_path / "run"), recorded("episode")
-    assert [r["iteration"] for r in got] == ["1", "2", "3", "4", "5"]
-    assert close(got, want, rel=1e-4)
+    assert [row[0] for row in metrics_table(tmp_path / "run")[1:]] == ["1", "2", "3", "4", "5"]
+    check_pinned(tmp_path / "run", DATA / "mat_mpe_spread_episode.csv", rel=1e-4)
