@@ -224,12 +224,10 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
 def cmd_suite(args: argparse.Namespace, console: Console) -> int:
     result = api.suite(args.suite, args.out, jobs=args.jobs, ray=args.ray, resume=args.resume,
                        max_retries=args.max_retries, reps=args.reps, quiet=args.quiet, console=console)
-    console.print(result.table())
-    for note in result.notes:
-        console.print(f"note: {note}", highlight=False, markup=False)
+    console.print(result.table())  # its notes too, broken at spaces on a terminal
     console.print(f"wrote {', '.join(str(p.relative_to(result.suite_dir)) for p in result.files)} in "
                   f"{result.suite_dir}", highlight=False, markup=False)
-    if result.exit_status == 130:
+    if result.exit_status > 128:  # stopped by a signal: 130 Ctrl-C, 143 SIGTERM
         console.print(f"continue the suite with: harl suite --resume {result.suite_dir}", highlight=False,
                       markup=False)
     for failure in result.failures:

@@ -1,5 +1,6 @@
 """The comparison's PNG figures, drawn with matplotlib's object API (no pyplot, no display):
-aggregate intervals, probability of improvement, performance profiles, sample efficiency."""
+aggregate intervals, probability of improvement, performance profiles, sample efficiency, and
+learning curves of labelled groups of runs (a suite's entries, ``learning_curves_png``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 from harl.compare.sections import Section
 from harl.compare.stats import Curve, Estimate, Improvement, metric_names
-from harl.errors import MissingExtraError
-from harl.plot import _steps
+from harl.errors import HarlError, MissingExtraError
+from harl.plot import _steps, band, curve, find_runs, legend_below, load_run
 
 
 def _figure(width: float, height: float) -> Any:
@@ -81,5 +82,39 @@ def curves_png(section: Section, curves: Sequence[Curve], out: Path, kind: str) 
         ax.xaxis.set_major_formatter(FuncFormatter(_steps))
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize="small", frameon=False)
+    figure.savefig(out)
+    return out
+
+
+def learning_curves_png(groups: Sequence[tuple[str, Sequence[Path]]], metric: str, out: Path) -> Path:
+    """A curve per group of runs, each group the runs under its paths (a suite entry's seeds) and its
+    legend the group's label (the entry's label or its algorithm: HAPPO, MATD3), not ``harl plot``'s run
+    name and differing settings (``happo-mpe-spread (batch_size=-, capacity=-, ...)``, which said
+    nothing for runs of different algorithms); mean ± std over the group's seeds."""
+    from matplotlib.ticker import FuncFormatter
+
+    figure = _figure(7.5, 4.5 + 0.22 * len(groups))
+    ax = figure.add_subplot()
+    drawn = 0
+    for label, paths in groups:
+        runs = [run for run in (load_run(d) for d in find_runs(paths)) if run is not None]
+        x, mean, std = band([curve(run, metric) for run in runs])
+        if not len(x):
+            continue
+        color = f"C{drawn % 10}"
+        seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}"
+        ax.plot(x, mean, color=color, linewidth=1.8, label=f"{label} · {seeds}")
+        if std is not None:
+            ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.22, linewidth=0)
+        drawn += 1
+    if not drawn:
+        raise HarlError(f"{metric}: no run has a value of it in metrics.csv yet, nothing to draw")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} (mean ± std over seeds)")
+    ax.xaxis.set_major_formatter(FuncFormatter(_steps))
+    ax.grid(True, alpha=0.3)
+    legend_below(figure, 2 if drawn > 1 else 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out)
     return out

@@ -142,6 +142,8 @@ class Sweep:
             state = TrialState(trial, run_dir, spec_of_run(run_dir)[0])  # its own pipeline.toml
             if previous.get(run_dir.name) == "finished":
                 state.status = "finished"
+            else:
+                state.left_waiting()  # stopped (it has a checkpoint) or not started, until it runs
             states.append(state)
         return cls(sweep_dir, states, [], bool(data.get("vectorize", False)))
 
@@ -170,15 +172,22 @@ class Sweep:
 
 def run_trials(todo: list[TrialState], display: Display, jobs: int, address: str | None, max_retries: int,
                quiet: bool, vectorize: bool = False) -> None:
-    """The trials ``todo`` by the backend asked for: populations, Ray tasks, this process, or ``jobs`` processes."""
-    if vectorize:
-        population.run_states(todo, display, quiet, jobs)
-    elif address:
-        ray_backend.on_ray(todo, address, max_retries, display)
-    elif jobs == 1:
-        local.in_process(todo, display, quiet)
-    else:
-        local.in_processes(todo, jobs, max_retries, display)
+    """The trials ``todo`` by the backend asked for: populations, Ray tasks, this process, or ``jobs``
+    processes; under the driver's stop signals (``harl.sweep.local.driver_stops``: each passed on to
+    the trials, none kills the driver) and, on this machine, once no other process writes their runs
+    (``harl.sweep.local.wait_for_holders``: the trials of a driver that was killed or stopped, still
+    finishing their iteration, when this is its resume)."""
+    with local.driver_stops() as stops:
+        if not address:
+            local.wait_for_holders(todo, display, stops)
+        if vectorize:
+            population.run_states(todo, display, quiet, jobs)
+        elif address:
+            ray_backend.on_ray(todo, address, max_retries, display)
+        elif jobs == 1:
+            local.in_process(todo, display, quiet)
+        else:
+            local.in_processes(todo, jobs, max_retries, display)
 
 
 def _previous_statuses(sweep_dir: Path) -> dict[str, str]:

@@ -1,9 +1,10 @@
 """A sweep's seeds as populations (``--vectorize``; ``harl.population``): one in this process
 (``--jobs 1``), or ``--jobs N`` populations of about S / N seeds, each in its own
-``python -m harl.sweep.population RUN_DIR...`` process (``harl.sweep.local.Processes``, as
-``--jobs`` trials; one torch thread each: on few cores N single-threaded populations beat one
-population with N threads, docs/population.md).  A member's outcome is written to
-``outcome.json`` in its run directory, which the driver reads when the process ends.
+``python -m harl.sweep.population --driver PID RUN_DIR...`` process (``harl.sweep.local.Processes``,
+as ``--jobs`` trials: in its own session, dying with the driver, the driver's stop signals passed on;
+one torch thread each: on few cores N single-threaded populations beat one population with N
+threads, docs/population.md).  A member's outcome is written to ``outcome.json`` in its run
+directory, which the driver reads when the process ends.
 
 A resumed sweep regroups its unfinished seeds; resume is exact (bit for bit) when the groups
 are the same, i.e. with the same ``--jobs`` and the same seeds left to run.
@@ -11,7 +12,6 @@ are the same, i.e. with the same ``--jobs`` and the same seeds left to run.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import sys
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from harl.errors import HarlError
-from harl.sweep.local import Processes
+from harl.sweep.local import Processes, forward, stops_now
 from harl.sweep.state import Display, TrialState
-from harl.sweep.trial import LOG
+from harl.sweep.trial import LOG, driver_args, watched_args
 
 OUTCOME = "outcome.json"
 
@@ -57,22 +57,27 @@ def _train(states: list[TrialState], say: Callable[[str], Any], quiet: bool,
 
 def run_states(states: list[TrialState], display: Display, quiet: bool, jobs: int = 1) -> None:
     """Train ``states``' runs as ``jobs`` populations; each run ends finished, stopped or failed."""
-    if not states:
+    stops = stops_now()
+    if not states or stops.requested:
         return
     if jobs == 1:
+        stops.inline = True
         try:
-            outcomes = _train(states, display.say, quiet)
+            outcomes = _train(states, display.say, quiet, lambda run_dir: [lambda row: stops.requested])
         except HarlError as exc:
             for state in states:
                 state.status, state.message = "failed", str(exc)
             raise
+        finally:
+            stops.inline = False
         for state in states:
             state.status, state.message = outcomes[state.run_dir]
         return
     size = -(-len(states) // jobs)
     groups = [states[k:k + size] for k in range(0, len(states), size)]
-    pool: Processes[int] = Processes()
+    pool: Processes[int] = Processes(new_session=True)
     codes: dict[int, int] = {}
+    told = 0
     try:
         for k, group in enumerate(groups):
             for state in group:
@@ -80,13 +85,14 @@ def run_states(states: list[TrialState], display: Display, quiet: bool, jobs: in
                 state.status = "running"
             log = group[0].run_dir / LOG
             display.say(f"population of {', '.join(s.label for s in group)}: output in {log}")
-            pool.launch(k, "harl.sweep.population", [str(s.run_dir) for s in group], log)
+            pool.launch(k, "harl.sweep.population", [*driver_args(), *(str(s.run_dir) for s in group)], log)
         while True:
             codes.update(pool.ended())
             if not pool:
                 break
-            with contextlib.suppress(KeyboardInterrupt):  # the populations stop themselves, with checkpoints
-                time.sleep(0.5)
+            if len(stops.signals) > told:  # the populations stop themselves, with checkpoints
+                told = forward(pool, stops, told, display)
+            time.sleep(0.5)
     except BaseException:
         pool.stop(signal.SIGTERM)
         raise
@@ -96,6 +102,9 @@ def run_states(states: list[TrialState], display: Display, quiet: bool, jobs: in
                 record = json.loads((state.run_dir / OUTCOME).read_text(encoding="utf-8"))
                 state.status, state.message = record["status"], record["message"]
             except (OSError, ValueError, KeyError):
+                if told and codes[k] < 0:  # killed by the signal passed on before its handlers were installed
+                    state.left_waiting()
+                    continue
                 state.status = "failed"
                 state.message = f"its population's process ended with exit status {codes[k]}; see {group[0].run_dir / LOG}"
 
@@ -122,5 +131,5 @@ def train_dirs(run_dirs: list[Path], callbacks: Callbacks | None = None) -> int:
     return 0 if all(status == "finished" for status, _ in outcomes.values()) else 2
 
 
-if __name__ == "__main__":
-    sys.exit(train_dirs([Path(p) for p in sys.argv[1:]]))  # one population of a --jobs N sweep
+if __name__ == "__main__":  # one population of a --jobs N sweep: [--driver PID] RUN_DIR...
+    sys.exit(train_dirs([Path(p) for p in watched_args(sys.argv[1:])]))

@@ -9,8 +9,9 @@ that each node sees it before any trial starts.
 - A task whose worker dies (killed, out of memory, its node lost) runs again, up to
   ``--max-retries`` times, and resumes from the trial's newest checkpoint.
 - A trial that fails with a harl error is not retried: its message is reported.
-- Ctrl-C cancels the tasks: Ray sends SIGINT to each running worker, whose run stops
-  after its iteration with a checkpoint (a second Ctrl-C stops the workers at once).
+- Ctrl-C or SIGTERM to the driver cancels the tasks: Ray sends SIGINT to each running worker,
+  whose run stops after its iteration with a checkpoint (a second signal stops the workers at
+  once); the driver exits 128 + the first signal (``harl.sweep.local.driver_stops``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from harl.errors import HarlError, import_extra
+from harl.sweep.local import stops_now
 from harl.sweep.state import Display, TrialState
 from harl.sweep.trial import Outcome, checkpoint_iteration, run_logged
 
@@ -163,8 +165,14 @@ def _run(tasks: Tasks[TrialState], states: list[TrialState], max_retries: int, d
     for state in states:
         submit(state)
     interrupts = 0
+    stops = stops_now()
     with display:
         while tasks:
+            if len(stops.signals) > interrupts:  # the driver's stop signals (driver_stops)
+                if not interrupts:
+                    stops.notice(display)
+                interrupts = len(stops.signals)
+                tasks.cancel(force=interrupts > 1)
             try:
                 for state, ref in tasks.ready(0.5):
                     try:
@@ -187,11 +195,11 @@ def _run(tasks: Tasks[TrialState], states: list[TrialState], max_retries: int, d
                         state.status = "running"
                 for state in states:
                     display.update(state)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # off the main thread no handler is installed: Ctrl-C raises here
                 interrupts += 1
                 if interrupts == 1:
-                    display.say("Ctrl-C: the running trials stop after their iteration, with a checkpoint "
-                                "(Ctrl-C again to stop them now)")
+                    display.notice("Ctrl-C: the running trials stop after their iteration, with a checkpoint "
+                                   "(Ctrl-C again to stop them now)")
                 tasks.cancel(force=interrupts > 1)
 
 

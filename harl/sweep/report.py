@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from harl.rundir.signals import exit_status, first_signal
 from harl.sweep.grid import point_label
 from harl.sweep.state import TrialState, metrics_rows
 
@@ -105,12 +107,13 @@ def summary_table(states: Sequence[TrialState], title: str) -> Table:
 
 
 def exit_code(states: Sequence[TrialState]) -> int:
-    """0 when every trial finished, 130 when the sweep was stopped, else 1."""
+    """0 when every trial finished, 128 + the first stop signal when the sweep was stopped (130 for
+    Ctrl-C, 143 for SIGTERM), else 1."""
     statuses = {s.status for s in states}
     if statuses <= {"finished"}:
         return 0
     if statuses & {"stopped", "not started", "waiting", "running"}:
-        return 130
+        return exit_status(first_signal() or signal.SIGINT)
     return 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -54,6 +55,18 @@ class TrialState:
         return True
 
 
+def wrapped(console: Console, text: str, indent: str = "  ", width: int | None = None) -> str:
+    """``text`` broken at spaces to the terminal's width (or ``width``), later lines indented by
+    ``indent`` (a terminal broke a long line mid-word: "the running trials stop after their it" /
+    "eration"); a word longer than a line (a path) stays whole, on its own line, for the reader to
+    copy.  Off a terminal (a log, a pipe) the text stays one line, as grep finds it."""
+    if not console.is_terminal:
+        return text
+    width = max(width or console.width, 20)
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False)) or text
+
+
 def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
     """A run's metrics.csv rows, as far as they are complete (a trial may be writing one as
     it is read, or may have died mid-row); [] when there is no file yet."""
@@ -95,6 +108,10 @@ class Display:
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False, markup=False)
+
+    def notice(self, text: str) -> None:
+        """A sentence for the reader (the Ctrl-C notice): broken at spaces on a terminal (``wrapped``)."""
+        self.console.print(wrapped(self.console, text), highlight=False, markup=False, soft_wrap=True)
 
     def update(self, state: TrialState) -> None:
         """Show its status (printed when it changed and there is no live display) and steps."""

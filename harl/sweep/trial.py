@@ -6,6 +6,14 @@ anything runs, so a trial needs nothing but that directory: it starts from
 ``pipeline.toml`` when the directory has no checkpoint yet, else it resumes from the
 newest one, with the same exactness as ``harl train --resume``.  That is what makes a
 restarted trial (its worker died) or a resumed sweep continue where it stopped.
+
+A trial process dies with its driver (``die_with``, ``--driver PID``: what ``harl tune``'s workers,
+a ``--jobs N`` sweep's or suite's trials and a ``--vectorize --jobs N`` sweep's populations all
+use): it starts in its own session, so a driver killed with SIGKILL would otherwise leave it running
+as an orphan, holding its run lock against the resume's trial.  On Linux the kernel sends it
+SIGTERM when the driver dies (``prctl(PR_SET_PDEATHSIG)``); elsewhere a thread watches the parent
+PID.  SIGTERM, not SIGKILL: the run stops after its iteration with a checkpoint, which the resume
+continues.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -99,5 +109,54 @@ def exit_code(outcome: Outcome) -> int:
     return 0 if outcome.status == "finished" else 2
 
 
-if __name__ == "__main__":  # python -m harl.sweep.trial RUN_DIR (a --jobs N process)
-    sys.exit(exit_code(run_logged(Path(sys.argv[1]))))
+PR_SET_PDEATHSIG = 1
+"""prctl(2)'s option: the signal this process gets when its parent ends."""
+WATCH_S = 1.0
+"""How often the fallback thread looks at the parent PID."""
+
+
+def die_with(driver: int) -> str:
+    """SIGTERM to this process when ``driver`` (its parent) ends: the kernel's parent-death signal
+    on Linux, else a thread polling the parent PID; how ("prctl" or "thread")."""
+    if _parent_death_signal(signal.SIGTERM):
+        if os.getppid() != driver:  # the driver ended before the request was made: nothing will signal
+            os.kill(os.getpid(), signal.SIGTERM)
+        return "prctl"
+    threading.Thread(target=_watch_parent, args=(driver,), name="harl-driver-watch", daemon=True).start()
+    return "thread"
+
+
+def _parent_death_signal(signum: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(driver: int) -> None:
+    while os.getppid() == driver:
+        time.sleep(WATCH_S)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def driver_args() -> list[str]:
+    """What a driver puts before a worker's own arguments: ``--driver <its PID>`` (``watched_args``)."""
+    return ["--driver", str(os.getpid())]
+
+
+def watched_args(args: Sequence[str]) -> list[str]:
+    """A worker's arguments without a leading ``--driver PID``, which arms ``die_with`` (PID)."""
+    args = list(args)
+    if args[:1] == ["--driver"]:
+        die_with(int(args[1]))
+        args = args[2:]
+    return args
+
+
+if __name__ == "__main__":  # python -m harl.sweep.trial [--driver PID] RUN_DIR (a --jobs N process)
+    sys.exit(exit_code(run_logged(Path(watched_args(sys.argv[1:])[0]))))

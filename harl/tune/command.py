@@ -59,6 +59,14 @@ def _seeds(text: str | Sequence[int] | None, default: list[int]) -> list[int]:
     return parse_seeds(text) if isinstance(text, str) else list(text)
 
 
+def header(tune_dir: Path, so_far: int, trials: int | None, seeds: Sequence[int], where: str) -> list[str]:
+    """The study's first lines: its directory alone (a path to copy), then what it runs in a line that
+    fits 80 columns (one line of both broke mid-word in an 80-column terminal)."""
+    up_to = f"up to {trials}" if trials else "until the --timeout"
+    return [f"tune directory: {tune_dir}",
+            f"  {so_far} trial(s) so far, {up_to}; seeds {','.join(map(str, seeds))}; {where}"]
+
+
 def tune(pipeline: str | Path | None = None, space: str | Path | None = None, trials: int | None = None, *,
          timeout: float | None = None, seeds: str | Sequence[int] | None = None, jobs: int | None = None,
          ray: str | None = None, storage: str | Path | None = None, vectorize: bool = False,
@@ -140,8 +148,8 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
             study = open_study(tune_dir, the_space, create=True)
         where = ("as one population per trial" if vectorize else f"on Ray ({ray})" if ray else
                  f"{jobs} run(s) at a time")
-        say(f"tune directory: {tune_dir} ({len(study.trials)} trial(s) so far, up to "
-            f"{request.trials if request.trials else 'the --timeout'}; seeds {','.join(map(str, request.seeds))}; {where})")
+        for line in header(tune_dir, len(study.trials), request.trials, request.seeds, where):
+            say(line)
         if the_space.pruner != "none" and not vectorize and not ray and jobs < len(request.seeds):
             say(f"note: --jobs {jobs} is fewer than the {len(request.seeds)} seeds of a trial, so its seeds run one "
                 f"after the other and pruning, which compares the mean over seeds, can stop only the last "

@@ -7,7 +7,7 @@ population.  Each run directory ends with ``outcome.json`` (status finished, sto
 Processes start in their own session, so a terminal's Ctrl-C reaches the driver only, and the
 driver passes each stop signal on once: the first stops the runs after their iteration with a
 checkpoint, a second at once.  They die with the driver (``--driver PID``: SIGTERM when it ends,
-``harl.tune.worker.die_with``), so a driver killed with SIGKILL leaves no run behind.
+``harl.sweep.trial.die_with``), so a driver killed with SIGKILL leaves no run behind.
 
 A run that ended without its ``outcome.json`` while the driver was stopping was killed by the
 driver's signal before its handlers were installed (a trial's first second): it is stopped, its

@@ -156,7 +156,7 @@ def test_a_resume_keeps_the_studys_jobs_and_continues_its_sampler(tmp_path: Path
     assert json.loads((tune_dir / "tune.json").read_text())["jobs"] == 2
     lines: list[str] = []
     result = harl.tune(resume=tune_dir, trials=2, say=lines.append)
-    assert "2 run(s) at a time" in lines[0], lines
+    assert "2 run(s) at a time" in lines[1], lines  # the header: the directory, then what runs
     assert [r["state"] for r in result.trials] == ["complete", "complete"]
     first, second = (optuna.load_study(study_name="harl", storage=f"sqlite:///{tune_dir / 'study.db'}").trials[k].params
                      for k in (0, 1))
