@@ -302,6 +302,14 @@ def stage_kinds(slot: str | None = None) -> list[tuple[str, str | None, type, li
     return rows
 
 
+def stage_title(slot: str, kind: str | None) -> str:
+    """How a pipeline picks a kind of ``slot`` (``stage_kinds``' rows): ``[critic] kind = "v"``, or for a
+    team's role ``[teams.NAME] role = "frozen"``."""
+    from harl.config.dump import title
+
+    return title(slot, kind)
+
+
 def families() -> list[tuple[str, str]]:
     """Every registered family (harl's and those of users' modules imported so far): (name, what it is)."""
     from harl import registry

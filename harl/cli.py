@@ -98,7 +98,7 @@ def cmd_stages(args: argparse.Namespace, console: Console) -> int:
         if args.slot == "families":
             return 0
     for slot, kind, cls, keys in api.stage_kinds(args.slot):
-        title = f"[{slot}]" + (f' kind = "{kind}"' if kind else "")
+        title = api.stage_title(slot, kind)
         doc = _summary(cls.__doc__ or "", title)
         if not keys:
             console.print(escape(title) + (f": {escape(doc)}" if doc else "") + " (no keys besides kind)",

@@ -21,12 +21,10 @@ import numpy as np
 import torch
 
 from harl import registry
-from harl.algorithms import Kinds, name_of
 from harl.collect.workers import EnvWorkers
 from harl.config.checks import wiring
 from harl.config.spec import PipelineSpec
 from harl.envs.footprint import check_sizes
-from harl.envs.names import agent_names
 from harl.envs.protocol import VectorEnv
 from harl.envs.vector import make_vector_env
 from harl.errors import ConfigError, deprecated
@@ -34,12 +32,11 @@ from harl.evaluator import ActingPolicy, Evaluator
 from harl.families import Family
 from harl.nets.cnn import CNNBase, PlainCNN
 from harl.nets.entity import EntityEncoder
-from harl.parts import FamilyWiring, Parts
+from harl.parts import FamilyWiring
 from harl.protocols import Buffer, Collector, ReturnComputer, Updater
 from harl.sizes import allocating
-from harl.team_build import build_teams
-from harl.teams.stages import TeamStages, team_stages
-from harl.teams.world import TeamWorld
+from harl.team_build import build_teams, evaluation_env
+from harl.teams.stages import TeamStages
 
 
 def resolve_device(name: str, source: str = "pipeline") -> torch.device:
@@ -109,6 +106,8 @@ class Stages:
     """The family that built them (``describe`` asks it for its rows)."""
     notes: list[str] = attrs.field(factory=list)
     """What building changed of the pipeline's asks (more torch threads than cores: capped), one line each."""
+    teams: dict[str, TeamStages] = attrs.field(factory=dict)
+    """A ``[teams]`` pipeline's stages per team (``stages.teams["predators"].policy``); {} for one team."""
 
     STATEFUL = (("policy", "policy"), ("critic", "critic"), ("updater", "updater"), ("collector", "collector"),
                 ("evaluator", "evaluator"), ("returns", "returns"))
@@ -117,15 +116,6 @@ class Stages:
     own state where it has one (``n_step_v``'s reward statistics), so a resumed run continues
     exactly.  The buffer only with ``save_buffer``: without it a resumed off-policy run
     refills it, and updates wait until it holds more than ``warmup_steps``."""
-
-    @property
-    def teams(self) -> dict[str, TeamStages]:
-        """A ``[teams]`` pipeline's stages per team (``stages.teams["predators"].policy``); {} for one team."""
-        world = self.venv
-        if not isinstance(world, TeamWorld):
-            return {}
-        return team_stages(world.teams, self.policy, self.critic, self.buffer, self.returns,  # type: ignore[arg-type]
-                           self.updater)  # type: ignore[arg-type]
 
     @property
     def team(self) -> torch.nn.Module:
@@ -191,50 +181,8 @@ class Stages:
             ("policy", _encoders(self.policy), own.get("policy") or f"{n_actors} actor(s), {n_actor:,} parameters, "
              f"device {self.device}"),
             ("evaluator", "-", f"{spec.evaluator.episodes} episodes every {spec.evaluator.every_iterations} iterations"),
-            *self._team_rows(),
+            *((f"team {name}", team.role, team.summary) for name, team in self.teams.items()),
         ]
-
-    def _team_rows(self) -> list[tuple[str, str, str]]:
-        """``harl check``'s row per team of a ``[teams]`` pipeline: its agents, role or algorithm, reward."""
-        spec, world = self.spec, self.venv
-        if spec is None or not spec.teams:
-            return []
-        names = agent_names(world)
-        agents = {t.name: [names[i] for i in t.indices] for t in getattr(world, "teams", ())}
-        rows = []
-        for team in spec.teams:
-            c, own = team.config, team.spec
-            if own is not None:
-                k = registry.kind_name
-                kinds = Kinds(k(own.collector), k(own.critic), bool(getattr(own.critic, "twin", False)),
-                              k(own.updater), k(own.updater.objective))
-                what = f"{name_of(kinds) or 'learning'} ({k(own.updater)}, {k(own.updater.objective)})"
-            else:
-                what = (f"frozen: {c.checkpoint}" if c.role == "frozen" else
-                        f"script {registry.kind_name(c.script)}" if c.role == "scripted" else
-                        f"self-play: snapshots of {c.of} (pool {c.pool_size}, {c.sample})")
-            rows.append((f"team {team.name}", c.role, f"{', '.join(agents.get(team.name, []))}; {what}; "
-                         f"reward {c.reward}"))
-        return rows
-
-
-def evaluation_env(spec: PipelineSpec, source: str) -> Any:
-    """The evaluation envs' ``[env]``: the pipeline's, with ``[evaluator.env]``'s keys for ``[evaluator] team``."""
-    ev = spec.evaluator
-    if not ev.team:
-        return spec.env
-    learning = [t.name for t in spec.teams if t.config.role == "learning"]
-    if ev.team not in learning:
-        raise ConfigError(f"{source}: evaluator.team: {ev.team!r} is not a learning team of [teams]; write one of: "
-                          f"{', '.join(learning) or '(no [teams] in this pipeline)'}")
-    unknown = sorted(set(ev.env) - set(attrs.fields_dict(type(spec.env))))
-    if unknown:
-        raise ConfigError(f"{source}: evaluator.env.{unknown[0]}: not a key of [env] kind = "
-                          f'"{registry.kind_name(spec.env)}"; harl stages {registry.kind_name(spec.env)} lists them')
-    try:
-        return attrs.evolve(spec.env, **ev.env)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: evaluator.env: {exc}") from None
 
 
 def acting(policy: torch.nn.Module) -> ActingPolicy:
@@ -291,27 +239,8 @@ def _compose(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: Vector
              w: FamilyWiring) -> Stages:
     run = spec.run
     family: Family = registry.family_of(spec.collector)
-    if spec.teams:  # several teams in one world: each team's stages, joined slot by slot
-        t = build_teams(spec, source, venv, device)
-        if spec.evaluator.team:  # one team alone, in an env of its agents only (a scripted or built-in opponent)
-            team = next(a for a in t.teams if a.name == spec.evaluator.team)
-            theirs, ours = agent_names(eval_venv), [agent_names(venv)[i] for i in team.indices]
-            if theirs != ours:
-                raise ConfigError(f"{source}: evaluator.team: the evaluation envs' agents ({', '.join(theirs)}) are "
-                                  f"not team {team.name}'s ({', '.join(ours)}); change [evaluator.env] so that only "
-                                  "the team's agents play")
-            evaluator = Evaluator(spec.evaluator, eval_venv, acting(t.policy.members[team.name]), device,
-                                  seed=run.seed * 1000 + 500)
-        else:
-            evaluator = Evaluator(spec.evaluator, TeamWorld(eval_venv, t.teams), acting(t.policy), device,
-                                  seed=run.seed * 1000 + 500)
-        return Stages(t.world, eval_venv, t.policy, t.critic, t.buffer, t.collector, t.returns, t.updater,
-                      evaluator, device, save_buffer=family.save_buffer(spec), spec=spec, family=family)
-    parts = Parts(list(venv.observation_spaces), list(venv.action_spaces),
-                  int(np.prod(venv.state_space.shape)), venv.n_agents, venv, device,
-                  torch.Generator().manual_seed(run.seed), run.seed * 1000, spec.policy, w, source,
-                  venv.state_space)
-    built = family.build(spec, parts)
-    evaluator = Evaluator(spec.evaluator, eval_venv, acting(built.policy), device, seed=run.seed * 1000 + 500)
-    return Stages(venv, eval_venv, built.policy, built.critic, built.buffer, built.collector, built.returns,
-                  built.updater, evaluator, device, save_buffer=family.save_buffer(spec), spec=spec, family=family)
+    c = build_teams(spec, source, venv, eval_venv, device, w)  # one team, or several joined slot by slot
+    evaluator = Evaluator(spec.evaluator, c.eval_venv, acting(c.acting), device, seed=run.seed * 1000 + 500)
+    b = c.built
+    return Stages(c.venv, eval_venv, b.policy, b.critic, b.buffer, b.collector, b.returns, b.updater, evaluator,
+                  device, save_buffer=family.save_buffer(spec), spec=spec, family=family, teams=c.teams)

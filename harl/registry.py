@@ -49,11 +49,13 @@ shared by some families only names them as a tuple: ``family=("on_policy", "off_
 ``"both"``, its name when there were two families, is still read (``OLD_ANY_FAMILY``)."""
 OLD_ANY_FAMILY = "both"
 
-SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective", "sink", "script")
+SLOTS = ("env", "collector", "buffer", "returns", "critic", "updater", "updater.objective", "sink", "script",
+         "role")
 """Slots whose table has a ``kind``; ``updater.objective`` is nested in ``[updater]``; ``sink``:
 the run's logging sinks (csv, tensorboard, mlflow, wandb, a user's own), set by ``[logging]``;
 ``script``: a scripted team's agents (``harl.teams.scripted``; built by
-``factory(config, obs_spaces, act_spaces, seed)``)."""
+``factory(config, obs_spaces, act_spaces, seed)``); ``role``: how a team of ``[teams]`` plays,
+named by its table's ``role`` key (``harl.roles``; built by ``factory(config, team)``)."""
 
 PROTOCOLS: dict[str, tuple[str, ...]] = {
     "collector": ("collect", "steps_per_iteration"),
@@ -73,10 +75,11 @@ STAGE_PACKAGES = ("harl.collect", "harl.buffers", "harl.returns", "harl.update")
 """Packages whose modules (all, recursively) register harl's own stage kinds on import."""
 
 BUILTIN: dict[str, tuple[tuple[str, bool], ...]] = {
-    **{slot: tuple((p, True) for p in STAGE_PACKAGES) for slot in SLOTS if slot not in ("env", "sink", "script")},
+    **{slot: tuple((p, True) for p in STAGE_PACKAGES) for slot in SLOTS if slot not in ("env", "sink", "script", "role")},
     "env": (("harl.envs", False),),
     "sink": (("harl.logging", False),),
     "script": (("harl.teams.scripted", False),),
+    "role": (("harl.roles", False),),
     "family": (("harl.families", False),),
 }
 """slot -> (package, recursive): where harl's own kinds of the slot are defined.  Env adapters and

@@ -1,172 +1,167 @@
-"""Building a pipeline with ``[teams]``: each team's stages on its side of one world.
+"""Building every team's stages in one world: what the composition root (``harl.compose``) needs.
 
-A learning team is built by the pipeline's family exactly as a one-team pipeline is, on the team's
-view of the world (its agents' spaces); the other teams become players (``harl.teams.players``).
-The teams' stages are then joined slot by slot (``harl.teams.stages``) and the teams' collector
-steps the world once per step for all of them, so the Trainer's one loop runs a teams pipeline
-unchanged (docs/architecture.md, "Teams").
+A pipeline without ``[teams]`` is one team of every agent: its family builds its stages on the
+world itself, exactly as always.  With ``[teams]``, each team is built by its role (``harl.roles``,
+registered kinds): the teams that learn first, each by the pipeline's family on its side of the
+world (its agents' spaces), then every other team's player (a frozen run, a script, a self-play
+pool).  The teams' stages are then joined slot by slot (``harl.teams.stages``), and the teams'
+collector steps the world once per step for all of them, so the Trainer's one loop runs a teams
+pipeline unchanged (docs/architecture.md, "Teams").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 import torch
+from torch import nn
 
 from harl import registry
-from harl.config.checks import wiring
-from harl.config.loading import load_spec_and_notes
 from harl.config.spec import PipelineSpec
 from harl.config.teams import TeamSpec
 from harl.envs.names import agent_groups, agent_names
 from harl.envs.protocol import VectorEnv
-from harl.errors import CheckpointError, ConfigError
-from harl.parts import Parts
-from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
+from harl.errors import ConfigError
+from harl.families import Built, Family
+from harl.parts import FamilyWiring, Parts
+from harl.roles import TeamContext, TeamPlay
 from harl.teams.collector import TeamsCollector
-from harl.teams.players import FrozenPlayer, PoolPlayer, ScriptPlayer, SelfPlay, pool_columns
-from harl.teams.pool import SnapshotPool
-from harl.teams.ratings import Ratings
-from harl.teams.stages import TeamsBuffer, TeamsCritic, TeamsPolicy, TeamsReturns, TeamsUpdater
+from harl.teams.players import pool_columns
+from harl.teams.stages import (TeamsBuffer, TeamsCritic, TeamsPolicy, TeamsReturns, TeamStages, TeamsUpdater,
+                               team_stages)
 from harl.teams.world import TeamAgents, TeamView, TeamWorld, resolve_teams, team_view
 
 
 @attrs.frozen
-class TeamsBuilt:
-    """A teams pipeline's stages, joined slot by slot (the slots of a family's ``Built``), and its world."""
+class Composition:
+    """What the composition root needs of the build: one stage per slot, the world they step, what the
+    evaluator plays in and acts with, and each team's own stages."""
 
-    policy: TeamsPolicy
-    critic: TeamsCritic
-    returns: TeamsReturns
-    buffer: TeamsBuffer
-    collector: TeamsCollector
-    updater: TeamsUpdater
-    world: TeamWorld
-    teams: list[TeamAgents]
+    built: Built
+    """The stages: a family's, or the teams' joined slot by slot (``TeamsPolicy``, ``TeamsCollector``, ...)."""
+    venv: VectorEnv
+    """The training world: the envs themselves, or a ``TeamWorld`` over them (each team's reward and return)."""
+    eval_venv: VectorEnv
+    """Where the evaluator plays: the evaluation envs, or a ``TeamWorld`` over them."""
+    acting: nn.Module
+    """What the evaluator acts with: the policy, or (``[evaluator] team``) one team's alone."""
+    teams: dict[str, TeamStages] = attrs.field(factory=dict)
+    """Each team's own stages, by name (``Stages.teams``); {} for one team."""
+
+
+def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: VectorEnv, device: torch.device,
+                wiring: FamilyWiring) -> Composition:
+    """Every team's stages (see the module docstring); ``wiring``: the pipeline family's ``wiring(spec)``."""
+    if not spec.teams:
+        return _one_team(spec, source, venv, eval_venv, device, wiring)
+    teams = resolve(spec, venv, source)
+    views = {t.name: team_view(venv, t) for t in teams}
+    plays = build_roles(spec, views, device, source)
+    learners = {name: play.built for name, play in plays.items() if play.built is not None}
+    players = {name: play.player for name, play in plays.items() if play.player is not None}
+    pools = pool_columns([play.pool for play in plays.values() if play.pool is not None])
+    policy = TeamsPolicy(teams, {n: b.policy for n, b in learners.items()}, players, venv.n_agents)
+    world = TeamWorld(venv, teams)
+    collector = TeamsCollector(world, teams, {n: b.collector for n, b in learners.items()}, policy, device,
+                               spec.run.seed * 1000, spec.collector.rollout_length, pools)
+    updater = TeamsUpdater({n: b.updater for n, b in learners.items()}, {n: b.policy for n, b in learners.items()},
+                           pools)
+    critic = TeamsCritic({n: b.critic for n, b in learners.items()})
+    returns = TeamsReturns({n: b.returns for n, b in learners.items()})
+    buffer = TeamsBuffer({n: b.buffer for n, b in learners.items()})
+    evaluated_in, acting = _evaluation(spec, source, venv, eval_venv, teams, policy)
+    names = agent_names(venv)
+    own = team_stages(teams, policy, critic, buffer, returns, updater)
+    described = {t.name: attrs.evolve(own[t.name], role=registry.kind_name(t.config.role),
+                                      summary=f"{', '.join(names[i] for i in own[t.name].agents)}; "
+                                              f"{plays[t.name].summary}; reward {t.config.reward}")
+                 for t in spec.teams}
+    return Composition(Built(policy, critic, returns, buffer, collector, updater), world, evaluated_in, acting,
+                       described)
+
+
+def build_roles(spec: PipelineSpec, views: Mapping[str, TeamView], device: torch.device,
+                source: str) -> dict[str, TeamPlay]:
+    """Each team built by its role: the learning teams first (in the pipeline's order), then the others,
+    which may play what the learners are (self-play's snapshots)."""
+    plays: dict[str, TeamPlay] = {}
+    learners: dict[str, Built] = {}
+    for k, team in enumerate(spec.learning_teams):
+        play = _play(team, TeamContext(team, spec, views, learners, device, source, k))
+        if play.built is None:
+            raise TypeError(f"role {registry.kind_name(team.config.role)!r} learns (registered learns=True) "
+                            "but its build made no stages: a learning role returns TeamPlay(built=...)")
+        plays[team.name] = play
+        learners[team.name] = play.built
+    for team in spec.teams:
+        if team.name not in plays:
+            play = _play(team, TeamContext(team, spec, views, learners, device, source))
+            if play.player is None:
+                raise TypeError(f"role {registry.kind_name(team.config.role)!r} made no player: a role that "
+                                "does not learn returns TeamPlay(player=...), a module with play()")
+            plays[team.name] = play
+    return plays
+
+
+def _play(team: TeamSpec, context: TeamContext) -> TeamPlay:
+    entry = registry.entry_of(team.config.role)
+    if entry.factory is None:
+        raise TypeError(f"role {entry.kind!r} has no build")
+    play: TeamPlay = entry.factory(team.config.role, context)
+    return play
 
 
 def resolve(spec: PipelineSpec, venv: VectorEnv, source: str) -> list[TeamAgents]:
+    """Each team's agents in the world (names, patterns and groups resolved), in the pipeline's order."""
     claims = [(t.name, t.config.agents, t.config.reward) for t in spec.teams]
     return resolve_teams(claims, agent_names(venv), agent_groups(venv), source)
 
 
-def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, device: torch.device) -> TeamsBuilt:
-    """Every team's stages (see the module docstring)."""
-    teams = resolve(spec, venv, source)
-    by_name = {t.name: t for t in spec.teams}
-    learning = [t for t in spec.teams if t.config.role == "learning"]
-    built: dict[str, Any] = {}  # team -> its family's Built
-    for k, team in enumerate(learning):
-        view = team_view(venv, _agents(teams, team.name))
-        built[team.name] = _build(team.spec, view, device, spec.run.seed + 7919 * k, spec.run.seed * 1000, source)
-    members: dict[str, Any] = {name: b.policy for name, b in built.items()}
-    players: dict[str, Any] = {}
-    self_play: list[SelfPlay] = []
-    for team in spec.teams:
-        c, view = team.config, team_view(venv, _agents(teams, team.name))
-        if c.role == "frozen":
-            players[team.name] = FrozenPlayer(frozen_policy(team, view, device, source), c.deterministic)
-        elif c.role == "scripted":
-            entry = registry.entry_of(c.script)
-            assert entry.factory is not None
-            players[team.name] = ScriptPlayer(entry.factory(c.script, view.observation_spaces, view.action_spaces,
-                                                            spec.run.seed * 1000 + 17))
-        elif c.role == "self_play":
-            learner = by_name[c.of]
-            _same_sides(team.name, view, team_view(venv, _agents(teams, c.of)), source)
-            template = _policy(learner.spec, view, device, spec.run.seed, source)
-            pool = SnapshotPool(c.pool_size, c.sample, seed=spec.run.seed * 1000 + 29)
-            player = PoolPlayer(template, pool, Ratings(), c.of, c.deterministic, c.snapshot_rating)
-            players[team.name] = player
-            self_play.append(SelfPlay(team.name, c.of, player, c.snapshot_every))
-    policy = TeamsPolicy(teams, members, players, venv.n_agents)
-    world = TeamWorld(venv, teams)
-    self_play = pool_columns(self_play)
-    collector = TeamsCollector(world, teams, {n: b.collector for n, b in built.items()}, players, device,
-                               spec.run.seed * 1000, spec.collector.rollout_length, self_play)
-    updater = TeamsUpdater({n: b.updater for n, b in built.items()}, {n: b.policy for n, b in built.items()},
-                           self_play)
-    critic = TeamsCritic({n: b.critic for n, b in built.items()})
-    return TeamsBuilt(policy, critic, TeamsReturns({n: b.returns for n, b in built.items()}),
-                      TeamsBuffer({n: b.buffer for n, b in built.items()}), collector, updater, world, teams)
+def _one_team(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: VectorEnv, device: torch.device,
+              wiring: FamilyWiring) -> Composition:
+    """A pipeline without ``[teams]``: its family's stages on the world itself."""
+    run = spec.run
+    family: Family = registry.family_of(spec.collector)
+    parts = Parts(list(venv.observation_spaces), list(venv.action_spaces), int(np.prod(venv.state_space.shape)),
+                  venv.n_agents, venv, device, torch.Generator().manual_seed(run.seed), run.seed * 1000,
+                  spec.policy, wiring, source, venv.state_space)
+    built = family.build(spec, parts)
+    return Composition(built, venv, eval_venv, built.policy)
 
 
-def _agents(teams: Sequence[TeamAgents], name: str) -> TeamAgents:
-    return next(t for t in teams if t.name == name)
+def _evaluation(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: VectorEnv,
+                teams: Sequence[TeamAgents], policy: TeamsPolicy) -> tuple[VectorEnv, nn.Module]:
+    """Where the evaluator plays and what it acts with: every team in a ``TeamWorld`` of the evaluation
+    envs, or (``[evaluator] team``) that team alone in envs of its agents only (a scripted or built-in
+    opponent)."""
+    if not spec.evaluator.team:
+        return TeamWorld(eval_venv, teams), policy
+    team = next(a for a in teams if a.name == spec.evaluator.team)
+    theirs, ours = agent_names(eval_venv), [agent_names(venv)[i] for i in team.indices]
+    if theirs != ours:
+        raise ConfigError(f"{source}: evaluator.team: the evaluation envs' agents ({', '.join(theirs)}) are "
+                          f"not team {team.name}'s ({', '.join(ours)}); change [evaluator.env] so that only "
+                          "the team's agents play")
+    return eval_venv, policy.members[team.name]
 
 
-def _build(spec: PipelineSpec, view: TeamView, device: torch.device, seed: int, env_seed: int,
-           source: str) -> Any:
-    """One team's stages by its family (its ``Built``), on its view of the world."""
-    return registry.family_of(spec.collector).build(spec, _parts(spec, view, device, seed, env_seed, source))
-
-
-def _policy(spec: PipelineSpec, view: TeamView, device: torch.device, seed: int, source: str) -> torch.nn.Module:
-    """The acting networks of ``spec``'s family on ``view``, alone where the family builds them alone
-    (``Family.policy``), for a team that plays and does not learn."""
-    family = registry.family_of(spec.collector)
-    parts = _parts(spec, view, device, seed, seed * 1000, source)
-    return family.policy(spec, parts) if family.policy is not None else family.build(spec, parts).policy
-
-
-def _parts(spec: PipelineSpec, view: TeamView, device: torch.device, seed: int, env_seed: int,
-           source: str) -> Parts:
-    return Parts(obs_spaces=list(view.observation_spaces), act_spaces=list(view.action_spaces),
-                 state_dim=int(np.prod(view.state_space.shape)), n_agents=view.n_agents,
-                 venv=view,  # type: ignore[arg-type]  # a view: its collector acts and observes, never steps
-                 device=device, generator=torch.Generator().manual_seed(seed), env_seed=env_seed,
-                 policy_config=spec.policy, wiring=wiring(spec), source=source, state_space=view.state_space)
-
-
-def _same_sides(name: str, view: TeamView, learner: TeamView, source: str) -> None:
-    """Self-play: the snapshots of ``learner`` must fit this team's agents."""
-    def shapes(v: TeamView) -> list[tuple[Any, Any]]:
-        return [(o.shape, getattr(a, "n", getattr(a, "shape", None))) for o, a in
-                zip(v.observation_spaces, v.action_spaces)]
-    if shapes(view) != shapes(learner):
-        raise ConfigError(
-            f"{source}: teams.{name}.of: self-play needs both sides alike, but {name}'s agents "
-            f"({', '.join(view.agent_names)}: {shapes(view)}) and {learner.agent_names}'s "
-            f"({shapes(learner)}) differ in observation or action spaces; play a frozen or scripted "
-            f"team there instead, or choose sides of one shape")
-
-
-def frozen_policy(team: TeamSpec, view: TeamView, device: torch.device, source: str) -> torch.nn.Module:
-    """A trained run's policy for ``team``'s agents: built from that run's pipeline, its newest weights loaded."""
-    c, at = team.config, f"{source}: teams.{team.name}.checkpoint"
-    path = Path(c.checkpoint).expanduser()
-    if not path.exists():
-        raise ConfigError(f"{at}: {c.checkpoint!r} does not exist; name a run directory harl train wrote "
-                          "(runs/<run-dir>) or a checkpoint file inside one")
-    run_dir = path if path.is_dir() else path.parent
-    if not (run_dir / "pipeline.toml").is_file():
-        raise ConfigError(f"{at}: {c.checkpoint!r} is not a run directory (no pipeline.toml there); name a "
-                          "folder harl train wrote (runs/<run-dir>) or a checkpoint file inside one")
+def evaluation_env(spec: PipelineSpec, source: str) -> Any:
+    """The evaluation envs' ``[env]``: the pipeline's, with ``[evaluator.env]``'s keys for ``[evaluator] team``."""
+    ev = spec.evaluator
+    if not ev.team:
+        return spec.env
+    learning = [t.name for t in spec.learning_teams]
+    if ev.team not in learning:
+        raise ConfigError(f"{source}: evaluator.team: {ev.team!r} is not a learning team of [teams]; write one of: "
+                          f"{', '.join(learning) or '(no [teams] in this pipeline)'}")
+    unknown = sorted(set(ev.env) - set(attrs.fields_dict(type(spec.env))))
+    if unknown:
+        raise ConfigError(f"{source}: evaluator.env.{unknown[0]}: not a key of [env] kind = "
+                          f'"{registry.kind_name(spec.env)}"; harl stages {registry.kind_name(spec.env)} lists them')
     try:
-        file = path if path.is_file() else latest_checkpoint(run_dir)
-        state = load_checkpoint(file, map_location="cpu")["policy"]
-    except CheckpointError as exc:
-        raise ConfigError(f"{at}: {exc}") from None
-    theirs, _ = load_spec_and_notes(run_dir / "pipeline.toml")
-    if theirs.teams:
-        wanted = c.source_team or team.name
-        found = {t.name: t for t in theirs.teams if t.config.role == "learning"}
-        if wanted not in found:
-            raise ConfigError(f"{at}: the run {run_dir} has no learning team {wanted!r}; set "
-                              f"teams.{team.name}.source_team to one of: {', '.join(found)}")
-        spec, prefix = found[wanted].spec, f"members.{wanted}."
-        state = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-    else:
-        spec = theirs
-    policy = _policy(spec, view, device, 0, source)
-    try:
-        policy.load_state_dict(state)
-    except (RuntimeError, KeyError) as exc:
-        raise ConfigError(f"{at}: the policy of {run_dir} does not fit {team.name}'s agents "
-                          f"({', '.join(view.agent_names)}): {str(exc).splitlines()[0]}; a frozen team needs "
-                          "a run trained on agents with the same observation and action spaces") from None
-    return policy.requires_grad_(False)
+        return attrs.evolve(spec.env, **ev.env)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: evaluator.env: {exc}") from None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harl.cli import main
-from harl.config.dump import describe_stages
+from harl.config.dump import describe_stages, title
 
 ROOT = Path(__file__).parent.parent
 spec = importlib.util.spec_from_file_location("stage_reference", ROOT / "docs" / "hooks" / "stage_reference.py")
@@ -34,7 +34,7 @@ def test_every_key_on_its_page() -> None:
     for slot, kind, _, keys in describe_stages():
         page = pages[stage_reference.page_name(slot)]
         if kind:
-            assert f'## {kind}\n\n`[{slot}] kind = "{kind}"`' in page
+            assert f"## {kind}\n\n`{title(slot, kind)}`" in page
         for key, type_, default, doc in keys:
             row = f"| `{key}` | {stage_reference.cell(type_)} | `{stage_reference.cell(default)}` | {stage_reference.cell(doc)} |"
             assert row in page, row

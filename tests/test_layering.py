@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("harl.collect", "harl.update", "harl.evaluator", "harl.logging", "harl.finite",
      "harl.callbacks", "harl.families", "harl.parts", "harl.teams"),
     ("harl.config",),
-    ("harl.compose", "harl.trainer", "harl.loop", "harl.team_build"),
+    ("harl.compose", "harl.trainer", "harl.loop", "harl.team_build", "harl.roles"),
     ("harl.run", "harl.api", "harl.render", "harl.sweep", "harl.population", "harl.plot", "harl.export", "harl.inference", "harl.compat",
      "harl.utils", "harl.compare", "harl.tune", "harl.suite"),
     ("harl.cli", "harl.cli_help", "harl.cli_rules", "harl.compare.command", "harl.tune.command", "harl.__main__", "harl.runners"),

@@ -11,6 +11,7 @@ from typing import Any
 
 from harl.cli import _summary
 from harl.config.dump import describe_stages
+from harl.config.dump import title as stage_title
 
 Row = tuple[str, "str | None", type, list[tuple[str, str, str, str]]]
 
@@ -32,7 +33,7 @@ def cell(text: str) -> str:
 
 def kind_section(slot: str, kind: str | None, cls: type, keys: list[tuple[str, str, str, str]]) -> str:
     """One kind: a heading named after it, the table line that picks it, its docstring, its keys."""
-    title = f"[{slot}]" + (f' kind = "{kind}"' if kind else "")
+    title = stage_title(slot, kind)
     summary = _summary(cls.__doc__ or "", title)
     lines = [f"## {kind}", ""] if kind else []
     lines += [f"`{title}`" + (f": {summary}" if summary else ""), ""]
@@ -47,7 +48,8 @@ def slot_page(slot: str, rows: list[Row]) -> str:
     kinds = [kind for s, kind, _, _ in rows if s == slot and kind]
     head = [f"# [{slot}]", ""]
     if kinds:
-        head += [f"Kinds: {', '.join(f'[`{k}`](#{k})' for k in kinds)}. Pick one with `kind = \"...\"`; "
+        key = stage_title(slot, "...").partition("] ")[2]  # kind = "...", or a team's role = "..."
+        head += [f"Kinds: {', '.join(f'[`{k}`](#{k})' for k in kinds)}. Pick one with `{key}`; "
                  f"`harl stages {slot}` prints this page in the terminal.", ""]
     else:
         head += [f"`harl stages {slot}` prints this page in the terminal.", ""]

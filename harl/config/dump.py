@@ -10,7 +10,7 @@ from harl import registry
 from harl.config.loading import Loader
 from harl.config.messages import field_default, toml_literal
 from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
-from harl.config.teams import TeamConfig
+from harl.config.teams import ROLE_SLOT, TeamConfig
 
 DUMP_HEADER = ("# The resolved pipeline of this run: every key of every stage, defaults included\n"
                "# (an optional key that is not set is left out).  harl train --resume reads it;\n"
@@ -49,6 +49,9 @@ def _keys(slot: str, cls: type) -> list[tuple[str, str, str, str]]:
     for f in attrs.fields(cls):
         if f.name == "kind" or (slot + "." + f.name) in NESTED_SLOTS:
             continue
+        if "shown" in f.metadata:  # a key whose value the loader makes from the table (a role, a script)
+            keys.append((f.name, *f.metadata["shown"], f.metadata.get("doc", "")))
+            continue
         default = field_default(f)
         type_name = str(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", f.type))
         optional = type_name.endswith(" | None")
@@ -57,6 +60,17 @@ def _keys(slot: str, cls: type) -> list[tuple[str, str, str, str]]:
         keys.append((f.name, type_name, "(not set)" if default is None else toml_literal(default),
                      f.metadata.get("doc", "")))
     return keys
+
+
+ROLE_TABLE = "teams"
+"""The rows of ``describe_stages`` whose kinds are roles: picked by a team's ``role`` key, not ``kind``."""
+
+
+def title(slot: str, kind: str | None) -> str:
+    """How a pipeline picks a kind of ``slot``: ``[critic] kind = "v"``, ``[teams.NAME] role = "frozen"``."""
+    if kind and slot == ROLE_TABLE:
+        return f'[{slot}.NAME] role = "{kind}"'
+    return f"[{slot}]" + (f' kind = "{kind}"' if kind else "")
 
 
 def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, str, str]]]]:
@@ -72,7 +86,8 @@ def describe_stages() -> list[tuple[str, str | None, type, list[tuple[str, str, 
             continue
         for entry in registry.kinds(slot):
             rows.append((slot, entry.kind, entry.config, _keys(slot, entry.config)))
-    rows.append(("teams", None, TeamConfig, _keys("teams", TeamConfig)))  # [teams.NAME]: docs/teams.md
+    rows.append((ROLE_TABLE, None, TeamConfig, _keys(ROLE_TABLE, TeamConfig)))  # [teams.NAME]: docs/teams.md
+    rows.extend((ROLE_TABLE, e.kind, e.config, _keys(ROLE_SLOT, e.config)) for e in registry.kinds(ROLE_SLOT))
     rows.extend(("teams.NAME.script", e.kind, e.config, _keys("script", e.config)) for e in registry.kinds("script"))
     for name, point in sorted(registry.entry_points().items()):
         try:

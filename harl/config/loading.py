@@ -27,7 +27,7 @@ from harl.config.messages import SettingTypeError, fix_for, override_of, problem
 from harl.config.overrides import apply_overrides
 from harl.config.renames import renamed
 from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
-from harl.config.teams import TEAM_SLOTS, TeamConfig, TeamSpec, team_problems
+from harl.config.teams import ROLE_SLOT, TEAM_KEYS, TEAM_SLOTS, TeamConfig, TeamSpec, role_learns, team_problems
 from harl.errors import ConfigError, MissingExtraError
 from harl.settings import InvalidSetting
 
@@ -137,6 +137,10 @@ class Loader:
                 parent, _, name = inner.rpartition(".")
                 if parent == slot and name in attrs.fields_dict(cls):
                     nested[name] = override(struct_hook=self._slot_hook(inner))
+            if slot == ROLE_SLOT:  # a role's setting named after a slot is that slot's table ([teams.NAME.script])
+                for name in attrs.fields_dict(cls):
+                    if name in registry.SLOTS:
+                        nested[name] = override(struct_hook=self._slot_hook(name))
             self._plain[cls] = make_dict_structure_fn(
                 cls, self.converter, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True, **nested
             )
@@ -147,6 +151,41 @@ class Loader:
         if not isinstance(data, dict):
             raise SettingTypeError("a table", data)
         return self._structure_fn("", cls)(data, cls)
+
+    def structure_team(self, table: dict[str, Any]) -> TeamConfig:
+        """A ``[teams.NAME]`` table (its stage tables left out): ``agents`` and ``reward``, and its role
+        (``role``, a registered kind) from every other key (the role's own: ``of``, ``checkpoint``, ...)."""
+        kind = table.get("role", registry.kinds(ROLE_SLOT)[0].kind)
+        if not isinstance(kind, str):
+            raise InvalidSetting("role", f"expected a string, got {show(kind)}; one of: {', '.join(_roles())}")
+        try:
+            entry = registry.resolve(ROLE_SLOT, kind)
+        except ValueError as exc:
+            raise InvalidSetting("role", str(exc), suggest_default=False) from None
+        if entry is None:
+            hint = difflib.get_close_matches(kind, _roles(), n=1)
+            near = f'; did you mean "{hint[0]}"?' if hint else ""
+            raise InvalidSetting("role", f'unknown role "{kind}" (expected one of: {", ".join(_roles())}, or '
+                                 f'"module:Name" of your own){near}')
+        own = {key: value for key, value in table.items() if key in TEAM_KEYS and key != "role"}
+        settings = {key: value for key, value in table.items() if key not in TEAM_KEYS}
+        allowed = sorted({*TEAM_KEYS, *attrs.fields_dict(entry.config)})
+        errors: list[Exception] = [InvalidSetting(key, f'unknown key for role = "{entry.kind}"{_near(key, allowed)}; '
+                                                  f"valid keys: {', '.join(allowed)}", suggest_default=False)
+                                   for key in sorted(set(settings) - set(allowed))]
+        config = role = None
+        try:
+            config = self.structure_config(TeamConfig, own)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a located message
+            errors.append(exc)
+        try:
+            role = self._structure_fn(ROLE_SLOT, entry.config)(
+                {key: value for key, value in settings.items() if key in allowed}, entry.config)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a located message
+            errors.append(exc)
+        if errors or config is None:
+            raise cattrs.BaseValidationError("the team's table", errors, TeamConfig)
+        return attrs.evolve(config, role=role)
 
     def _slot_hook(self, slot: str) -> Callable[[Any, Any], Any]:
         """cattrs' hook for a nested slot's table: structured as its own ``kind`` says."""
@@ -353,27 +392,33 @@ def _structure_teams(data: dict[str, Any], source: str, loader: Loader, origins:
             found.append((["teams", name], "expected a table: [teams.NAME] with agents = [...] and role", None))
             continue
         own = {key: value for key, value in table.items() if key in TEAM_SLOTS}
-        settings = {key: value for key, value in table.items() if key not in TEAM_SLOTS and key != "script"}
         try:
-            config = loader.structure_config(TeamConfig, settings)
-            if "script" in table:
-                config = attrs.evolve(config, script=loader.structure_slot("script", table["script"]))
+            config = loader.structure_team({key: value for key, value in table.items() if key not in TEAM_SLOTS})
         except Exception as exc:  # noqa: BLE001 - every failure becomes a located message
             found.extend(problems(exc, ["teams", name]))
             continue
         spec = None
-        if config.role == "learning":
+        if role_learns(config.role):
             try:
                 spec = structure_pipeline({**base, **own}, source, loader, origins, team=(name, own))
             except ConfigError as exc:
                 found.append((["teams", name], str(exc).replace(f"{source}: ", ""), None))
                 continue
         elif own:
-            found.append((["teams", name, sorted(own)[0]], f'a {config.role} team has no stages of its own; '
-                          f"remove [teams.{name}.{sorted(own)[0]}], or set role = \"learning\"", None))
+            found.append((["teams", name, sorted(own)[0]], f'a {registry.kind_name(config.role)} team has no stages '
+                          f"of its own; remove [teams.{name}.{sorted(own)[0]}], or set role = \"learning\"", None))
         teams.append(TeamSpec(name, config, spec, dict(table)))
     found.extend((path, message, None) for path, message in team_problems(teams))
     return tuple(teams)
+
+
+def _roles() -> list[str]:
+    return [e.kind for e in registry.kinds(ROLE_SLOT)]
+
+
+def _near(key: str, keys: Iterable[str]) -> str:
+    hint = difflib.get_close_matches(key, list(keys), n=1)
+    return f' (did you mean "{hint[0]}"?)' if hint else ""
 
 
 _TEAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from harl.config.run import CheckpointConfig, LoggingConfig, RunConfig
-from harl.config.teams import TeamSpec
+from harl.config.teams import TeamSpec, learning_teams
 from harl.evaluator import EvaluatorConfig
 from harl.policy.config import AgentQPolicyConfig, PolicyConfig
 
@@ -34,6 +34,12 @@ class PipelineSpec:
     checkpoint: CheckpointConfig
     teams: tuple[TeamSpec, ...] = ()
     """``[teams.NAME]`` (``harl.config.teams``); empty: one team of every agent, as before teams."""
+
+    @property
+    def learning_teams(self) -> tuple[TeamSpec, ...]:
+        """The ``[teams]`` that learn (each with its own stages, ``TeamSpec.spec``), in the file's order;
+        () for a pipeline without ``[teams]``."""
+        return learning_teams(self.teams)
 
 
 SINGLE_SLOTS: dict[str, type] = {"run": RunConfig, "policy": PolicyConfig, "evaluator": EvaluatorConfig,

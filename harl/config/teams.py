@@ -1,24 +1,27 @@
 """``[teams.NAME]``: several sets of agents in one world, each with stages of its own (docs/teams.md).
 
-A team's table holds who its agents are and how it plays; its stage tables
+A team's table holds who its agents are, how it plays (its ``role``, a registered kind, with the
+role's own keys beside it: ``harl.roles``) and its reward; its stage tables
 (``[teams.NAME.policy]``, ``.critic``, ``.updater``, ``.updater.objective``, ``.buffer``,
-``.returns``) replace the pipeline's tables of the same name for that team, so a team reads like
-a pipeline.  A pipeline without ``[teams]`` is one team of every agent, exactly as before.
+``.returns``) replace the pipeline's tables of the same name for a team that learns, so a team
+reads like a pipeline.  A pipeline without ``[teams]`` is one team of every agent, exactly as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from harl import registry
-from harl.settings import in_range, one_of, setting
+from harl.settings import one_of, setting
 
-ROLES = ("learning", "frozen", "scripted", "self_play")
+ROLE_SLOT = "role"
+"""The registry's slot of the roles (``register("role", Config, build, ...)``, ``harl.roles``)."""
 TEAM_SLOTS = ("policy", "critic", "updater", "buffer", "returns")
-"""The pipeline tables a team may replace with its own (the world's env, collector, run, evaluator,
-logging and checkpoint tables are shared: one world, one loop)."""
+"""The pipeline tables a learning team may replace with its own (the world's env, collector, run,
+evaluator, logging and checkpoint tables are shared: one world, one loop)."""
 
 
 @attrs.frozen
@@ -29,36 +32,21 @@ class TeamConfig:
         (), 'the team\'s agents: names ("adversary_0"), patterns ("adversary_*") or the env\'s own group '
         "names (an env that declares sides, e.g. MPE simple_tag's adversary and agent); every agent of "
         "the world in exactly one team")
-    role: str = setting(
-        "learning", "learning: trained by its own stages; frozen: a trained run's policy "
-        "(`checkpoint`, or harl train --opponent RUN_DIR); scripted: a registered script "
-        "([teams.NAME.script] kind); self_play: snapshots of the learning team `of`, from a pool",
-        one_of(ROLES))
+    role: Any = attrs.field(default=None, metadata={
+        "doc": "how the team plays, a registered role kind: learning (trained by its own stages), frozen "
+               "(a trained run's policy), scripted (a registered script), self_play (snapshots of a learning "
+               'team from a pool), or your own ("my_pkg.module:MyRole"); the role\'s keys sit in this table '
+               "beside it (harl stages teams lists each role's)",
+        "shown": ("string", '"learning"')})
+    """The role's settings: the config of its kind (``registry.kind_name(role)`` names it)."""
     reward: str = setting(
         "sum", "sum: each agent of the team gets the sum of the team's per-agent rewards; own: each agent "
         "keeps the reward the env gives it (the env's own team reward, where it has one)",
         one_of(("sum", "own")))
-    checkpoint: str = setting(
-        "", "frozen: the run directory (its newest checkpoint) or checkpoint file whose policy plays this team")
-    source_team: str = setting(
-        "", "frozen: the team of the checkpoint's run that plays this team (a run with [teams]); "
-        "empty: this team's name in a run with [teams], or the policy of a one-team run")
-    of: str = setting("", "self_play: the learning team whose snapshots play this team (same spaces)")
-    snapshot_every: int = setting(10, "self_play: iterations between snapshots of `of` into the pool", in_range(1))
-    pool_size: int = setting(10, "self_play: snapshots kept (the oldest leaves first)", in_range(1))
-    sample: str = setting(
-        "latest", "self_play: which snapshot plays an episode: latest, uniform, or pfsp (prioritized "
-        "fictitious self-play: snapshots the learner loses to, more often)",
-        one_of(("latest", "uniform", "pfsp")))
-    snapshot_rating: str = setting(
-        "learner", "self_play: where a new snapshot's openskill rating starts: learner (the learner's mu and "
-        "sigma when the snapshot is taken, as LAG's self-play does: the learner's rating then rises only by "
-        "what it learned since) or prior (openskill's prior, mu 25 and sigma 8.33: every snapshot a new, "
-        "unknown player)", one_of(("learner", "prior")))
-    deterministic: bool = setting(
-        False, "frozen, self_play: take the most likely action instead of sampling when collecting")
-    script: Any = setting(None, 'scripted: the [teams.NAME.script] table, a registered script kind ("random", '
-                          '"noop", "my_pkg.module:Name"; harl stages script)')
+
+
+TEAM_KEYS = tuple(f.name for f in attrs.fields(TeamConfig))
+"""The keys of a team's table that are not its role's settings or its stage tables."""
 
 
 @attrs.frozen
@@ -69,33 +57,43 @@ class TeamSpec:
     name: str
     config: TeamConfig
     spec: Any = None
-    """The team's ``PipelineSpec`` (learning teams)."""
+    """The team's pipeline (a ``PipelineSpec``: ``harl.config.spec`` imports this module): a team whose
+    role learns has one (``learns``), any other None."""
     tables: dict[str, Any] = attrs.field(factory=dict)
     """The team's table as written (its stage tables included), so a dump writes it back."""
 
+    @property
+    def learns(self) -> bool:
+        """Whether the team is trained by stages of its own (its role's: ``register(..., learns=True)``)."""
+        return self.spec is not None
 
-def team_problems(teams: list[TeamSpec]) -> list[tuple[list[str], str]]:
-    """What the teams ask that cannot be, before anything is built: (key path, message).
+
+def learning_teams(teams: Iterable[TeamSpec]) -> tuple[TeamSpec, ...]:
+    """The teams that learn, in the pipeline's order (``PipelineSpec.learning_teams``)."""
+    return tuple(t for t in teams if t.learns)
+
+
+def role_learns(role: Any) -> bool:
+    """Whether a team of ``role`` (a role kind's config) learns: its kind registered ``learns=True``."""
+    return bool(registry.entry_of(role).extra("learns", False))
+
+
+def team_problems(teams: Sequence[TeamSpec]) -> list[tuple[list[str], str]]:
+    """What the teams ask that cannot be, before anything is built: (key path, message); each role's
+    own ``check(config, {"teams": teams, "team": team})`` among them, at paths inside its team's table.
 
     The agents each team claims are checked when the env is open (``harl.team_build``)."""
     found: list[tuple[list[str], str]] = []
-    learning = [t.name for t in teams if t.config.role == "learning"]
-    if not learning:
+    if not learning_teams(teams):
         found.append((["teams"], 'no team learns: give at least one team role = "learning" (the default)'))
     for team in teams:
         c, at = team.config, ["teams", team.name]
         if not c.agents:
             found.append(([*at, "agents"], 'the team has no agents: list names, patterns ("adversary_*") or '
                           "the env's group names"))
-        if c.role == "frozen" and not c.checkpoint:
-            found.append(([*at, "checkpoint"], "a frozen team plays a trained run: set checkpoint = \"RUN_DIR\" "
-                          "(or harl train --opponent RUN_DIR)"))
-        if c.role == "scripted" and c.script is None:
-            found.append(([*at, "script"], 'a scripted team needs its script: [teams.NAME.script] kind = "random" '
-                          "(harl stages script lists the kinds)"))
-        if c.role == "self_play" and c.of not in learning:
-            found.append(([*at, "of"], f"{c.of!r} is not a learning team of this pipeline; write one of: "
-                          f"{', '.join(learning) or '(none)'}"))
+        check = registry.entry_of(c.role).check
+        if check is not None:
+            found.extend(([*at, *path], message) for path, message in check(c.role, {"teams": teams, "team": team}))
         if team.spec is not None:
             family = getattr(registry.family_of(team.spec.collector), "name", "")
             if family != "on_policy":

@@ -63,7 +63,7 @@ def load_team(run_dir: Path, checkpoint: Path | None = None, team: str | None = 
         agents = list(range(venv.n_agents))
         policy = run.stages.policy
         if run.spec.teams:
-            learning = [t.name for t in run.spec.teams if t.config.role == "learning"]
+            learning = [t.name for t in run.spec.learning_teams]
             if team is None and len(learning) > 1:
                 raise HarlError(f"{run_dir}: this run has {len(learning)} learning teams ({', '.join(learning)}); "
                                 "name the one to export with --team NAME")
@@ -193,8 +193,7 @@ def acts_jointly(run_dir: Path, team: str | None) -> bool:
     spec, _ = spec_of_run(run_dir)
     specs = [spec]
     if spec.teams:
-        learning = [t for t in spec.teams if t.config.role == "learning" and t.spec is not None]
-        specs = [t.spec for t in learning if team is None or t.name == team][:1]
+        specs = [t.spec for t in spec.learning_teams if t.spec is not None and (team is None or t.name == team)][:1]
     return any(isinstance(getattr(s.updater, "objective", None), TransformerPPOConfig) for s in specs)
 
 

@@ -23,9 +23,12 @@ import numpy as np
 from harl import registry
 from harl.compose import build_stages
 from harl.config.spec import PipelineSpec
-from harl.config.teams import TeamSpec
+from harl.config.teams import TEAM_KEYS, TeamSpec
 from harl.errors import HarlError
 from harl.registry import resolve
+from harl.roles.frozen import FrozenRole
+from harl.roles.scripted import ScriptedRole
+from harl.roles.self_play import SelfPlayRole
 from harl.run.open import spec_of_run
 from harl.rundir.checkpoint import latest_checkpoint, load_checkpoint
 
@@ -85,7 +88,7 @@ def learner_of(spec: PipelineSpec, team: str | None, where: str) -> str:
     if not spec.teams:
         raise HarlError(f"{where}: --against plays one team against another, but this run has no [teams] "
                         "(docs/teams.md); evaluate it with harl eval alone")
-    learning = [t.name for t in spec.teams if t.config.role == "learning"]
+    learning = [t.name for t in spec.learning_teams]
     name = team or learning[0]
     if name not in learning:
         raise HarlError(f"{where}: --team {name!r} is not a learning team of this run; write one of: "
@@ -130,7 +133,7 @@ def seat_sources(spec: PipelineSpec, learner: str, opponent: Path, seats: Mappin
     with its one policy (``""``).
     """
     theirs, _ = spec_of_run(opponent)
-    learning = [t.name for t in theirs.teams if t.config.role == "learning"]
+    learning = [t.name for t in theirs.learning_teams]
     own = {t.name: t for t in spec.teams}
     unknown = sorted(set(seats) - (set(own) - {learner}))
     if unknown:
@@ -149,7 +152,8 @@ def seat_sources(spec: PipelineSpec, learner: str, opponent: Path, seats: Mappin
         if wanted is not None and wanted not in learning:
             raise HarlError(f"--seat {name}={wanted}: {opponent} has no learning team {wanted!r}; write one of: "
                             f"{', '.join(learning)}")
-        of = team.config.of if team.config.role == "self_play" else ""
+        role = team.config.role
+        of = role.of if isinstance(role, SelfPlayRole) else ""
         found = wanted or (name if name in learning else of if of in learning else
                            learning[0] if len(learning) == 1 else None)
         if found is None:
@@ -173,9 +177,9 @@ def opponent_teams(spec: PipelineSpec, learner: str, against: str,
             continue
         c = team.config
         if against == "pool":
-            if c.role != "self_play":
+            if not isinstance(c.role, SelfPlayRole):
                 raise HarlError(f"--against pool: team {team.name!r} plays no pool in this run (role = "
-                                f'"{c.role}"); use --against RUN_DIR or --against scripted')
+                                f'"{registry.kind_name(c.role)}"); use --against RUN_DIR or --against scripted')
             teams.append(team)
         elif against.startswith("scripted"):
             kind = against.partition(":")[2] or "random"
@@ -183,22 +187,22 @@ def opponent_teams(spec: PipelineSpec, learner: str, against: str,
             if entry is None:
                 raise HarlError(f"--against {against}: no script kind {kind!r}; harl stages script lists them "
                                f"({', '.join(e.kind for e in registry.kinds('script'))})")
-            config = attrs.evolve(c, role="scripted", script=entry.config())
-            teams.append(TeamSpec(team.name, config, None, {**_bare(team.tables), "role": "scripted"}))
+            teams.append(_played_by(team, ScriptedRole(entry.config()), {"script": {"kind": kind}}))
         else:
             if not Path(against).is_dir():
                 raise HarlError(f"--against {against}: no such run directory; give a run directory, "
                                 '"scripted" (or "scripted:KIND") or "pool"')
-            config = attrs.evolve(c, role="frozen", checkpoint=str(against), source_team=sources[team.name])
-            teams.append(TeamSpec(team.name, config, None, {**_bare(team.tables), "role": "frozen",
-                                                            "checkpoint": str(against),
-                                                            "source_team": sources[team.name]}))
+            role = FrozenRole(checkpoint=str(against), source_team=sources[team.name])
+            teams.append(_played_by(team, role, {"checkpoint": role.checkpoint, "source_team": role.source_team}))
     return tuple(teams)
 
 
-def _bare(tables: dict[str, Any]) -> dict[str, Any]:
-    """A team's table without its stage tables (an opponent has none)."""
-    return {k: v for k, v in tables.items() if not isinstance(v, dict)}
+def _played_by(team: TeamSpec, role: Any, keys: dict[str, Any]) -> TeamSpec:
+    """``team`` (its agents and reward) played by ``role`` instead of its own, ``keys`` the role's keys as a
+    pipeline writes them: an opponent has no stages and none of its old role's keys."""
+    own = {key: team.tables[key] for key in TEAM_KEYS if key in team.tables and key != "role"}
+    return TeamSpec(team.name, attrs.evolve(team.config, role=role), None,
+                    {**own, "role": registry.kind_name(role), **keys})
 
 
 def play(run_dir: str | Path, against: str, episodes: int | None = None, team: str | None = None,

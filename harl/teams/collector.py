@@ -26,8 +26,8 @@ import torch
 
 from harl.buffers.records import StartRecord
 from harl.envs.protocol import is_tensor_native
-from harl.teams.players import Player, PlayerStep, SelfPlay, outcome_of
-from harl.teams.stages import TeamsBuffer, TeamsRecord
+from harl.teams.players import PlayerStep, SelfPlay, outcome_of
+from harl.teams.stages import TeamsBuffer, TeamsPolicy, TeamsRecord
 from harl.teams.world import TeamAgents, TeamWorld, team_step
 
 
@@ -72,14 +72,14 @@ class TeamsCollector:
     """Steps the world for every team (see the module docstring)."""
 
     def __init__(self, world: TeamWorld, teams: Sequence[TeamAgents], learners: Mapping[str, Any],
-                 players: Mapping[str, Player], device: torch.device, seed: int, rollout_length: int,
+                 policy: TeamsPolicy, device: torch.device, seed: int, rollout_length: int,
                  pools: Sequence[SelfPlay] = ()) -> None:
         self.world = world
         self.teams = {t.name: t for t in teams}
         self.learners = dict(learners)
         """Learning team -> its own ``OnPolicyCollector`` (acts and observes; never steps)."""
-        self.players = dict(players)
-        """Frozen, scripted and self-play team -> its player."""
+        self.policy = policy
+        """Every team's acting: the frozen, scripted and self-play teams play through it (``play``)."""
         self.device, self.seed, self.rollout_length = device, seed, rollout_length
         self.pools = list(pools)
         """The self-play teams' pools, whose games this collector scores (the results are the learner's)."""
@@ -109,7 +109,7 @@ class TeamsCollector:
                                                     self.teams[name].take(avail)) for name in self.learners}))
         self._obs, self._avail = list(obs), None if avail is None else list(avail)
         self._starts = torch.ones(self.world.n_envs, device=self.device)
-        self._played = dict.fromkeys(self.players)
+        self._played = dict.fromkeys(self.policy.players)
         self.started = True
 
     @torch.no_grad()
@@ -128,13 +128,13 @@ class TeamsCollector:
                 acting[name] = collector.act(buffer.members[name], t)
                 for i, action in zip(self.teams[name].indices, collector.env_actions(acting[name])):
                     joint[i] = action
-            if self.players:
+            if self.policy.players:
                 obs = [self._tensor(o) for o in self._obs]
                 avail = None if self._avail is None else [None if a is None else self._tensor(a) for a in self._avail]
-                for name, player in self.players.items():
+                for name in self.policy.players:
                     team = self.teams[name]
-                    played = player.play(team.take(obs) or [], team.take(avail), False, self._played[name],
-                                         self._starts)
+                    played = self.policy.play(name, team.take(obs) or [], team.take(avail), False,
+                                              self._played[name], self._starts)
                     self._played[name] = played
                     for i, action in zip(team.indices, played.actions):
                         joint[i] = action if self.native else action.cpu().numpy()

@@ -35,8 +35,8 @@ class TeamsPolicy(nn.Module):
         super().__init__()
         self.teams = list(teams)
         self.members = nn.ModuleDict({**learners, **players})
-        self.players = frozenset(players)
-        """The teams that do not learn (their members are ``Player``s)."""
+        self.players = tuple(players)
+        """The teams that do not learn (their members are ``Player``s), in the pipeline's order."""
         self.n_agents = n_agents
 
     def initial_hidden(self, n_envs: int, device: Any) -> dict[str, PlayerStep | None]:
@@ -160,6 +160,10 @@ class TeamStages:
     buffer: Any = None
     returns: Any = None
     updater: Any = None
+    role: str = ""
+    """Its role's kind (``learning``, ``frozen``, ``scripted``, ``self_play``, a user's)."""
+    summary: str = ""
+    """``harl check``'s words for the team: its agents, what plays them, its reward."""
 
 
 def team_stages(teams: Sequence[TeamAgents], policy: TeamsPolicy, critic: TeamsCritic, buffer: TeamsBuffer,

@@ -292,6 +292,30 @@ def test_a_pools_games_leave_with_collection_and_its_snapshots_with_the_updater(
     assert (a.got, b.got) == ([1], [2])
 
 
+def test_a_users_role_is_one_module(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A role is a registered kind: a user's, named "module:Name", reads its keys from the team's table,
+    is checked when the pipeline loads, plays through its player and shows in harl check."""
+    role = 'role = "tests.teams.user_role:StubbornRole"'
+    path = write(tmp_path, f'[teams.predators]\nagents = ["adversary"]\n[teams.prey]\nagents = ["agent_*"]\n{role}\n'
+                           "action = 2\n")
+    spec, _ = load_spec_and_notes(path, SMALL)
+    assert [t.name for t in spec.learning_teams] == ["predators"] and spec.teams[1].config.role.action == 2
+    with build_stages(spec) as stages:
+        stages.collector.collect(stages.buffer)
+        assert stages.teams["prey"].role == "tests.teams.user_role:StubbornRole"
+        rows = {row[0]: row for row in stages.describe()}
+        assert rows["team prey"][2] == "agent_0; always action 2; reward sum"
+        assert rows["team predators"][1] == "learning" and "HAPPO (sequential, ppo)" in rows["team predators"][2]
+    bad = write(tmp_path, f'[teams.predators]\nagents = ["adversary"]\n[teams.prey]\nagents = ["agent_*"]\n{role}\n'
+                          "action = -1\nof = \"predators\"\n")
+    with pytest.raises(ConfigError) as err:
+        load_spec_and_notes(bad)
+    assert 'teams.prey.of: unknown key for role = "tests.teams.user_role:StubbornRole"' in str(err.value)
+    with pytest.raises(ConfigError, match=r"teams\.prey\.action: a category index is >= 0"):
+        load_spec_and_notes(write(tmp_path, f'[teams.predators]\nagents = ["adversary"]\n[teams.prey]\n'
+                                            f'agents = ["agent_*"]\n{role}\naction = -1\n'))
+
+
 def test_wilson_and_normal_intervals_by_hand() -> None:
     from harl.run.against import normal, wilson
 
