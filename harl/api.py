@@ -176,6 +176,37 @@ def tune(pipeline: str | Path | None = None, space: str | Path | None = None, tr
     return run_tune(pipeline, space, trials, **options)
 
 
+def parse_seats(items: Sequence[str] | None) -> dict[str, str]:
+    """``--seat SEAT=TEAM`` options as ``{seat: team}`` (crossplay, ``eval --against``); a malformed one is refused."""
+    from harl.run.against import parse_seats as parse
+
+    return parse(items)
+
+
+def check_eval_team(run_dir: str | Path, team: str | None, seats: Mapping[str, str] | None = None) -> None:
+    """``harl eval RUN --team NAME`` without ``--against``: NAME must be a learning team of RUN."""
+    from harl.run.against import check_team
+
+    check_team(run_dir, team, seats)
+
+
+def team_returns(metrics: Mapping[str, Any]) -> str | None:
+    """A teams run's evaluation headline, each team's return by name (None: a one-team run)."""
+    from harl.teams import headline
+
+    teams = headline.eval_returns(metrics)
+    return f"return of {headline.show(teams, 3)}" if teams else None
+
+
+def suite_report(results: str | Path = "benchmarks/results", out: str | Path = "docs/results.md",
+                 check: bool = False) -> tuple[Path, bool]:
+    """The results page from committed suite results (``harl suite report``): (the page, whether it
+    was already up to date); ``check`` writes nothing.  docs/benchmarks.md, "Published results"."""
+    from harl.suite.report import report
+
+    return report(Path(results), Path(out), check=check)
+
+
 def suite(suite_file: str | Path | None = None, out: str | Path | None = None, **options: Any) -> Any:
     """Run a benchmark suite (``benchmarks/suites/*.toml``), or ``resume=DIR`` a stopped one: a
     ``SuiteResult`` (suite_dir, entries with each one's verdict, failures, files, notes, exit_status).

@@ -25,7 +25,6 @@ from harl import api, cli_rules
 from harl.cli_help import command_list, parser
 from harl.compare.command import cmd_compare, cmd_export_results
 from harl.errors import HarlDeprecationWarning, HarlError
-from harl.teams import headline
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
@@ -132,9 +131,7 @@ def _show_match(match: Any, console: Console) -> None:
 
 
 def cmd_crossplay(args: argparse.Namespace, console: Console) -> int:
-    from harl.run.against import parse_seats
-
-    table = api.crossplay(args.run_dirs, args.episodes, args.team, parse_seats(args.seat))
+    table = api.crossplay(args.run_dirs, args.episodes, args.team, api.parse_seats(args.seat))
     grid = Table(title="win rate of the row's team against the column's (95% interval)")
     grid.add_column("run")
     for run in args.run_dirs:
@@ -146,17 +143,14 @@ def cmd_crossplay(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
-    from harl.run.against import check_team, parse_seats
-
     if args.against:
         _show_match(api.play(args.run_dir, args.against, args.episodes, args.team, args.checkpoint,
-                             deterministic=not args.sample, seats=parse_seats(args.seat)), console)
+                             deterministic=not args.sample, seats=api.parse_seats(args.seat)), console)
         return 0
-    check_team(args.run_dir, args.team, parse_seats(args.seat))
+    api.check_eval_team(args.run_dir, args.team, api.parse_seats(args.seat))
     path, stats = api.evaluate_run(args.run_dir, args.episodes, args.checkpoint, deterministic=not args.sample)
-    teams = headline.eval_returns(stats.metrics)  # a teams run: each team's return, not their mean
-    shown = f"return of {headline.show(teams, 3)}" if teams else \
-        f"return {stats.mean_return:.3f} ± {stats.std_return:.3f}"
+    # a teams run: each team's return, not their mean
+    shown = api.team_returns(stats.metrics) or f"return {stats.mean_return:.3f} ± {stats.std_return:.3f}"
     console.print(f"{path}: {stats.episodes} episodes, {shown}, length {stats.mean_length:.1f}", highlight=False)
     for name, value in stats.metrics.items():
         console.print(f"  {name}: {value:.4g}", highlight=False)
@@ -222,6 +216,18 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_suite(args: argparse.Namespace, console: Console) -> int:
+    if args.suite == "report":
+        page, current = api.suite_report(args.results or "benchmarks/results", args.out or "docs/results.md",
+                                         check=args.check)
+        if args.check:
+            console.print(f"{page}: {'up to date' if current else 'differs from the results; run harl suite report'}",
+                          highlight=False, markup=False)
+            return 0 if current else 1
+        console.print(f"wrote {page}" + (" (unchanged)" if current else ""), highlight=False, markup=False)
+        return 0
+    if args.results is not None:
+        raise HarlError(f"harl suite takes one suite file, not {args.suite} and {args.results} (harl suite report "
+                        "RESULTS makes the results page)")
     result = api.suite(args.suite, args.out, jobs=args.jobs, ray=args.ray, resume=args.resume,
                        max_retries=args.max_retries, reps=args.reps, quiet=args.quiet, console=console)
     console.print(result.table())  # its notes too, broken at spaces on a terminal

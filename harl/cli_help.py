@@ -41,6 +41,7 @@ examples:
     "crossplay": """\
 examples:
   harl crossplay runs/tag-s1 runs/tag-s2 runs/tag-s3 --team predators --episodes 40
+  harl crossplay runs/sp-s1 runs/sp-s2        # self-play runs: each learner flies the other's pool seat
 """,
     "plot": """\
 examples:
@@ -78,6 +79,7 @@ examples:
   harl suite benchmarks/suites/smax.toml --jobs 2                      # the SMAX benchmark
   harl suite benchmarks/suites/mpe.toml --ray HEAD_IP:6379             # on a Ray cluster
   harl suite --resume runs/smoke                                      # continue a stopped suite
+  harl suite report benchmarks/results --out docs/results.md          # the results page from committed runs
 """,
     "tune": """\
 examples (pip install "harl[tune]": optuna, matplotlib):

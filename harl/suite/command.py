@@ -418,8 +418,14 @@ def _held(suite_dir: Path, fresh: bool) -> Iterator[None]:
 
 def add_suite_arguments(p: Any) -> None:
     """``harl suite``'s options."""
-    p.add_argument("suite", nargs="?", metavar="SUITE.toml", help="the suite file (benchmarks/suites/*.toml)")
-    p.add_argument("--out", metavar="DIR", help="the suite directory (default runs/<name>-suite-<time>)")
+    p.add_argument("suite", nargs="?", metavar="SUITE.toml", help="the suite file (benchmarks/suites/*.toml), or "
+                   "'report': the results page from committed results (harl suite report [RESULTS] [--out PAGE])")
+    p.add_argument("results", nargs="?", metavar="RESULTS", help="with report: the results folder (default "
+                   "benchmarks/results)")
+    p.add_argument("--out", metavar="DIR", help="the suite directory (default runs/<name>-suite-<time>); with "
+                   "report: the page (default docs/results.md, its figures in results/ beside it)")
+    p.add_argument("--check", action="store_true", help="with report: write nothing, exit 1 when the page "
+                   "and the results disagree")
     p.add_argument("--resume", metavar="DIR", help="continue a stopped suite: its unfinished runs only")
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="runs at once, each its own process "
                    "(default 1; a resume keeps the suite's)")

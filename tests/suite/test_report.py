@@ -125,6 +125,19 @@ def test_report_writes_figure_and_check_sees_drift(tmp_path):
     assert not report(tmp_path / "results", page, check=True)[1]
 
 
+def test_the_command_writes_then_checks_the_page(tmp_path, capsys):
+    from harl.cli import main
+
+    _results(tmp_path, [1, 2, 3, 4, 10], ["finished"] * 5)
+    page = tmp_path / "docs" / "results.md"
+    assert main(["suite", "report", str(tmp_path / "results"), "--out", str(page), "--check"]) == 1  # no page yet
+    assert not page.exists()
+    assert main(["suite", "report", str(tmp_path / "results"), "--out", str(page)]) == 0
+    assert main(["suite", "report", str(tmp_path / "results"), "--out", str(page), "--check"]) == 0
+    assert "up to date" in capsys.readouterr().out
+    assert main(["suite", "report", str(tmp_path / "nothing"), "--out", str(page)]) == 2
+
+
 def test_no_results_is_one_clear_error(tmp_path):
     with pytest.raises(HarlError, match="no suite results"):
         render(tmp_path, None, tmp_path / "results.md")
