@@ -22,6 +22,9 @@ from typing import Any, Protocol
 
 HOOKS = ("on_iteration", "on_evaluation", "on_checkpoint")
 
+RowHook = Callable[[Mapping[str, Any]], "bool | None"]
+"""A callback that is a function: called with each iteration's row; True stops the run."""
+
 
 class Callback(Protocol):
     """Any subset of these methods (a Protocol lists them all; the Trainer calls those present)."""
@@ -36,7 +39,7 @@ class Callback(Protocol):
 class Callbacks:
     """The run's callbacks, called in order; ``True`` from any hook asks the run to stop."""
 
-    def __init__(self, callbacks: Iterable[Callback | Callable[[Mapping[str, Any]], bool | None]] = ()) -> None:
+    def __init__(self, callbacks: Iterable[Callback | RowHook] = ()) -> None:
         self.callbacks = list(callbacks)
         for callback in self.callbacks:
             if not any(hasattr(callback, hook) for hook in HOOKS) and not callable(callback):

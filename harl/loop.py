@@ -69,7 +69,11 @@ class TrainResult:
     """Why a population member stopped alone (its update was not finite); empty otherwise."""
 
 
-def rng_state() -> dict[str, Any]:
+RngState = dict[str, Any]
+"""The global generators' states (``rng_state``): python, numpy, torch, and CUDA's where a GPU drew."""
+
+
+def rng_state() -> RngState:
     """Every global generator a run draws from; CUDA's too once a GPU run has used it
     (policy sampling on a GPU draws from CUDA's generator, not the CPU's)."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
@@ -78,7 +82,7 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: RngState) -> None:
     """Restore what ``rng_state`` took (a resumed run)."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
@@ -127,7 +131,7 @@ class Member(Protocol):
 
     def evaluate_if_due(self, last: int) -> tuple[EvalStats | None, Exception | None]: ...
 
-    def record(self, work: Work, evaluation: EvalStats | None, seconds: float, rng: dict[str, Any]) -> Row: ...
+    def record(self, work: Work, evaluation: EvalStats | None, seconds: float, rng: RngState) -> Row: ...
 
     def notify(self, row: Row, evaluation: EvalStats | None) -> bool: ...
 

@@ -15,7 +15,10 @@ time ``harl.registry.check_protocol`` checks that the names in ``registry.PROTOC
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # the words of this layer import nothing heavy
+    import torch
 
 
 class Collected(Protocol):
@@ -77,7 +80,8 @@ class Script(Protocol):
     """A scripted team's agents (``harl.teams.scripted``): built by ``factory(config, obs_spaces,
     act_spaces, seed)``, they act from what they observe and never learn."""
 
-    def act(self, obs: list[Any], avail: list[Any] | None, starts: Any) -> list[Any]:
+    def act(self, obs: list[torch.Tensor], avail: list[torch.Tensor | None] | None,
+            starts: torch.Tensor) -> list[torch.Tensor]:
         """Per agent ``(E, obs_dim)`` observations, ``(E, n)`` masks (1 = allowed; None: all) and the
         ``(E,)`` episode starts -> one action per agent, as a policy gives them: ``(E, k)`` floats."""
         ...

@@ -32,7 +32,8 @@ import attrs
 import numpy as np
 
 from harl import registry
-from harl.callbacks import Callback, Callbacks
+from harl.callbacks import Callback, Callbacks, RowHook
+from harl.compose import Stages
 from harl.config.spec import PipelineSpec
 from harl.errors import HarlError, StageError
 from harl.evaluator import EvalStats
@@ -45,6 +46,7 @@ from harl.loop import (
     Iterate,
     Member,
     Phase,
+    RngState,
     Row,
     TrainResult,
     Work,
@@ -99,14 +101,13 @@ class Trainer:
     does.  ``train()`` closes the sinks and releases the lock when it ends (a second call
     trains on without them).
 
-    ``stages`` is a ``harl.compose.Stages`` (or a test's stand-in), and ``update()`` hands back the
-    family's own result: both stay untyped here because the population driver and HARL's runner
-    facades read a family's members off them (an on-policy collector's ``start``, the per-agent stats).
+    ``stages`` is a ``harl.compose.Stages`` (or a test's stand-in); ``update()`` hands back the family's
+    own result (HARL's runner facades read its per-agent stats), an ``UpdateResult`` to the loop.
     """
 
-    def __init__(self, stages: Any, spec: PipelineSpec, run_dir: Path, pipeline_text: str,
+    def __init__(self, stages: Stages, spec: PipelineSpec, run_dir: Path, pipeline_text: str,
                  counters: Counters | None = None, sinks: Sequence[Sink] = (),
-                 callbacks: Iterable[Callback | Callable[..., Any]] = (), lock: RunLock | None = None) -> None:
+                 callbacks: Iterable[Callback | RowHook] = (), lock: RunLock | None = None) -> None:
         self.stages = stages
         self.spec = spec
         self.run_dir = run_dir
@@ -119,7 +120,7 @@ class Trainer:
         self.total_iterations = max(1, math.ceil(spec.run.total_env_steps / steps_per_iteration))
         self.last_eval: EvalStats | None = None
         self.stage_times = StageTimes()
-        self._rng_at_iteration_end: dict[str, Any] | None = None
+        self._rng_at_iteration_end: RngState | None = None
         self.quiet = False
         """What ``train()`` does without ``quiet``: a Trainer of ``harl.start`` is quiet, as ``harl.train`` is."""
 
@@ -173,7 +174,7 @@ class Trainer:
         of iteration ``k`` of ``n`` it is exactly ``k / n``."""
         return self.counters.env_steps / (self.total_iterations * self.stages.collector.steps_per_iteration)
 
-    def update(self, **options: Any) -> Any:
+    def update(self, **options: object) -> UpdateResult:
         """The updater's step on the filled buffer at this ``progress`` (``options``: the updater's own,
         e.g. ``steps=1`` for one off-policy gradient step, as HARL's runners take them)."""
         with calling("updater", self.stages.updater, self.spec.updater):
@@ -205,7 +206,7 @@ class Trainer:
         except Exception as exc:  # noqa: BLE001 - the row is written first, then it is raised
             return None, exc
 
-    def record(self, work: Work, evaluation: EvalStats | None, seconds: float, rng: dict[str, Any]) -> Row:
+    def record(self, work: Work, evaluation: EvalStats | None, seconds: float, rng: RngState) -> Row:
         """Count a finished iteration and write its row to the sinks: counters, the RNG states a save
         of it holds, wall time, stage shares."""
         self.count(work.rollout.env_steps, len(work.rollout.episodes))

@@ -26,7 +26,7 @@ import torch
 from harl.envs.protocol import VectorEnv
 from harl.evaluator import EvaluatorConfig
 from harl.parts import EnvSpaces, FamilyWiring, Parts
-from harl.protocols import Buffer, Collector, ReturnComputer, Updater
+from harl.protocols import Buffer, Collected, Collector, ReturnComputer, Updater
 
 Problem = tuple[list[str], str]
 """A cross-table problem: (key path, message)."""
@@ -133,7 +133,7 @@ class Population:
     """``problems(spec)``: each stage a population cannot batch, as ``table.key = value (why)``."""
     memory: Callable[[Spec, EnvSpaces, int], list[Need]]
     """``memory(spec, spaces, members)``: the population's buffers."""
-    collect: Callable[[Any, bool], dict[int, Any]]
+    collect: Callable[[Any, bool], Mapping[int, Collected]]
     batched_update: bool = False
     """Its members' updates can run as one batched call (``[run] population_update``; the on-policy
     family's PPO/A2C learners), else each member updates alone."""

@@ -123,26 +123,25 @@ class Population:
     def _start(self) -> None:
         if self._resume():
             return
-        restarts = [t.stages.collector.take_restart() for t in self.trainers]
+        restarts = [_collector(t).take_restart() for t in self.trainers]
         if all(r is not None for r in restarts):
             obs, state, avail = self.venv.restart([s for r in restarts for s in r])
         else:
             obs, state, avail = self.venv.reset(seed=self.trainers[0].spec.run.seed * 1000)
         for s, (o, st, av) in enumerate(split_start(obs, state, avail, self.size, self.n_envs)):
-            stages = self.trainers[s].stages
-            stages.collector.start(stages.buffer, StartRecord(o, st, av))
+            _collector(self.trainers[s]).start(self.trainers[s].stages.buffer, StartRecord(o, st, av))
         self.started = True
 
     def _resume(self) -> bool:
         """Continue the members' checkpoints' episodes where every member saved its worlds' whole state
         and the env takes it (``set_state``): exact at any rollout length.  False: restart them."""
-        takes = [getattr(t.stages.collector, "take_resume", None) for t in self.trainers]
+        takes = [getattr(_collector(t), "take_resume", None) for t in self.trainers]
         resumes = [None if take is None else take() for take in takes]
         if not can_set_env_state(self.venv) or any(r is None for r in resumes):
             return False
         self.venv.set_state([s for r in resumes for s in r["env_state"]])  # type: ignore[attr-defined, index]
         for t, r in zip(self.trainers, resumes):
-            t.stages.collector.carry_in(t.stages.buffer, r["next"])  # type: ignore[index]
+            _collector(t).carry_in(t.stages.buffer, r["next"])  # type: ignore[index]
         self.started = True
         return True
 
@@ -206,3 +205,10 @@ class Population:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _collector(trainer: Trainer) -> Any:
+    """A member's collector as its family built it (an on- or off-policy collector): the population
+    starts, restarts and resumes it itself (``start``, ``take_restart``, ``carry_in``), which the
+    ``Collector`` protocol the Trainer steps does not name."""
+    return trainer.stages.collector

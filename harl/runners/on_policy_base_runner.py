@@ -10,7 +10,7 @@ networks (``H``: the GRU width, else the last hidden layer's).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -20,6 +20,7 @@ import harl.runners.steps as steps
 from harl.errors import HarlError
 from harl.runners.core import RunnerCore
 from harl.runners.envs import pad_agents, to_numpy, unpad_agents
+from harl.update.on_policy import UpdateStats
 
 
 class OnPolicyBaseRunner:
@@ -100,8 +101,8 @@ class OnPolicyBaseRunner:
     def train(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """One update of every actor and the critic; (per-agent stats, critic stats)."""
         trainer = self._core.trainer
-        stats = trainer.update()  # the Trainer's own step: its progress, its stage error messages
-        trainer.check(stats)
+        stats = cast(UpdateStats, trainer.update())  # the Trainer's own step (its progress, its stage error
+        trainer.check(stats)                          # messages); the sequential or simultaneous updater's stats
         self._core.end_iteration(steps.rollout_length(self.stages) * self.envs.num_envs)
         return [attrs.asdict(a) for a in stats.agents], attrs.asdict(stats.critic)
 
