@@ -1,4 +1,4 @@
-"""Sable (Mahjoub et al., ICML 2025, arXiv 2410.01706) in PyTorch: the retention foundation.
+"""Sable (Mahjoub et al., ICML 2025, arXiv 2410.01706) in PyTorch: retention and the network.
 
 Done here, mirroring Mava's JAX implementation (instadeepai/Mava, branch feat/sable, 73c4611):
 
@@ -7,6 +7,18 @@ Done here, mirroring Mava's JAX implementation (instadeepai/Mava, branch feat/sa
 * ``positional``: the optional timestep sinusoid (mava/utils/sable_utils.py:96-140);
 * ``retention``: gated multi-scale retention, parallel / chunkwise / recurrent, and the carried
   state's shape (mava/networks/retention.py:26-304, mava/utils/sable_utils.py:72-93).
+* ``network``: the encoder-decoder SableNetwork (mava/networks/sable_network.py:32-510): obs
+  embedding RMSNorm -> Dense(no bias, orthogonal sqrt 2) -> GELU (95-101); encoder blocks of
+  retention + RMSNorm, SwiGLU + RMSNorm, a shared RMSNorm before each (32-77, 134-139); value head
+  Dense -> GELU -> RMSNorm -> Dense(1, orthogonal 0.01) (102-109); the decoder over shifted actions
+  (start token e_0 of width A + 1 for each timestep's first agent: discrete_trainer_executor.py:
+  182-204), action embedding Dense -> GELU -> RMSNorm (no bias when discrete, 276-290, 326-327),
+  blocks of causal self-retention, causal cross-retention (query: the encoder's output) and
+  SwiGLU, each with an RMSNorm (169-257); action head as the value head's (292-299); illegal
+  logits at finfo.min (discrete_trainer_executor.py:105-120); SwiGLU's weights zero at start
+  (mava/utils/sable_utils.py:27-53); flax's tanh-GELU and RMSNorm epsilon 1e-6. ``evaluate`` is the
+  training call (parallel, or chunkwise over ``chunk_timesteps``: rec_retention.yaml's
+  timestep_chunk_size, 32 when use_chunkwise), ``act`` the acting call.
 
 Departures from 73c4611, each following Mava's later retention.py (head outputs joined into
 (B, S, E), W_G and W_O of (E, E), the decoder state carried agent by agent):
@@ -23,23 +35,29 @@ Departures from 73c4611, each following Mava's later retention.py (head outputs 
 With 73c4611's slice fixed and n_head=1, its MultiScaleRetention and this one agree to 1e-7
 (float32 weights) on a sequence with a mid-chunk reset and a carried state, encoder and decoder.
 
-Next pieces: the encoder/decoder network (RMSNorm, SwiGLU, obs/action encoders, value and
-action heads: mava/networks/sable_network.py, mava/utils/sable_utils.py:27-53, and the
-train/act functions of mava/networks/utils/sable/discrete_trainer_executor.py); the ff variant
-(no decay, state summed, chunks over agents: retention.py:69-72, where 73c4611's ones also
-drop the decoder's causal mask and the later Mava keeps it; configs/network/ff_retention.yaml) and the
-rec variant (rec_retention.yaml: timestep_chunk_size 32); the joint updater objective (PPO,
-mava/systems/sable/anakin/{ff,rec}_sable.py) with per-step values and states in the step record's
-extras as MAT's ride; pipelines with Mava's defaults (configs/system/sable/*.yaml: lr 2.5e-4,
-rollout 128, 4 epochs, 2 minibatches, clip 0.2, ent 0.01, vf 0.5, grad norm 0.5); and a replay
-parity check against Mava.
+Continuous actions: 73c4611 has only the decoder's pieces (a biased action embedding and a
+zero-initialised state-independent log_std, sable_network.py:286-290; ff_sable.py:404 wires
+only "discrete") and no continuous trainer/executor; here the decoder reads the previous agent's
+raw action (zeros for the first agent) and the policy is a plain diagonal Gaussian
+(mean, exp(log_std)), not checked against Mava's later continuous executor.
+
+Next pieces: the ff variant (no decay, state summed, chunks over agents: retention.py:69-72,
+where 73c4611's ones also drop the decoder's causal mask and the later Mava keeps it;
+configs/network/ff_retention.yaml agents_chunk_size, sable_network.py:391-398, and its
+execute_encoder_chunkwise, discrete_trainer_executor.py:252-282); the joint updater objective
+(PPO, mava/systems/sable/anakin/{ff,rec}_sable.py) with per-step values and states in the step
+record's extras as MAT's ride; pipelines with Mava's defaults (configs/system/sable/*.yaml: lr
+2.5e-4, rollout 128, 4 epochs, 2 minibatches, clip 0.2, ent 0.01, vf 0.5, grad norm 0.5); and a
+replay parity check against Mava (network weights and a rollout).
 
 Mava's network defaults (configs/network/{ff,rec}_retention.yaml): n_block 1, embed_dim 64,
 n_head 1, decay_scaling_factor 0.8, no timestep encoding, no chunking.
 """
 
 from harl.nets.sable.decay import decay_matrix, head_decays
+from harl.nets.sable.network import SableAction, SableEvaluation, SableHidden, SableNetwork
 from harl.nets.sable.positional import timestep_encoding
 from harl.nets.sable.retention import MultiScaleRetention, network_hidden_shape
 
-__all__ = ["MultiScaleRetention", "decay_matrix", "head_decays", "network_hidden_shape", "timestep_encoding"]
+__all__ = ["MultiScaleRetention", "SableAction", "SableEvaluation", "SableHidden", "SableNetwork", "decay_matrix",
+           "head_decays", "network_hidden_shape", "timestep_encoding"]
