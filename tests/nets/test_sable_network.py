@@ -120,3 +120,27 @@ def test_bad_input_says_why() -> None:
     with pytest.raises(ValueError, match="not whole chunks"):
         SableNetwork(D, A, N, chunk_timesteps=4).evaluate(
             torch.randn(B, T, N, D), torch.zeros(B, T, N, dtype=torch.long), h, torch.zeros(B, T, dtype=torch.bool))
+
+
+def test_timestep_encoding_acting_and_training_agree() -> None:
+    """With timestep encoding on, both calls add the same step-count sinusoid; it changes the output."""
+    torch.manual_seed(0)
+    net = SableNetwork(D, A, N, n_block=1, embed_dim=E, n_head=H, positional_encoding=True).double()
+    g = torch.Generator().manual_seed(5)
+    obs = torch.randn(B, T, N, D, generator=g, dtype=torch.float64)
+    steps = torch.arange(T).repeat(B, 1)[..., None].expand(B, T, N).clone()
+    starts, h = _starts(), _hidden(net)
+    acts, logps = [], []
+    with torch.no_grad():
+        for t in range(T):
+            out = net.act(obs[:, t], h, starts[:, t], generator=g, step_count=steps[:, t])
+            acts.append(out.actions)
+            logps.append(out.log_probs)
+            h = out.hidden
+        actions = torch.stack(acts, 1)
+        ev = net.evaluate(obs, actions, _hidden(net), starts, step_count=steps)
+        shifted = net.evaluate(obs, actions, _hidden(net), starts, step_count=steps + 7)
+    torch.testing.assert_close(ev.log_probs, torch.stack(logps, 1), rtol=1e-9, atol=1e-9)
+    assert not torch.allclose(ev.values, shifted.values)
+    with pytest.raises(ValueError, match="step_count is needed"):
+        net.evaluate(obs, actions, _hidden(net), starts)
