@@ -186,15 +186,20 @@ def figure(suite_name: str, task: str, reports: Sequence[EntryReport], out: Path
         grid, mean, half = _band([_curve(r, report.entry.metric) for r in report.finished])
         if not len(grid):
             continue
-        name = f"{report.entry.label or report.entry.name} ({len(report.finished)} seeds)"
+        n = len(report.finished)
+        name = f"{report.entry.label or report.entry.name} ({n} seed{'s' if n != 1 else ''})"
         line, = ax.plot(grid, mean, label=name, linewidth=1.6)
         ax.fill_between(grid, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
+        for ref in report.entry.references:  # the published number at the entry's budget, ± its spread
+            if ref.comparable:
+                ax.errorbar([report.entry.budget], [ref.value], yerr=[ref.spread], fmt="D", markersize=6,
+                            color=line.get_color(), markeredgecolor="black", capsize=4)
     ax.set_title(f"{suite_name}: {task}", fontsize="medium")
     ax.set_xlabel("env steps")
     ax.set_ylabel(reports[0].entry.metric)
     ax.set_xscale("log")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    ax.legend(fontsize="small", loc="lower right", title="diamonds: published, ± spread", title_fontsize="small")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
