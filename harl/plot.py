@@ -13,7 +13,6 @@ matplotlib is an optional extra (``pip install "harl[plot]"``).
 from __future__ import annotations
 
 import copy
-import csv
 import difflib
 import json
 import sys
@@ -25,6 +24,7 @@ import attrs
 import numpy as np
 
 from harl.errors import HarlError, MissingExtraError
+from harl.logging.csv_log import read_metrics
 from harl.teams import headline
 
 if sys.version_info >= (3, 11):
@@ -84,8 +84,7 @@ def load_run(path: Path) -> Run | None:
         data = tomllib.loads((path / "pipeline.toml").read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise HarlError(f"{path / 'pipeline.toml'}: malformed TOML: {exc}") from None
-    with metrics.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_metrics(metrics)  # a file that is not UTF-8 CSV: a CheckpointError naming it
     if not rows:
         return None
     key = copy.deepcopy(data)

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from harl.buffers.records import StartRecord
-from harl.envs.protocol import is_tensor_native
+from harl.envs.protocol import can_set_env_state, get_env_state, is_tensor_native
+from harl.errors import EnvCrashedError
 from harl.teams.players import PlayerStep, SelfPlay, outcome_of
 from harl.teams.stages import TeamsBuffer, TeamsPolicy, TeamsRecord
 from harl.teams.world import TeamAgents, TeamWorld, team_step
@@ -86,6 +87,10 @@ class TeamsCollector:
         self.native = is_tensor_native(world.venv)
         self.started = False
         self._restart: list[dict[str, Any]] | None = None
+        self._resume: dict[str, Any] | None = None  # a checkpoint's whole world state (see state_dict)
+        self._buffer: TeamsBuffer | None = None  # the buffer of the last finished rollout
+        self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
+        self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
         self._obs: list[Any] = []
         self._avail: list[Any] | None = None
         self._starts = torch.ones(world.n_envs)
@@ -100,6 +105,11 @@ class TeamsCollector:
         return torch.as_tensor(value, dtype=torch.float32, device=self.device)
 
     def _start(self, buffer: TeamsBuffer) -> None:
+        resume, self._resume = self._resume, None
+        if resume is not None and can_set_env_state(self.world.venv) and \
+                all(hasattr(buffer.members[name], "carry_in") for name in self.learners):
+            self._continue(buffer, resume)
+            return
         if self._restart is not None:
             obs, state, avail = self.world.restart(self._restart)
             self._restart = None
@@ -114,6 +124,7 @@ class TeamsCollector:
 
     @torch.no_grad()
     def collect(self, buffer: TeamsBuffer) -> TeamsCollected:
+        self._use_saved = True
         if not self.started:
             self._start(buffer)
         else:
@@ -151,6 +162,9 @@ class TeamsCollector:
             self._starts[torch.as_tensor(ended, dtype=torch.long)] = 1.0
         for name, collector in self.learners.items():
             collector.finish(buffer.members[name])
+        self._buffer = buffer
+        self._saved = self._state()
+        self._use_saved = False
         pools = tuple(PoolGames(play.prefix, tuple(games[play.team]), play.player.rating()) for play in self.pools)
         return TeamsCollected(self.rollout_length * self.world.n_envs, episodes, tuple(self.teams), pools)
 
@@ -164,11 +178,72 @@ class TeamsCollector:
                                                    [outcome_of(info, play.learner) for info in infos])
 
     def state_dict(self) -> dict[str, Any]:
-        return {"started": self.started, "episode_starts": self.world.episode_starts() if self.started else None}
+        """As ``OnPolicyCollector.state_dict``: how the world's episodes began; and, where the world's
+        env gives its whole state (``get_env_state``) and every learning team's buffer what its next
+        rollout starts from (``carried``), those (``env_state``, ``next`` by team) with the world's
+        running team returns and what the other teams' players carry (their last observations, masks,
+        steps: GRU states, snapshots; a self-play pool's evicted snapshots still in play), so that a
+        resumed run continues the episodes under way exactly.
+
+        Asked while a ``collect`` was cut short, or after the envs failed to answer it, it returns the
+        state as of the end of the last whole ``collect``, as ``OnPolicyCollector.state_dict`` does."""
+        if self._use_saved:
+            return self._saved
+        try:
+            return self._state()
+        except EnvCrashedError:  # a worker died since the collect: the exit-save takes the saved state
+            self._use_saved = True
+            raise
+
+    def _state(self) -> dict[str, Any]:
+        if not self.started:
+            return {"started": False, "episode_starts": None}
+        state: dict[str, Any] = {"started": True, "episode_starts": self.world.episode_starts()}
+        members = {} if self._buffer is None else self._buffer.members
+        carried: list[Any] = [getattr(members.get(name), "carried", None) for name in self.learners]
+        if all(callable(carry) for carry in carried):
+            env_state = get_env_state(self.world.venv)
+            if env_state is not None:
+                state.update(env_state=env_state, next={name: carry() for name, carry in zip(self.learners, carried)},
+                             team_returns=self.world.returns.copy(), obs=self._obs, avail=self._avail,
+                             starts=self._starts.cpu(),
+                             played={name: None if step is None else attrs.asdict(step, recurse=False)
+                                     for name, step in self._played.items()},
+                             retired={play.team: play.player.retired() for play in self.pools})
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """As ``OnPolicyCollector``'s: the first collect restarts the saved episodes."""
+        """As ``OnPolicyCollector``'s: the first collect continues the saved episodes where the world's
+        env takes its saved state (``set_state``), or else restarts them from their starts."""
         self._restart = state["episode_starts"] if state["started"] else None
+        self._resume = dict(state) if state["started"] and "env_state" in state else None
+        self._saved = dict(state)
+
+    def _continue(self, buffer: TeamsBuffer, resume: dict[str, Any]) -> None:
+        """The world, the learning teams' buffers and the players where a checkpoint left them."""
+        self.world.venv.set_state(resume["env_state"])  # type: ignore[attr-defined]
+        self.world.returns[:] = resume["team_returns"]
+        for name, collector in self.learners.items():  # each team's next rollout from its saved first slot
+            collector.carry_in(buffer.members[name], resume["next"][name])
+        self._obs, self._avail = list(resume["obs"]), resume["avail"]
+        self._starts = resume["starts"].to(self.device)
+        self._played = {name: None if step is None else PlayerStep(**_on(step, self.device))
+                        for name, step in resume["played"].items()}
+        for play in self.pools:  # evicted snapshots the episodes under way may still play
+            play.player.keep_retired(resume.get("retired", {}).get(play.team, {}))
+        self._restart = None
+        self.started = True
 
     def close(self) -> None:
         self.world.close()
+
+
+def _on(value: Any, device: torch.device) -> Any:
+    """``value`` (tensors in dicts, lists and tuples) with its tensors on ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _on(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on(v, device) for v in value)
+    return value

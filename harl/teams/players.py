@@ -138,6 +138,16 @@ class PoolPlayer(nn.Module):
                     self.ratings.forget(name)
         return snapshot
 
+    def retired(self) -> dict[int, dict[str, torch.Tensor]]:
+        """The evicted snapshots' weights kept for the training episodes under way (``add``): what a
+        checkpoint taken mid-episode holds, so that a resume plays with them as an uninterrupted run."""
+        return dict(self._retired)
+
+    def keep_retired(self, retired: dict[int, dict[str, torch.Tensor]]) -> None:
+        """``retired()`` of a checkpoint back, after the pool was restored (``reload``)."""
+        self._retired.update(retired)
+        self._stack = None
+
     def rating_name(self, snapshot: int) -> str:
         """The snapshot's name in the ratings: ``<learner>@<iteration it was taken at>``."""
         return f"{self.learner}@{self.pool.iteration(snapshot)}"

@@ -115,7 +115,8 @@ class TeamWorld:
     def __init__(self, venv: VectorEnv, teams: Sequence[TeamAgents]) -> None:
         self.venv = venv
         self.teams = list(teams)
-        self._returns = np.zeros((venv.n_envs, len(self.teams)))
+        self.returns = np.zeros((venv.n_envs, len(self.teams)))
+        """Each env's running return of each team (env x team) in the episode under way."""
         names, groups = agent_names(venv), agent_groups(venv)
         self._sides = {t.name: {g for g, members in groups.items()
                                 if {names[i] for i in t.indices} <= set(members)} for t in self.teams}
@@ -126,11 +127,11 @@ class TeamWorld:
         return getattr(self.venv, name)
 
     def reset(self, *args: Any, **kwargs: Any) -> Any:
-        self._returns[:] = 0.0
+        self.returns[:] = 0.0
         return self.venv.reset(*args, **kwargs)
 
     def restart(self, *args: Any, **kwargs: Any) -> Any:
-        self._returns[:] = 0.0
+        self.returns[:] = 0.0
         return self.venv.restart(*args, **kwargs)
 
     def step(self, actions: Sequence[Any]) -> VectorStep:
@@ -146,16 +147,16 @@ class TeamWorld:
                     else own.sum(1, keepdims=True)
             team_mean = shaped[:, list(team.indices)].mean(1)
             means[:, k] = team_mean.double().cpu().numpy() if native else team_mean
-        self._returns += means
+        self.returns += means
         ended = np.flatnonzero(_as_numpy(step.terminated) | _as_numpy(step.truncated))
         infos = []
         for k, info in zip(ended.tolist(), step.episode_infos):  # one per ended env, in env order
-            returns = {t.name: float(self._returns[k, j]) for j, t in enumerate(self.teams)}
+            returns = {t.name: float(self.returns[k, j]) for j, t in enumerate(self.teams)}
             env_own = {(f"return_per_agent_{key[7:]}" if key.startswith("return_") and key[7:] in self._group_names
                         else key): value for key, value in info.items()}
             infos.append({**env_own, **{f"return_{name}": value for name, value in returns.items()},
                           **self.outcome(info, returns)})
-            self._returns[k] = 0.0
+            self.returns[k] = 0.0
         step.rewards, step.episode_infos = shaped, infos
         return step
 
