@@ -40,10 +40,11 @@ import numpy as np
 import torch
 
 from harl.buffers.episodes import Episode, EpisodeBuffer
+from harl.collect.exit_state import ExitState
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, is_tensor_native
-from harl.errors import ConfigError, EnvCrashedError
+from harl.errors import ConfigError
 from harl.nets.heads import avail_size
 from harl.nets.image import storage_dtype
 from harl.policy.agent_q import AgentQNetworks, epsilon_greedy
@@ -134,8 +135,7 @@ class EpisodeCollector:
         self._hidden: tuple[torch.Tensor, torch.Tensor] | None = None
         self._starts = torch.ones(E, device=device)
         self._restart: list[dict[str, Any]] | None = None
-        self._saved = self._state_now(started=False)
-        self._use_saved = False
+        self._exit = ExitState(lambda: self._state_now(started=self._current is not None))
         self._iteration_start = 0
         """Env steps when the current ``collect`` began (its epsilon with ``per_iteration``)."""
         self._episode_start = torch.zeros(E, dtype=torch.long)
@@ -214,7 +214,7 @@ class EpisodeCollector:
 
     @torch.no_grad()
     def collect(self, buffer: EpisodeBuffer) -> CollectStats:
-        self._use_saved = True
+        self._exit.collecting()
         if self._current is None:
             self.start()
         episodes: list[dict[str, Any]] = []
@@ -226,8 +226,7 @@ class EpisodeCollector:
             if self.hook is not None:
                 self.hook.abandon()
             raise
-        self._saved = self._state_now(started=True)
-        self._use_saved = False
+        self._exit.collected()
         return CollectStats(self.steps_per_iteration, episodes)
 
     def step(self, buffer: EpisodeBuffer) -> list[dict[str, Any]]:
@@ -287,20 +286,14 @@ class EpisodeCollector:
         are dropped), so it continues exactly where every env was at an episode's start, as
         when ``rollout_length`` is a multiple of a fixed episode length.
         """
-        if self._use_saved:
-            return self._saved
-        try:
-            return self._state_now(started=self._current is not None)
-        except EnvCrashedError:
-            self._use_saved = True
-            raise
+        return self._exit.current()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = int(state["env_steps"])
         self.generator.set_state(state["generator"])
         self._restart = state["episode_starts"]
         self._current = None
-        self._saved = state
+        self._exit.saved = state
 
     def close(self) -> None:
         self.venv.close()

@@ -30,10 +30,10 @@ from gymnasium import spaces
 
 from harl.buffers.records import StartRecord, Transition
 from harl.buffers.replay import ReplayBuffer
+from harl.collect.exit_state import ExitState
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
-from harl.errors import EnvCrashedError
 from harl.nets.heads import avail_size
 from harl.policy.off_policy import OffPolicyActors, masked_uniform
 from harl.registry import register
@@ -99,8 +99,7 @@ class OffPolicyCollector:
         self._active: Any = (torch.ones(config.n_envs, venv.n_agents, device=venv.device)
                              if is_tensor_native(venv) else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
         self._restart: list[dict[str, Any]] | None = None
-        self._saved = self._state_now(started=False)
-        self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
+        self._exit = ExitState(lambda: self._state_now(started=self._obs is not None))
 
     @property
     def steps_per_iteration(self) -> int:
@@ -141,14 +140,13 @@ class OffPolicyCollector:
 
     def begin(self) -> None:
         """A round of steps begins: a checkpoint taken inside it keeps the last whole round's state."""
-        self._use_saved = True
+        self._exit.collecting()
         if self._obs is None:
             self.start()
 
     def end(self) -> None:
         """The round is whole: a checkpoint now takes the envs' current episodes."""
-        self._saved = self._state_now(started=True)
-        self._use_saved = False
+        self._exit.collected()
 
     def inputs(self) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
         """The current observations and action masks, as tensors on the training device."""
@@ -209,19 +207,13 @@ class OffPolicyCollector:
     def state_dict(self) -> dict[str, Any]:
         """Steps taken (warm-up, epsilon) and how the envs' current episodes began; inside a
         ``collect`` cut short, as of the end of the last whole one (see ``OnPolicyCollector``)."""
-        if self._use_saved:
-            return self._saved
-        try:
-            return self._state_now(started=self._obs is not None)
-        except EnvCrashedError:  # a worker died since the collect: the exit-save takes the saved state
-            self._use_saved = True
-            raise
+        return self._exit.current()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = state["env_steps"]
         self.generator.set_state(state["generator"])
         self._restart = state["episode_starts"]
-        self._saved = state
+        self._exit.saved = state
 
     def close(self) -> None:
         self.venv.close()

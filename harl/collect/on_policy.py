@@ -33,10 +33,11 @@ from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
 from harl.collect import compiled
 from harl.collect.critic_input import critic_input, policy_values
+from harl.collect.exit_state import ExitState
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, can_set_env_state, get_env_state, is_tensor_native
-from harl.errors import ConfigError, EnvCrashedError
+from harl.errors import ConfigError
 from harl.policy.on_policy import OnPolicyActors
 from harl.registry import register
 from harl.settings import kind_field, one_of, own_first, positive, setting
@@ -107,8 +108,7 @@ class OnPolicyCollector:
         self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
         self._resume: dict[str, Any] | None = None  # a checkpoint's whole env state and next rollout start
         self._buffer: Any = None  # the buffer of the last finished rollout (what the next one starts from)
-        self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
-        self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
+        self._exit = ExitState(self._state)
         self.compiled: compiled.CompiledCollection | None = None
         """``compile = "on"`` / ``"auto"``: the compiled step, once made (at the first compiled rollout)."""
         self._eager_s = 0.0  # seconds of eager rollouts so far: what "auto" weighs against the compile
@@ -130,13 +130,7 @@ class OnPolicyCollector:
         it returns the state as of the end of the last whole ``collect``, which matches the
         counters saved with it.
         """
-        if self._use_saved:
-            return self._saved
-        try:
-            return self._state()
-        except EnvCrashedError:  # a worker died since the collect: the exit-save takes the saved state
-            self._use_saved = True
-            raise
+        return self._exit.current()
 
     def _state(self) -> dict[str, Any]:
         if not self.started:
@@ -159,7 +153,7 @@ class OnPolicyCollector:
         """
         self._restart = state["episode_starts"] if state["started"] else None
         self._resume = state if state["started"] and "env_state" in state else None
-        self._saved = state
+        self._exit.saved = state
 
     def take_restart(self) -> list[dict[str, Any]] | None:
         """The checkpoint's episode starts the next ``start`` would restart (and forget them):
@@ -263,7 +257,7 @@ class OnPolicyCollector:
     @torch.no_grad()
     def collect(self, buffer: RolloutBuffer) -> CollectStats:
         """``rollout_length`` steps of every env into ``buffer``; the episodes that ended."""
-        self._use_saved = True
+        self._exit.collecting()
         if not self.started:
             self.start(buffer)
         else:
@@ -281,8 +275,7 @@ class OnPolicyCollector:
                 episodes.extend(step.episode_infos)
             self._eager_s += time.perf_counter() - began
         self.finish(buffer)
-        self._saved = self._state()
-        self._use_saved = False
+        self._exit.collected()
         return CollectStats(buffer.length * buffer.n_envs, episodes)
 
     def _use_compiled(self, buffer: RolloutBuffer) -> bool:

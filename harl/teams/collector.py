@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from harl.buffers.records import StartRecord
+from harl.collect.exit_state import ExitState
 from harl.envs.protocol import can_set_env_state, get_env_state, is_tensor_native
-from harl.errors import EnvCrashedError
 from harl.teams.players import PlayerStep, SelfPlay, outcome_of
 from harl.teams.stages import TeamsBuffer, TeamsPolicy, TeamsRecord
 from harl.teams.world import TeamAgents, TeamWorld, team_step
@@ -89,8 +89,7 @@ class TeamsCollector:
         self._restart: list[dict[str, Any]] | None = None
         self._resume: dict[str, Any] | None = None  # a checkpoint's whole world state (see state_dict)
         self._buffer: TeamsBuffer | None = None  # the buffer of the last finished rollout
-        self._saved: dict[str, Any] = {"started": False, "episode_starts": None}
-        self._use_saved = False  # inside collect(), or after it or the envs failed: see state_dict
+        self._exit = ExitState(self._state)
         self._obs: list[Any] = []
         self._avail: list[Any] | None = None
         self._starts = torch.ones(world.n_envs)
@@ -124,7 +123,7 @@ class TeamsCollector:
 
     @torch.no_grad()
     def collect(self, buffer: TeamsBuffer) -> TeamsCollected:
-        self._use_saved = True
+        self._exit.collecting()
         if not self.started:
             self._start(buffer)
         else:
@@ -163,8 +162,7 @@ class TeamsCollector:
         for name, collector in self.learners.items():
             collector.finish(buffer.members[name])
         self._buffer = buffer
-        self._saved = self._state()
-        self._use_saved = False
+        self._exit.collected()
         pools = tuple(PoolGames(play.prefix, tuple(games[play.team]), play.player.rating()) for play in self.pools)
         return TeamsCollected(self.rollout_length * self.world.n_envs, episodes, tuple(self.teams), pools)
 
@@ -187,13 +185,7 @@ class TeamsCollector:
 
         Asked while a ``collect`` was cut short, or after the envs failed to answer it, it returns the
         state as of the end of the last whole ``collect``, as ``OnPolicyCollector.state_dict`` does."""
-        if self._use_saved:
-            return self._saved
-        try:
-            return self._state()
-        except EnvCrashedError:  # a worker died since the collect: the exit-save takes the saved state
-            self._use_saved = True
-            raise
+        return self._exit.current()
 
     def _state(self) -> dict[str, Any]:
         if not self.started:
@@ -217,7 +209,7 @@ class TeamsCollector:
         env takes its saved state (``set_state``), or else restarts them from their starts."""
         self._restart = state["episode_starts"] if state["started"] else None
         self._resume = dict(state) if state["started"] and "env_state" in state else None
-        self._saved = dict(state)
+        self._exit.saved = dict(state)
 
     def _continue(self, buffer: TeamsBuffer, resume: dict[str, Any]) -> None:
         """The world, the learning teams' buffers and the players where a checkpoint left them."""
