@@ -81,8 +81,8 @@ def breakdown(pipeline: str, seeds: int, sets: list[str], threads: int) -> dict[
     from harl.buffers.rollout import RolloutBuffer
     from harl.collect.off_policy import OffPolicyCollector
     from harl.collect.on_policy import OnPolicyCollector
-    from harl.population import driver
     from harl.nets.population import Stack
+    from harl.population import driver
     from harl.sweep.plan import Request, Sweep
 
     times: dict[str, float] = defaultdict(float)

@@ -192,7 +192,7 @@ def check_eval_team(run_dir: str | Path, team: str | None, seats: Mapping[str, s
 
 def team_returns(metrics: Mapping[str, Any]) -> str | None:
     """A teams run's evaluation headline, each team's return by name (None: a one-team run)."""
-    from harl.teams import headline
+    from harl.logging import headline
 
     teams = headline.eval_returns(metrics)
     return f"return of {headline.show(teams, 3)}" if teams else None

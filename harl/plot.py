@@ -24,8 +24,8 @@ import attrs
 import numpy as np
 
 from harl.errors import HarlError, MissingExtraError
+from harl.logging import headline
 from harl.logging.csv_log import read_metrics
-from harl.teams import headline
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -30,8 +30,15 @@ from harl.parts import FamilyWiring, Parts
 from harl.roles import TeamContext, TeamPlay
 from harl.teams.collector import TeamsCollector
 from harl.teams.players import pool_columns
-from harl.teams.stages import (TeamsBuffer, TeamsCritic, TeamsPolicy, TeamsReturns, TeamStages, TeamsUpdater,
-                               team_stages)
+from harl.teams.stages import (
+    TeamsBuffer,
+    TeamsCritic,
+    TeamsPolicy,
+    TeamsReturns,
+    TeamStages,
+    TeamsUpdater,
+    team_stages,
+)
 from harl.teams.world import TeamAgents, TeamView, TeamWorld, resolve_teams, team_view
 
 

@@ -27,7 +27,15 @@ from harl.config.messages import SettingTypeError, fix_for, override_of, problem
 from harl.config.overrides import apply_overrides
 from harl.config.renames import renamed
 from harl.config.spec import NESTED_SLOTS, SINGLE_SLOTS, TOP_SLOTS, PipelineSpec
-from harl.config.teams import ROLE_SLOT, TEAM_KEYS, TEAM_SLOTS, TeamConfig, TeamSpec, role_learns, team_problems
+from harl.config.teams import (
+    ROLE_SLOT,
+    TEAM_KEYS,
+    TEAM_SLOTS,
+    TeamConfig,
+    TeamSpec,
+    role_learns,
+    team_problems,
+)
 from harl.errors import ConfigError, MissingExtraError
 from harl.settings import InvalidSetting
 

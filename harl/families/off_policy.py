@@ -15,11 +15,11 @@ import torch
 
 from harl import registry
 from harl.collect.stats import CollectStats
+from harl.envs.population import split_step
 from harl.families import BuiltStages, Family, Need, Population, Problem, Spec
 from harl.families.actor_critic import Wiring, build_actor_critic, sequential_needs_own_actors
-from harl.parts import EnvSpaces
-from harl.envs.population import split_step
 from harl.nets.population import Stack
+from harl.parts import EnvSpaces
 from harl.sizes import human, replay_bytes_per_transition
 from harl.update.off_policy import build_off_policy_updater
 

@@ -16,11 +16,11 @@ import torch
 from harl import registry
 from harl.collect.on_policy import Acting
 from harl.collect.stats import CollectStats
+from harl.envs.population import split_step
 from harl.families import Family, Need, Population, Problem, Spec
 from harl.families.actor_critic import Wiring, build_actor_critic, build_policy, sequential_needs_own_actors
-from harl.parts import EnvSpaces
-from harl.envs.population import split_step
 from harl.nets.population import Stack
+from harl.parts import EnvSpaces
 from harl.sizes import UPDATE_FACTOR, human, rollout_bytes_per_step
 from harl.update.on_policy import build_on_policy_updater
 

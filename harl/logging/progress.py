@@ -10,8 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from harl.logging import headline
 from harl.logging.progress_layout import ProgressLayout, ReflowingLiveRender
-from harl.teams import headline
 
 
 def _fmt(x: float | None) -> str:
@@ -71,7 +71,7 @@ class ProgressView:
         self.layout = ProgressLayout(total_steps, done_steps)
         self.live_display: Live | None = None
         self._team_eval = ""
-        """A teams run's last evaluation, each team's return (``harl.teams.headline``)."""
+        """A teams run's last evaluation, each team's return (``harl.logging.headline``)."""
         self._activity: tuple[str, float] | None = None
         if enabled:
             _OPEN.append(self)

@@ -38,12 +38,12 @@ import torch
 from harl.buffers.records import StartRecord
 from harl.compose import capped_threads, env_backend, resolve_device, seed_everything
 from harl.envs.footprint import check_sizes
+from harl.envs.population import MemberView, split_start
 from harl.envs.protocol import VectorEnv, can_set_env_state, is_tensor_native
 from harl.envs.vector import make_vector_env
 from harl.errors import HarlError
 from harl.logging.progress import ProgressView
 from harl.population.check import check_population, family
-from harl.envs.population import MemberView, split_start
 from harl.population.update import batched_update, population_update
 from harl.rundir.checkpoint import list_checkpoints
 from harl.rundir.signals import hold_stops

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harl.envs.protocol import VectorStep
 from harl.envs.population import MemberView, split_start, split_step
+from harl.envs.protocol import VectorStep
 
 
 def test_split_step_hands_each_member_its_worlds_and_its_episodes() -> None:

@@ -12,9 +12,9 @@ from harl.cli import main
 from harl.compose import build_stages
 from harl.config.loading import load_spec_and_notes
 from harl.errors import ResourceError
+from harl.nets.population import Stack
 from harl.population import check
 from harl.population.driver import Population, open_population
-from harl.nets.population import Stack
 from harl.sweep.plan import Request, Sweep
 from tests.population.test_population import member_dirs, rows
 

@@ -17,9 +17,9 @@ from gymnasium import spaces
 
 from harl.cli import main
 from harl.errors import HarlError
+from harl.logging import headline
 from harl.logging.csv_log import read_metrics
 from harl.policy.on_policy import OnPolicyActors, PolicyConfig
-from harl.teams import headline
 from harl.teams.players import PoolPlayer
 from harl.teams.pool import SnapshotPool
 
