@@ -216,7 +216,7 @@ def test_missing_jaxmarl_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         SMAXVectorEnv(SMAXConfig(), n_envs=2)
     assert str(error.value) == (
         'env kind "smax" needs: pip install "harl[smax]" (the optional package "jaxmarl" is not '
-        "installed), then: pip install --no-deps jaxmarl (its dependency gymnax would pin "
+        "installed), then: pip install --no-deps jaxmarl==0.2.0 (its dependency gymnax would pin "
         "gymnasium < 1.4; SMAX needs only what the extra installs)")
 
 
