@@ -25,6 +25,8 @@ import numpy as np
 from harl.compare.runs import number, task_of
 from harl.config.loading import read_toml
 from harl.errors import HarlError
+from harl.plot import band
+from harl.suite.results import metric_values
 from harl.suite.spec import Entry, Reference, Suite, load_suite, parse_suite
 from harl.sweep.state import metrics_rows
 
@@ -97,7 +99,7 @@ def _finished(entry_dir: Path) -> list[Path]:
 
 
 def _value(run_dir: Path, metric: str, window: int) -> float | None:
-    values = [v for v in (number(row.get(metric)) for row in metrics_rows(run_dir)) if v is not None]
+    values, _ = metric_values(run_dir, metric)  # the value a suite's own results.json reads
     return float(np.mean(values[-window:])) if values else None
 
 
@@ -161,17 +163,14 @@ def _curve(run_dir: Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _band(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean and 95 % CI half-width (Student's t) over seeds, on a grid every seed covers."""
+    """Mean and 95 % CI half-width (Student's t) over seeds, on ``harl plot``'s common grid."""
     curves = [c for c in curves if len(c[0]) > 1]
-    if not curves:
-        return np.empty(0), np.empty(0), np.empty(0)
-    low, high = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
-    grid = np.linspace(low, high, 200) if high > low else curves[0][0]
-    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
+    grid, mean, std = band(curves)  # std over seeds with ddof 0
     n = len(curves)
-    half = (T_975[min(n - 2, len(T_975) - 1)] if n < 11 else 1.96) * ys.std(axis=0, ddof=1) / math.sqrt(n) \
-        if n > 1 else np.zeros_like(grid)
-    return grid, ys.mean(axis=0), half
+    if std is None or n < 2:
+        return grid, mean, np.zeros_like(mean)
+    t = T_975[min(n - 2, len(T_975) - 1)] if n < 11 else 1.96
+    return grid, mean, t * std / math.sqrt(n - 1)  # t * sample std / sqrt(n), sample std = std * sqrt(n / (n - 1))
 
 
 def figure(suite_name: str, task: str, reports: Sequence[EntryReport], out: Path) -> Path:
