@@ -163,18 +163,7 @@ class Loader:
     def structure_team(self, table: dict[str, Any]) -> TeamConfig:
         """A ``[teams.NAME]`` table (its stage tables left out): ``agents`` and ``reward``, and its role
         (``role``, a registered kind) from every other key (the role's own: ``of``, ``checkpoint``, ...)."""
-        kind = table.get("role", registry.kinds(ROLE_SLOT)[0].kind)
-        if not isinstance(kind, str):
-            raise InvalidSetting("role", f"expected a string, got {show(kind)}; one of: {', '.join(_roles())}")
-        try:
-            entry = registry.resolve(ROLE_SLOT, kind)
-        except ValueError as exc:
-            raise InvalidSetting("role", str(exc), suggest_default=False) from None
-        if entry is None:
-            hint = difflib.get_close_matches(kind, _roles(), n=1)
-            near = f'; did you mean "{hint[0]}"?' if hint else ""
-            raise InvalidSetting("role", f'unknown role "{kind}" (expected one of: {", ".join(_roles())}, or '
-                                 f'"module:Name" of your own){near}')
+        entry = _registered(ROLE_SLOT, "role", table.get("role", _roles()[0]), _roles())
         own = {key: value for key, value in table.items() if key in TEAM_KEYS and key != "role"}
         settings = {key: value for key, value in table.items() if key not in TEAM_KEYS}
         allowed = sorted({*TEAM_KEYS, *attrs.fields_dict(entry.config)})
@@ -203,19 +192,7 @@ class Loader:
         """The registry entry a table's ``kind`` names (the slot's default without one)."""
         entries = registry.kinds(slot)
         names = [e.kind for e in entries]
-        kind = data.get("kind", self.defaults.get(slot, names[0]))
-        if not isinstance(kind, str):
-            raise InvalidSetting("kind", f"expected a string, got {show(kind)}; one of: {', '.join(names)}")
-        try:
-            entry = registry.resolve(slot, kind)
-        except ValueError as exc:
-            raise InvalidSetting("kind", str(exc), suggest_default=False) from None
-        if entry is None:
-            hint = difflib.get_close_matches(kind, names, n=1)
-            near = f'; did you mean "{hint[0]}"?' if hint else ""
-            raise InvalidSetting("kind", f'unknown kind "{kind}" (expected one of: {", ".join(names)}, '
-                                 f'or "module:Name" of your own){near}')
-        return entry
+        return _registered(slot, "kind", data.get("kind", self.defaults.get(slot, names[0])), names)
 
     def structure_slot(self, slot: str, data: Any) -> Any:
         if not isinstance(data, dict):
@@ -418,6 +395,23 @@ def _structure_teams(data: dict[str, Any], source: str, loader: Loader, origins:
         teams.append(TeamSpec(name, config, spec, dict(table)))
     found.extend((path, message, None) for path, message in team_problems(teams))
     return tuple(teams)
+
+
+def _registered(slot: str, key: str, kind: Any, names: list[str]) -> registry.Entry:
+    """The registry entry ``kind`` names in ``slot`` (``key`` = "kind", or "role" for a team), or one
+    clear error: not a string, a user's ``module:Name`` that does not load, or an unknown name."""
+    if not isinstance(kind, str):
+        raise InvalidSetting(key, f"expected a string, got {show(kind)}; one of: {', '.join(names)}")
+    try:
+        entry = registry.resolve(slot, kind)
+    except ValueError as exc:
+        raise InvalidSetting(key, str(exc), suggest_default=False) from None
+    if entry is None:
+        hint = difflib.get_close_matches(kind, names, n=1)
+        near = f'; did you mean "{hint[0]}"?' if hint else ""
+        raise InvalidSetting(key, f'unknown {key} "{kind}" (expected one of: {", ".join(names)}, '
+                             f'or "module:Name" of your own){near}')
+    return entry
 
 
 def _roles() -> list[str]:
