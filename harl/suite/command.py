@@ -44,7 +44,7 @@ from harl.sweep import ray_backend
 from harl.sweep.local import driver_stops
 from harl.sweep.plan import RECORD as SWEEP_RECORD
 from harl.sweep.plan import Request, Sweep, run_trials
-from harl.sweep.state import Display, wrapped
+from harl.sweep.state import Display, TrialState, wrapped
 
 RECORD = "suite.json"
 
@@ -214,7 +214,7 @@ def _sweep_of(entry: Entry, sweep_dir: Path) -> Sweep:
     if sweep_dir.exists():
         shutil.rmtree(sweep_dir)
     request = Request.parse(str(entry.pipeline), entry.sweep_overrides(), ",".join(map(str, entry.seeds)), [])
-    return Sweep.new(request, sweep_dir, None)
+    return Sweep.new(request, sweep_dir, None, vectorize=entry.vectorize)
 
 
 def _prepare(suite: Suite, suite_dir: Path, fresh: bool) -> list[Sweep]:
@@ -234,18 +234,37 @@ def _prepare(suite: Suite, suite_dir: Path, fresh: bool) -> list[Sweep]:
     return sweeps
 
 
+def _batches(sweeps: list[Sweep]) -> list[tuple[list[TrialState], bool]]:
+    """The unfinished trials in the entries' order, as the sweep backends take them: each vectorized
+    entry's seeds as one batch (its populations hold one pipeline's seeds only), the trials of
+    consecutive other entries together (so ``--jobs N`` keeps N runs going across entries)."""
+    batches: list[tuple[list[TrialState], bool]] = []
+    for sweep in sweeps:
+        todo = [s for s in sweep.states if s.status != "finished"]
+        if not todo:
+            continue
+        if sweep.vectorize or not batches or batches[-1][1]:
+            batches.append((todo, sweep.vectorize))
+        else:
+            batches[-1][0].extend(todo)
+    return batches
+
+
 def _run(sweeps: list[Sweep], jobs: int, address: str | None, max_retries: int, quiet: bool,
          console: Console) -> None:
-    """The unfinished trials of every entry, together, by the sweep machinery's backends."""
-    todo = [s for sweep in sweeps for s in sweep.states if s.status != "finished"]
+    """The unfinished trials of every entry, by the sweep machinery's backends: a vectorized entry's as
+    populations, the others' together; after a stop signal no further batch starts."""
+    batches = _batches(sweeps)
+    todo = [s for batch, _ in batches for s in batch]
     done = sum(len(sweep.states) for sweep in sweeps) - len(todo)
     where = f"on Ray ({address})" if address else "one at a time" if jobs == 1 else f"{jobs} at a time"
     console.print(f"{len(todo)} run{'s' if len(todo) != 1 else ''} to go ({done} finished); {where}",
                   highlight=False)
-    if not todo:
-        return
     try:
-        run_trials(todo, Display(todo, console, quiet), jobs, address, max_retries, quiet)
+        for batch, vectorize in batches:
+            if first_signal():
+                break
+            run_trials(batch, Display(batch, console, quiet), jobs, address, max_retries, quiet, vectorize)
     finally:
         for sweep in sweeps:
             sweep.write_records()
@@ -376,6 +395,13 @@ def run_suite(suite_file: str | Path | None = None, out: str | Path | None = Non
     if address:
         ray_backend.import_ray()  # a missing extra before any directory is made
     suite, suite_dir, fresh, jobs = _start(suite_file, out, resume, jobs)
+    vectorized = [e.name for e in suite.entries if e.vectorize]
+    if address and vectorized:
+        if fresh:
+            shutil.rmtree(suite_dir, ignore_errors=True)
+        raise HarlError(f"{suite.path}: entry \"{vectorized[0]}\" has vectorize = true: a population trains its "
+                        "seeds in one local process, not as Ray tasks; run the suite without --ray, or set "
+                        "vectorize = false in that entry")
     with driver_stops(), _held(suite_dir, fresh):  # one driver per suite directory
         sweeps = _prepare(suite, suite_dir, fresh)
         for note in (n for sweep in sweeps for n in sweep.notes):

@@ -12,6 +12,7 @@
     seeds = [1]                          # or "1-5"
     budget = 40_000                      # run.total_env_steps of every seed
     set = ["evaluator.every_iterations=2"]               # more --set overrides (optional)
+    vectorize = true                     # its seeds as one population (--vectorize; optional)
     metric = "train_return"              # a metrics.csv column (default eval_return)
     window = 3                           # the mean of its last 3 values (default 1: the final one)
     min_rise = 4.0                       # it must exceed the mean of the first 3 values by 4
@@ -42,8 +43,8 @@ from harl.errors import ConfigError, HarlError
 from harl.sweep.grid import parse_seeds
 
 SUITE_KEYS = ("name", "about")
-ENTRY_KEYS = ("name", "pipeline", "seeds", "budget", "set", "metric", "window", "threshold", "min_rise",
-              "label", "note", "reference")
+ENTRY_KEYS = ("name", "pipeline", "seeds", "budget", "set", "vectorize", "metric", "window", "threshold",
+              "min_rise", "label", "note", "reference")
 REFERENCE_KEYS = ("value", "source", "at", "note", "spread", "comparable")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 NAME_BYTES = 200
@@ -89,6 +90,9 @@ class Entry:
     """The algorithm's name in the comparison (default: harl.compare's name for the pipeline)."""
     note: str = ""
     references: tuple[Reference, ...] = ()
+    vectorize: bool = False
+    """Its seeds trained as one population (``harl train --seeds --vectorize``, docs/population.md):
+    a suite's cost is seeds x budget, and a population shares the envs' and the acting's work."""
 
     @property
     def judged(self) -> bool:
@@ -264,7 +268,8 @@ def _entry(source: str, folder: Path, k: int, table: Any) -> Entry:
                  threshold=optional.get("threshold"), min_rise=optional.get("min_rise"),
                  label=_text(source, where, "label", table["label"]) if "label" in table else None,
                  note=_text(source, where, "note", table.get("note", "")),
-                 references=_references(source, where, table.get("reference", [])))
+                 references=_references(source, where, table.get("reference", [])),
+                 vectorize=_flag(source, where, "vectorize", table.get("vectorize", False)))
 
 
 def parse_suite(text: str, path: Path) -> Suite:

@@ -96,10 +96,35 @@ def test_resume_reruns_only_the_unfinished_entry(tmp_path: Path) -> None:
     assert [e["per_seed"]["1"]["env_steps"] for e in results(out)["entries"]] == [100, 100]
 
 
+def test_a_vectorized_entry_trains_its_seeds_as_one_population_beside_a_plain_entry(tmp_path: Path) -> None:
+    """``vectorize = true``: the entry's seeds are one population (its sweep records it, so a resume
+    does so again), the next entry's runs go as usual, and both are judged."""
+    vectorized = entry("pop", vectorize="true").replace("seeds = [1]", "seeds = [1, 2]")
+    suite = write_suite(tmp_path, vectorized, entry("plain"))
+    out = tmp_path / "out"
+    assert main(["suite", str(suite), "--out", str(out), "--quiet", "--reps", "200"]) == 0
+    assert json.loads((out / "pop" / "sweep.json").read_text(encoding="utf-8"))["vectorize"] is True
+    assert json.loads((out / "plain" / "sweep.json").read_text(encoding="utf-8"))["vectorize"] is False
+    pop, plain = results(out)["entries"]
+    assert set(pop["per_seed"]) == {"1", "2"} and plain["per_seed"]["1"]["status"] == "finished"
+    assert all(s["status"] == "finished" and s["env_steps"] == 100 for s in pop["per_seed"].values())
+
+
+def test_a_vectorized_entry_whose_pipeline_cannot_be_a_population_is_refused_before_any_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = write_suite(tmp_path, entry("first"), entry("trpo", vectorize="true",
+                                                        ).replace('set = [', 'set = ["updater.objective.kind=trpo", '))
+    out = tmp_path / "out"
+    assert main(["suite", str(suite), "--out", str(out), "--quiet"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert 'entry "trpo"' in err and "vectorize" in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ('[[entry]]\nname = "a"\npipeline = "{p}"\nseeds = [1]\nbudget = 100\nthreshhold = 1.0\n',
      '{f}: [[entry]] 1 ("a"): unknown key "threshhold" (did you mean "threshold"?); the keys are name, '
-     "pipeline, seeds, budget, set, metric, window, threshold, min_rise, label, note, reference"),
+     "pipeline, seeds, budget, set, vectorize, metric, window, threshold, min_rise, label, note, reference"),
     ('[[entry]]\nname = "a"\nseeds = [1]\nbudget = 100\n',
      '{f}: [[entry]] 1 ("a"): missing key "pipeline" (every entry names its name, pipeline, seeds and budget)'),
     ('[[entry]]\nname = "a"\npipeline = "nowhere.toml"\nseeds = [1]\nbudget = 100\n',
