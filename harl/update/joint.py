@@ -74,7 +74,7 @@ class JointStats:
 class JointUpdater:
     """Per iteration: the rollout as one team batch, the learner's epochs x minibatches of joint steps."""
 
-    def __init__(self, config: JointConfig, learner: TransformerLearner, critic_learner: TransformerValueLoss,
+    def __init__(self, config: JointConfig, learner: Any, critic_learner: Any,
                  generator: torch.Generator) -> None:
         self.config = config
         self.learner = learner
@@ -84,7 +84,8 @@ class JointUpdater:
     def update(self, buffer: RolloutBuffer, progress: float) -> JointStats:
         scale = lr_scale(self.config, progress)
         set_lr([self.learner], scale)
-        batch = team_batch(buffer, self.critic_learner)
+        own = getattr(self.learner, "team_batch", None)  # a learner that reads the rollout its own way (Sable)
+        batch = team_batch(buffer, self.critic_learner) if own is None else own(buffer, self.critic_learner)
         stats = self.learner.update(batch, self.critic_learner, self.critic_learner.value_loss_coef)
         return JointStats(stats, scale)
 
@@ -97,11 +98,13 @@ class JointUpdater:
 
 
 def build_joint_updater(config: JointConfig, learners: list[Any], critic_learner: Any, parts: Any) -> JointUpdater:
-    if len(learners) != 1 or not isinstance(learners[0], TransformerLearner):
+    own = len(learners) == 1 and hasattr(learners[0], "team_batch")  # Sable's learner and sable_v's loss
+    if len(learners) != 1 or not (isinstance(learners[0], TransformerLearner) or own):
         raise ConfigError('updater.kind = "joint" trains one network for the whole team; set '
-                          'updater.objective.kind = "mat" or "mat_dec"')
-    if not isinstance(critic_learner, TransformerValueLoss):
-        raise ConfigError('updater.kind = "joint" adds the value loss of critic.kind = "mat_v"; set it')
+                          'updater.objective.kind = "mat", "mat_dec" or "sable"')
+    if not (isinstance(critic_learner, TransformerValueLoss) or (own and hasattr(critic_learner, "value_loss_coef"))):
+        raise ConfigError('updater.kind = "joint" adds the value loss of critic.kind = "mat_v" (or "sable_v" with '
+                          'Sable); set it')
     return JointUpdater(config, learners[0], critic_learner, parts.generator)
 
 

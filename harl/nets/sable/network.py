@@ -333,14 +333,7 @@ class SableNetwork(nn.Module):
         self._check_rest((b, n), None, starts, legal)
         self._check_hidden(hidden, b)
         starts = starts.bool()
-        # Encoder: all agents at once.
-        x = self._embed_obs(obs)
-        enc_h = []
-        for i, eblock in enumerate(self._encode_blocks()):
-            x, h = eblock.recurrent(self.enc_ln(x), hidden.encoder[:, :, i], starts, step_count)
-            enc_h.append(h)
-        values = self.value_head(x).squeeze(-1)
-        obs_rep = x
+        values, obs_rep, enc_state = self.encode_step(obs, hidden.encoder, starts, step_count)
         # Decoder: agent by agent, each state carried to the next agent.
         self_h = [hidden.decoder_self[:, :, i] for i in range(self.n_block)]
         cross_h = [hidden.decoder_cross[:, :, i] for i in range(self.n_block)]
@@ -358,8 +351,19 @@ class SableNetwork(nn.Module):
             acts.append(action)
             logps.append(dist.log_prob(action))
             token = self._action_input(action, obs_rep.dtype)[:, None]
-        new_hidden = SableHidden(torch.stack(enc_h, 2), torch.stack(self_h, 2), torch.stack(cross_h, 2))
+        new_hidden = SableHidden(enc_state, torch.stack(self_h, 2), torch.stack(cross_h, 2))
         return SableAction(torch.stack(acts, 1), torch.stack(logps, 1), values, new_hidden)
+
+    def encode_step(self, obs: torch.Tensor, encoder: torch.Tensor, starts: torch.Tensor,
+                    step_count: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The encoder's recurrent call over one timestep, all agents at once: (values (B, N), its
+        output (B, N, E), its state after the timestep) (Mava's execute_encoder_parallel)."""
+        x = self._embed_obs(obs)
+        enc_h = []
+        for i, eblock in enumerate(self._encode_blocks()):
+            x, h = eblock.recurrent(self.enc_ln(x), encoder[:, :, i], starts.bool(), step_count)
+            enc_h.append(h)
+        return self.value_head(x).squeeze(-1), x, torch.stack(enc_h, 2)
 
     def _sample(self, dist: torch.distributions.Distribution, out: torch.Tensor, deterministic: bool,
                 generator: torch.Generator | None) -> torch.Tensor:
