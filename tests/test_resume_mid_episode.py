@@ -32,7 +32,7 @@ def settings(**extra: object) -> list[str]:
     a checkpoint after every iteration, an evaluation every other."""
     values: dict[str, object] = {
         "collector.n_envs": 2, "collector.rollout_length": 10, "run.total_env_steps": 120,
-        "env.max_cycles": 25, "evaluator.episodes": 2, "evaluator.n_envs": 2, "evaluator.every_iterations": 2,
+        "env.max_episode_steps": 25, "evaluator.episodes": 2, "evaluator.n_envs": 2, "evaluator.every_iterations": 2,
         "policy.hidden_sizes": "[16,16]", "critic.hidden_sizes": "[16,16]", "updater.objective.epochs": 2,
         "checkpoint.every_iterations": 1, "checkpoint.keep": 100, "logging.progress": "false",
         "run.torch_threads": 1, **extra,
@@ -116,7 +116,7 @@ def test_without_the_env_state_the_episodes_restart(tmp_path: Path, monkeypatch:
 def test_vector_env_state_round_trip() -> None:
     """``get_state`` / ``set_state`` of the torch MPE: another env, given the state, steps on as the
     first does (observations, rewards, the episodes' returns)."""
-    config = MPETorchConfig(max_cycles=25)
+    config = MPETorchConfig(max_episode_steps=25)
     first = MPETorchVectorEnv(config, 3, seed=4)
     first.reset()
     actions = torch.rand(40, first.n_agents, 3, 5, generator=torch.Generator().manual_seed(0))

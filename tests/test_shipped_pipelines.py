@@ -12,8 +12,8 @@ from harl.logging.csv_log import read_metrics
 from harl.run.lifecycle import start_run
 
 PIPELINES = sorted(Path(__file__).parent.parent.glob("pipelines/*.toml"))
-LONG_EPISODES = {"mamujoco": "env.max_episode_steps", "gym": "env.max_episode_steps", "vmas": "env.max_steps",
-                 "air_combat": "env.max_steps", "smax": "env.max_steps", "gymma": "env.max_episode_steps",
+LONG_EPISODES = {"mamujoco": "env.max_episode_steps", "gym": "env.max_episode_steps", "vmas": "env.max_episode_steps",
+                 "air_combat": "env.max_episode_steps", "smax": "env.max_episode_steps", "gymma": "env.max_episode_steps",
                  "pettingzoo": "env.kwargs.max_cycles"}
 """Env kinds with long episodes (MuJoCo's 1,000 steps) or costly steps: here episodes and
 on-policy rollouts are cut to 50 steps, so two iterations take seconds; n_envs and the

@@ -47,7 +47,7 @@ class EpisodeBufferConfig:
     batch_size: int = setting(32, "episodes per gradient step (EPyMARL's batch_size); updates wait until "
                               "the buffer holds this many", positive())
     max_length: int = setting(0, "steps of the longest episode (0: the env's time limit, read from "
-                              "[env] max_steps, max_cycles or max_episode_steps)", in_range(0, None))
+                              "[env] max_episode_steps)", in_range(0, None))
 
 
 @attrs.frozen

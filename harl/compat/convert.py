@@ -278,7 +278,7 @@ def _on_policy(algo: str, v: dict[str, Any], part: EnvPart, notes: list[str]) ->
     t["updater"] = _updater(updater, v)
     if objective == "trpo":
         obj = {"kind": "trpo", "kl_threshold": v["algo.kl_threshold"], "ls_step": v["algo.ls_step"],
-               "backtrack_coeff": v["algo.backtrack_coeff"], "accept_ratio": v["algo.accept_ratio"]}
+               "backtrack_coef": v["algo.backtrack_coeff"], "accept_ratio": v["algo.accept_ratio"]}
     else:
         obj = {"kind": objective, "epochs": v[f"algo.{'ppo' if objective == 'ppo' else 'a2c'}_epoch"],
                "minibatches": v["algo.actor_num_mini_batch"], "entropy_coef": v["algo.entropy_coef"],
@@ -402,7 +402,7 @@ ORIGINS: dict[str, str] = {
     "updater.objective.adam_eps": "model.opti_eps", "updater.objective.max_grad_norm": "algo.max_grad_norm",
     "updater.objective.action_aggregation": "algo.action_aggregation",
     "updater.objective.kl_threshold": "algo.kl_threshold", "updater.objective.ls_step": "algo.ls_step",
-    "updater.objective.backtrack_coeff": "algo.backtrack_coeff",
+    "updater.objective.backtrack_coef": "algo.backtrack_coeff",
     "updater.objective.accept_ratio": "algo.accept_ratio", "updater.objective.alpha": "algo.alpha",
     "updater.objective.alpha_lr": "algo.alpha_lr", "updater.objective.expl_noise": "algo.expl_noise",
     "updater.objective.policy_noise": "algo.policy_noise", "updater.objective.noise_clip": "algo.noise_clip",
@@ -410,8 +410,8 @@ ORIGINS: dict[str, str] = {
     "updater.objective.epsilon_start": "algo.epsilon", "updater.objective.epsilon_finish": "algo.epsilon",
     "evaluator.episodes": "eval.eval_episodes", "evaluator.n_envs": "eval.n_eval_rollout_threads",
     "evaluator.every_iterations": "train.eval_interval", "run.seed": "seed.seed",
-    "env.scenario": "env_args", "env.agent_conf": "env_args.agent_conf", "env.max_cycles": "env_args.max_cycles",
-    "env.n_agents": "env_args.N", "env.max_episode_steps": "env_args.episode_limit", "env.id": "env_args.scenario",
+    "env.scenario": "env_args", "env.agent_conf": "env_args.agent_conf", "env.n_agents": "env_args.N",
+    "env.max_episode_steps": "env_args.max_cycles (MPE) / episode_limit (MaMuJoCo)", "env.id": "env_args.scenario",
     "critic.state_type": "env_args.state_type",
 }
 """harl key -> the HARL key it was converted from (for harl's validation messages)."""

@@ -60,10 +60,10 @@ def _pettingzoo_mpe(e: dict[str, Any], source: str) -> EnvPart:
                       f'scenarios in a harl pipeline ([env] kind = "mpe", variant = "mpe2")')
     table: dict[str, Any] = {"kind": "mpe", "scenario": MPE_SCENARIOS[scenario],
                              "continuous_actions": e["continuous_actions"], "variant": "pettingzoo_1.22"}
-    for harl_key, key in (("max_cycles", "max_cycles"), ("n_agents", "N"), ("local_ratio", "local_ratio")):
+    for harl_key, key in (("max_episode_steps", "max_cycles"), ("n_agents", "N"), ("local_ratio", "local_ratio")):
         if key in e:
             table[harl_key] = e[key]
-    table.setdefault("max_cycles", 25)
+    table.setdefault("max_episode_steps", 25)
     task = f"{scenario}-{'continuous' if e['continuous_actions'] else 'discrete'}"
     return EnvPart(table, task, discrete=not e["continuous_actions"])
 

@@ -114,7 +114,7 @@ ALGO_KEYS: tuple[Key, ...] = (
     _k("algo.kl_threshold", MAPPED, "updater.objective.kl_threshold"),
     _k("algo.ls_step", MAPPED, "updater.objective.ls_step"),
     _k("algo.accept_ratio", MAPPED, "updater.objective.accept_ratio"),
-    _k("algo.backtrack_coeff", MAPPED, "updater.objective.backtrack_coeff"),
+    _k("algo.backtrack_coeff", MAPPED, "updater.objective.backtrack_coef"),
     _k("algo.buffer_size", MAPPED, "buffer.capacity"),
     _k("algo.batch_size", MAPPED, "buffer.batch_size"),
     _k("algo.polyak", MAPPED, "critic.polyak, updater.objective.polyak (DDPG, TD3, D3QN)"),
@@ -134,7 +134,7 @@ ENV_KEYS: tuple[Key, ...] = (
     _k("env:pettingzoo_mpe.scenario", MAPPED, 'env.scenario without the version, env.variant = '
        '"pettingzoo_1.22" (HARL\'s MPE physics and reward scale)'),
     _k("env:pettingzoo_mpe.continuous_actions", MAPPED, "env.continuous_actions"),
-    _k("env:pettingzoo_mpe.max_cycles", MAPPED, "env.max_cycles"),
+    _k("env:pettingzoo_mpe.max_cycles", MAPPED, "env.max_episode_steps"),
     _k("env:pettingzoo_mpe.N", MAPPED, "env.n_agents"),
     _k("env:pettingzoo_mpe.local_ratio", MAPPED, "env.local_ratio"),
     _k("env:mamujoco.scenario", MAPPED, "env.scenario without the version (harl steps gymnasium-robotics' "

@@ -59,6 +59,15 @@ MOVED = (
     Moved("updater.objective", "share_parameters", "policy", "share_parameters", ("joint_td",)),
     Moved("updater.objective", "agent_id", "policy", "agent_id", ("joint_td",)),
     Moved("updater.objective", "last_action", "policy", "last_action", ("joint_td",)),
+    # issue 55: one name per concept
+    Moved("updater.objective", "grad_norm_clip", "updater.objective", "max_grad_norm", ("joint_td",)),
+    Moved("updater.objective", "backtrack_coeff", "updater.objective", "backtrack_coef", ("trpo",)),
+    Moved("updater", "timing", "updater", "update_timing", ("q_learning",)),
+    Moved("updater.objective", "standardise_rewards", "returns", "reward_norm", ("joint_td",)),
+    Moved("returns", "standardise_rewards", "returns", "reward_norm", ("n_step_v",)),
+    Moved("env", "normalise_state", "env", "state_norm", ("smax",)),
+    Moved("env", "max_cycles", "env", "max_episode_steps", ("mpe", "mpe_torch")),
+    Moved("env", "max_steps", "env", "max_episode_steps", ("smax", "vmas", "air_combat")),
 )
 """Every key that moved, with where it went."""
 

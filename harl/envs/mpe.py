@@ -59,7 +59,7 @@ class MPEConfig:
     kind: str = kind_field("mpe")
     scenario: str = mpe_keys.scenario(mpe_keys.SCENARIOS + mpe_keys.COMPETITIVE_SCENARIOS)
     continuous_actions: bool = mpe_keys.continuous_actions()
-    max_cycles: int = mpe_keys.max_cycles()
+    max_episode_steps: int = mpe_keys.max_episode_steps()
     n_agents: int = mpe_keys.n_agents()
     local_ratio: float = mpe_keys.local_ratio()
     team_reward: bool = setting(
@@ -89,7 +89,7 @@ class MPEConfig:
 def _raw_env_kwargs(config: MPEConfig, render_mode: str | None) -> dict[str, Any]:
     """The constructor arguments each scenario's ``raw_env`` accepts."""
     kwargs: dict[str, Any] = {
-        "max_cycles": config.max_cycles,
+        "max_cycles": config.max_episode_steps,
         "continuous_actions": config.continuous_actions,
         "render_mode": render_mode,
     }
@@ -134,7 +134,7 @@ class MPEEnv:
         self._agents = list(raw.world.agents)
         self._names = [agent.name for agent in self._agents]
         self._continuous = config.continuous_actions
-        self._max_cycles = config.max_cycles
+        self._max_cycles = config.max_episode_steps
         self._steps = 0
         self._episode_start: dict[str, Any] = {"seed": None, "rng": None}
         """How the current episode began: its reset's seed, or mpe2's generator before it (``get_state``)."""

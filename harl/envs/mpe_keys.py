@@ -27,8 +27,8 @@ def continuous_actions() -> Any:
     return setting(True, "Box actions in [0, 1] when true, Discrete actions when false")
 
 
-def max_cycles() -> Any:
-    return setting(25, "steps per episode before truncation", positive())
+def max_episode_steps() -> Any:
+    return setting(25, "steps per episode before truncation (PettingZoo's max_cycles)", positive())
 
 
 def n_agents() -> Any:

@@ -22,7 +22,7 @@ numpy once per step.  On 3m that is ~50,000 env steps per CPU-second at 256 envs
 - Rewards: jaxmarl's team reward (damage dealt as a fraction of the enemy's health, plus
   1 for a won battle), the same for every ally.
 - Episode end: ``terminated`` when one side is wiped out (a win, a loss or a draw),
-  ``truncated`` when ``max_steps`` ran out first.  jaxmarl's single ``done`` flag covers
+  ``truncated`` when ``max_episode_steps`` ran out first.  jaxmarl's single ``done`` flag covers
   both; they are told apart from which units are alive.  Each ended episode reports
   ``win`` (1.0 or 0.0), which the evaluator logs as ``eval_win`` (the win rate).
 
@@ -84,12 +84,12 @@ class SMAXConfig:
 
     kind: str = kind_field("smax")
     scenario: str = setting("3m", f"SMAX map (tested: {', '.join(SCENARIOS)}; any jaxmarl map name)")
-    max_steps: int = setting(100, "steps per episode before truncation", positive())
+    max_episode_steps: int = setting(100, "steps per episode before truncation", positive())
     attack_mode: str = setting("closest", "how the heuristic enemy picks its target: closest or random",
                                one_of(("closest", "random")))
     see_enemy_actions: bool = setting(True, "observations include the enemies' last actions")
     walls_cause_death: bool = setting(True, "a unit touching the map's edge dies")
-    normalise_state: bool = setting(
+    state_norm: bool = setting(
         False, "scale the world state's raw features into [0, 1] as SMAC's state is: positions by the map's "
         "size, weapon cooldowns by the longest, unit type ids by the largest (jaxmarl's are map units, "
         "seconds and ids); QMIX's hypernetworks read the state unnormalised, and on SMAX's raw one its "
@@ -179,20 +179,20 @@ def make_smax(config: SMAXConfig) -> Any:
             f"{', '.join(MAP_NAME_TO_SCENARIO)})"
         ) from None
     # jaxmarl checks its time limit before counting the step just taken, so its episodes
-    # last ``max_steps + 1`` steps; one less makes ours last ``config.max_steps``.
+    # last ``max_steps + 1`` steps; one less makes ours last ``config.max_episode_steps``.
     if config.enemy == "agents":  # the base env (HeuristicEnemySMAX wraps it): every unit acts
         return smax.SMAX(
-            scenario=scenario, max_steps=config.max_steps - 1,
+            scenario=scenario, max_steps=config.max_episode_steps - 1,
             see_enemy_actions=config.see_enemy_actions, walls_cause_death=config.walls_cause_death,
         )
     return smax.HeuristicEnemySMAX(
-        scenario=scenario, max_steps=config.max_steps - 1, attack_mode=config.attack_mode,
+        scenario=scenario, max_steps=config.max_episode_steps - 1, attack_mode=config.attack_mode,
         see_enemy_actions=config.see_enemy_actions, walls_cause_death=config.walls_cause_death,
     )
 
 
 def state_scale(env: Any) -> np.ndarray:
-    """``normalise_state``'s factor per feature of jaxmarl's ``get_world_state``: per unit (allies then
+    """``state_norm``'s factor per feature of jaxmarl's ``get_world_state``: per unit (allies then
     enemies) its health fraction, x, y, weapon cooldown and a one-hot of its type, then every
     unit's team (0 or 1) and type id.  x and y by the map's width and height, cooldowns by the
     longest of any unit type, type ids by the largest; the rest are already in [0, 1]."""
@@ -314,7 +314,7 @@ def _batched_functions(config: SMAXConfig) -> tuple[Any, Any, Any]:
     mirror = Mirror.of(env, env.num_enemy_actions) if versus and config.mirror_enemy else None
     moves = None if mirror is None else jnp.asarray(mirror.moves)
 
-    scale = jnp.asarray(state_scale(env)) if config.normalise_state else None
+    scale = jnp.asarray(state_scale(env)) if config.state_norm else None
 
     def units(state: Any) -> Any:
         """jaxmarl's unit arrays (HeuristicEnemySMAX wraps them with its enemy policy's state)."""

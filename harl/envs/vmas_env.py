@@ -12,7 +12,7 @@ wants numpy arrays wraps it in ``harl.envs.vector.numpy_view.NumpyVectorEnv``.
 
 The global state is the concatenation of the agents' observations (VMAS has no separate
 state).  Episodes end as ``terminated`` when the scenario says it is done and as
-``truncated`` after ``max_steps``; ended envs are reset in place (``reset_at``) and the
+``truncated`` after ``max_episode_steps``; ended envs are reset in place (``reset_at``) and the
 batch's observations are read once afterwards (all of them at once when all ended).
 
 For exact resume, a checkpoint can replay a reset of the whole batch (VMAS's one shared
@@ -49,7 +49,7 @@ class VMASConfig:
     kind: str = kind_field("vmas")
     scenario: str = setting("transport", f"VMAS scenario (tested: {', '.join(SCENARIOS)})")
     continuous_actions: bool = setting(True, "Box actions when true, Discrete actions when false")
-    max_steps: int = setting(100, "steps per episode before truncation", positive())
+    max_episode_steps: int = setting(100, "steps per episode before truncation (VMAS's max_steps)", positive())
     device: str = setting("cpu", "torch device VMAS simulates on (cpu, cuda, cuda:N)")
     kwargs: dict[str, Any] = setting(
         factory=dict, doc="scenario arguments, e.g. n_agents ([env.kwargs] table)"
@@ -97,7 +97,7 @@ class VMASVectorEnv:
         self.device = torch.device(config.device)
         self._env = vmas.make_env(
             config.scenario, num_envs=n_envs, device=config.device,
-            continuous_actions=config.continuous_actions, max_steps=config.max_steps, seed=seed,
+            continuous_actions=config.continuous_actions, max_steps=config.max_episode_steps, seed=seed,
             dict_spaces=False, clamp_actions=True, terminated_truncated=True, **config.kwargs,
         )
         self.n_envs = n_envs

@@ -46,6 +46,10 @@ class EpisodeTDConfig:
         "bootstrap", "an episode cut by a time limit: bootstrap (its last step's target adds gamma Q' of what it "
         "reached) or terminal (no bootstrap: EPyMARL's gymma and JaxMARL treat a time limit as terminal)",
         one_of(("bootstrap", "terminal")))
+    reward_norm: bool = setting(
+        True, "standardise rewards by a running mean and variance of the real steps' rewards before the targets "
+        "(EPyMARL's standardise_rewards; after [updater.objective] reward_scale; the statistics are the joint_td "
+        "learner's, checkpointed with it)")
 
 
 def _check(rewards: torch.Tensor, next_q: torch.Tensor) -> None:

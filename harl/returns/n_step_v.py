@@ -17,7 +17,7 @@ The values are the buffer's (what the collector stored; with ``[critic] polyak``
 target critic's, as EPyMARL's targets read its target critic).  The advantages handed back
 are ``G - V(s_t)``; an interleaved update (``[critic] interleave``) forms its own each round.
 
-``standardise_rewards``: each reward is first standardised by a running mean and variance of
+``reward_norm``: each reward is first standardised by a running mean and variance of
 every reward seen, per agent (EPyMARL's ``standardise_rewards``, ``RunningMeanStd``: with a
 common reward every agent's column is the same stream, so the statistics are EPyMARL's one
 common set).  The statistics are this stage's state, saved in checkpoints.  They count the
@@ -46,8 +46,8 @@ class NStepVConfig:
     n_step: int = setting(5, "rewards summed before bootstrapping from V (EPyMARL's q_nstep); fewer where the "
                           "episode or the rollout ends", positive())
     proper_time_limits: bool = setting(True, "bootstrap on truncation; false treats a time limit as termination")
-    standardise_rewards: bool = setting(False, "standardise rewards by a running mean and variance of all rewards "
-                                        "seen, per agent, before the returns (EPyMARL's standardise_rewards)")
+    reward_norm: bool = setting(False, "standardise rewards by a running mean and variance of all rewards "
+                                "seen, per agent, before the returns (EPyMARL's standardise_rewards)")
     value_after_last_step: bool = setting(
         False, "an episode that terminates at the rollout's last step still bootstraps from V of its terminal "
         "observation (EPyMARL's add_value_last_step as its padded batches play it: the batch's longest "
@@ -91,7 +91,7 @@ class NStepV:
     def __init__(self, config: NStepVConfig, columns: int, device: torch.device | str = "cpu") -> None:
         """``columns``: the critic's rewards per step, one per agent (FP state, independent critics) or 1."""
         self.config = config
-        self.reward_stats = RunningMeanStd((columns,), device) if config.standardise_rewards else None
+        self.reward_stats = RunningMeanStd((columns,), device) if config.reward_norm else None
 
     def compute(self, buffer: RolloutTargets) -> ReturnStats:
         cfg = self.config

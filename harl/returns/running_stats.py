@@ -1,5 +1,5 @@
 """A running mean and variance of a stream of samples: EPyMARL's ``RunningMeanStd``, which its
-reward standardisation reads (the value family's ``standardise_rewards``, ``n_step_v``'s).
+reward standardisation reads (``[returns] reward_norm`` of ``episode_td`` and ``n_step_v``).
 
 The parallel algorithm (Chan et al.), as EPyMARL writes it: count starts at 1e-4, mean at 0,
 variance at 1, and each batch's variance is the unbiased one.

@@ -21,7 +21,7 @@ def pipeline(scenario: str, continuous: bool, critic: dict[str, Any], compile_mo
              **policy: Any) -> dict[str, Any]:
     return {
         "run": {"seed": 3, "total_env_steps": 10_000, "device": "cpu"},
-        "env": {"kind": "mpe_torch", "scenario": scenario, "continuous_actions": continuous, "max_cycles": 7},
+        "env": {"kind": "mpe_torch", "scenario": scenario, "continuous_actions": continuous, "max_episode_steps": 7},
         "collector": {"n_envs": 4, "rollout_length": 10, "compile": compile_mode},
         "policy": {"hidden_sizes": [16, 16], **policy},
         "critic": {"hidden_sizes": [16], **critic},

@@ -30,7 +30,7 @@ def test_steps_that_end_no_episode_read_nothing_back(pipeline: str, length: str,
     """Counted on the CPU by patching every read-back method; on a GPU CUDA's own sync check
     raises on any synchronising call."""
     spec, _ = load_spec_and_notes(ROOT / "pipelines" / pipeline, [
-        'env.kind="mpe_torch"', "env.max_cycles=50", "collector.n_envs=4", length, "run.torch_threads=1",
+        'env.kind="mpe_torch"', "env.max_episode_steps=50", "collector.n_envs=4", length, "run.torch_threads=1",
         f'env.device="{device}"', f'run.device="{device}"',
         *(["collector.warmup_steps=0"] if "train_interval" in length else [])])
     stages = build_stages(spec)

@@ -92,7 +92,7 @@ def test_inconsistent_declarations_are_named() -> None:
 def _tag_with_one_touch(team_reward: bool, continuous: bool = False):
     """simple_tag with adversary_0 touching the prey (0.05 apart; touching below 0.125), the
     other adversaries and the obstacles far away, all at rest."""
-    env = make_mpe_env(MPEConfig(scenario="simple_tag", team_reward=team_reward, max_cycles=1,
+    env = make_mpe_env(MPEConfig(scenario="simple_tag", team_reward=team_reward, max_episode_steps=1,
                                  continuous_actions=continuous))
     env.reset(seed=0)
     world = env._world
@@ -135,7 +135,7 @@ def test_simple_tag_team_reward_sums_within_each_side() -> None:
 
 def test_captures_count_pairs_over_the_episode() -> None:
     """Two adversaries on the prey for two steps: 2 pairs x 2 steps."""
-    env = make_mpe_env(MPEConfig(scenario="simple_tag", team_reward=False, max_cycles=2, continuous_actions=False))
+    env = make_mpe_env(MPEConfig(scenario="simple_tag", team_reward=False, max_episode_steps=2, continuous_actions=False))
     env.reset(seed=0)
     places = {"adversary_0": (0.05, 0.0), "adversary_1": (-0.05, 0.0), "adversary_2": (0.8, -0.8),
               "agent_0": (0.0, 0.0)}
@@ -154,7 +154,7 @@ def test_captures_count_pairs_over_the_episode() -> None:
 
 
 def test_episode_infos_reach_the_vector_env() -> None:
-    venv = make_vector_env(MPEConfig(scenario="simple_tag", max_cycles=3, continuous_actions=False), 2)
+    venv = make_vector_env(MPEConfig(scenario="simple_tag", max_episode_steps=3, continuous_actions=False), 2)
     try:
         venv.reset()
         for _ in range(3):
@@ -167,7 +167,7 @@ def test_episode_infos_reach_the_vector_env() -> None:
 
 def test_cooperative_scenarios_report_no_side_metrics() -> None:
     """simple_spread's episodes keep today's info (nothing but return and length downstream)."""
-    env = make_mpe_env(MPEConfig(max_cycles=1))
+    env = make_mpe_env(MPEConfig(max_episode_steps=1))
     env.reset(seed=0)
     assert env.step([np.full(5, 0.5, np.float32)] * 3).info == {}
 

@@ -116,9 +116,9 @@ class TestHeading:
         env.reset(seed=0)
         assert not env.step([np.array([20, 20, 20, 15])]).terminated
 
-    def test_truncated_at_max_steps(self) -> None:
+    def test_truncated_at_max_episode_steps(self) -> None:
         """A trimmed aircraft on a centred stick flies on until the time limit: truncated only."""
-        env = make_air_combat_env(AirCombatConfig(max_steps=5))
+        env = make_air_combat_env(AirCombatConfig(max_episode_steps=5))
         env.reset(seed=1)
         ends = [env.step([np.zeros(4)]) for _ in range(5)]
         assert not any(s.terminated or s.truncated for s in ends[:4])
@@ -168,7 +168,7 @@ class TestDogfight:
         assert step.rewards.shape == (2,) and step.active.tolist() == [True, True]
 
     def test_truncated_with_episode_metrics(self) -> None:
-        env = make_air_combat_env(AirCombatConfig(task="2v2_noweapon", max_steps=3))
+        env = make_air_combat_env(AirCombatConfig(task="2v2_noweapon", max_episode_steps=3))
         env.reset(seed=0)
         steps = [env.step([np.zeros(4)] * 2) for _ in range(3)]
         assert [s.truncated for s in steps] == [False, False, True]
@@ -200,7 +200,7 @@ class TestDogfight:
 @pytest.mark.parametrize("name", ["happo_air_combat_heading", "happo_air_combat_2v2"])
 def test_pipeline_trains_two_iterations(name: str, tmp_path: Path) -> None:
     """A shipped pipeline with short episodes crosses episode ends and logs the env's metrics."""
-    overrides = ["logging.progress=false", "env.max_steps=15", "collector.rollout_length=20",
+    overrides = ["logging.progress=false", "env.max_episode_steps=15", "collector.rollout_length=20",
                  "collector.n_envs=2", "evaluator.episodes=2", "evaluator.n_envs=2"]
     result, rows = train_briefly(PIPELINES / f"{name}.toml", overrides, tmp_path / "run")
     assert result.counters.env_steps == 2 * 2 * 20

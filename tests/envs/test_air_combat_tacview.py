@@ -123,7 +123,7 @@ def test_video_refusal_names_the_tracks() -> None:
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny HAPPO run on the 1v1 dodge task (episodes of 120 steps: the missile is launched)."""
     settings = {"run.total_env_steps": 20, "collector.n_envs": 1, "collector.rollout_length": 20,
-                "evaluator.episodes": 1, "evaluator.n_envs": 1, "logging.progress": "false", "env.max_steps": 120}
+                "evaluator.episodes": 1, "evaluator.n_envs": 1, "logging.progress": "false", "env.max_episode_steps": 120}
     sets = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
     run = tmp_path_factory.mktemp("tacview") / "run"
     assert main(["train", str(PIPELINES / "happo_air_combat_1v1_dodge_missile.toml"), *sets, "--run-dir", str(run)]) == 0

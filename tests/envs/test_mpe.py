@@ -37,7 +37,7 @@ def _parallel_env(config: MPEConfig):
             "simple_world_comm": "mpe2.simple_world_comm_v3",
         }[config.scenario]
     )
-    kwargs = {"max_cycles": config.max_cycles, "continuous_actions": config.continuous_actions}
+    kwargs = {"max_cycles": config.max_episode_steps, "continuous_actions": config.continuous_actions}
     if config.scenario in ("simple_spread", "simple_reference"):
         kwargs["local_ratio"] = config.local_ratio
     if config.scenario == "simple_spread":
@@ -120,9 +120,9 @@ def test_team_reward_gives_every_agent_the_sum() -> None:
     np.testing.assert_allclose(team.step(actions).rewards, np.full(3, individual.sum()), rtol=1e-6)
 
 
-def test_truncates_at_max_cycles() -> None:
-    """The episode is truncated (not terminated) exactly at ``max_cycles``."""
-    env = make_mpe_env(MPEConfig(max_cycles=4, continuous_actions=False))
+def test_truncates_at_max_episode_steps() -> None:
+    """The episode is truncated (not terminated) exactly at ``max_episode_steps``."""
+    env = make_mpe_env(MPEConfig(max_episode_steps=4, continuous_actions=False))
     env.reset(seed=0)
     flags = [env.step([np.array([0])] * env.n_agents) for _ in range(4)]
     assert [(s.terminated, s.truncated) for s in flags] == [(False, False)] * 3 + [(False, True)]
@@ -155,8 +155,8 @@ def test_config_validation() -> None:
         MPEConfig(scenario="simple_tag", num_good=-2)
     with pytest.raises(InvalidSetting, match="local_ratio"):
         MPEConfig(local_ratio=1.5)
-    with pytest.raises(InvalidSetting, match="max_cycles"):
-        MPEConfig(max_cycles=0)
+    with pytest.raises(InvalidSetting, match="max_episode_steps"):
+        MPEConfig(max_episode_steps=0)
 
 
 def test_missing_mpe2_message(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -213,8 +213,8 @@ def test_tensor_native_on_the_configured_device() -> None:
 
 
 def test_episodes_truncate_and_report_returns() -> None:
-    """Episodes end as truncated after max_cycles; the return is the sum of mean agent rewards."""
-    venv = MPETorchVectorEnv(MPETorchConfig(max_cycles=4), 2, seed=0)
+    """Episodes end as truncated after max_episode_steps; the return is the sum of mean agent rewards."""
+    venv = MPETorchVectorEnv(MPETorchConfig(max_episode_steps=4), 2, seed=0)
     venv.reset()
     total = np.zeros(2)
     for t in range(4):

@@ -36,7 +36,7 @@ def test_switches_with_one_line(path: Path) -> None:
         assert isinstance(stages.venv, MPETorchVectorEnv)
         env = spec.env
         ref = make_mpe_env(MPEConfig(scenario=env.scenario, continuous_actions=env.continuous_actions,
-                                     max_cycles=env.max_cycles, n_agents=env.n_agents))
+                                     max_episode_steps=env.max_episode_steps, n_agents=env.n_agents))
         assert stages.venv.observation_spaces == ref.observation_spaces
         assert stages.venv.action_spaces == ref.action_spaces
     finally:

@@ -20,7 +20,7 @@ from tests.train_briefly import train_briefly
 jaxmarl = pytest.importorskip("jaxmarl", reason="SMAX tests need harl[smax] (jax and jaxmarl)")
 jax = pytest.importorskip("jax")
 
-CONFIG = SMAXConfig(scenario="3m", max_steps=20)
+CONFIG = SMAXConfig(scenario="3m", max_episode_steps=20)
 """Random play ends about half the 3m battles within 20 steps: both kinds of episode end occur."""
 N_ENVS = 8
 STOP = 4
@@ -120,7 +120,7 @@ def test_reset_matches_jaxmarl(venv: SMAXVectorEnv) -> None:
 def test_steps_match_jaxmarl_across_episode_ends(venv: SMAXVectorEnv) -> None:
     """30 vector steps of random valid actions equal jaxmarl's, through wins, losses and time limits.
 
-    A battle that ends with one side wiped out is terminated; one cut at ``max_steps`` with
+    A battle that ends with one side wiped out is terminated; one cut at ``max_episode_steps`` with
     both sides standing is truncated; each reports its return, length and ``win``.
     """
     rng = np.random.default_rng(0)
@@ -159,7 +159,7 @@ def test_steps_match_jaxmarl_across_episode_ends(venv: SMAXVectorEnv) -> None:
             assert step.terminated[k] == (ref["done"] and wiped_out)
             assert step.truncated[k] == (ref["done"] and not wiped_out)
             if ref["done"]:
-                assert wiped_out or lengths[k] == CONFIG.max_steps
+                assert wiped_out or lengths[k] == CONFIG.max_episode_steps
                 kinds.add("terminated" if wiped_out else "truncated")
                 info = next(infos)
                 assert info["length"] == lengths[k]
@@ -223,7 +223,7 @@ def test_missing_jaxmarl_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_two_training_iterations_log_the_win_rate(tmp_path: Path) -> None:
     """HAPPO on 3m trains two iterations and evaluates: metrics.csv has an ``eval_win`` in [0, 1]."""
     pipeline = Path(__file__).parents[2] / "pipelines" / "happo_smax_3m.toml"
-    overrides = ["logging.progress=false", f"env.max_steps={CONFIG.max_steps}",
+    overrides = ["logging.progress=false", f"env.max_episode_steps={CONFIG.max_episode_steps}",
                  f"collector.n_envs={N_ENVS}", "collector.rollout_length=25",
                  "evaluator.episodes=8", f"evaluator.n_envs={N_ENVS}"]
     result, rows = train_briefly(pipeline, overrides, tmp_path / "run")
@@ -234,11 +234,11 @@ def test_two_training_iterations_log_the_win_rate(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("scenario", ["3m", "2s3z"])
-def test_normalise_state_scales_positions_cooldowns_and_type_ids_into_0_1(scenario: str) -> None:
+def test_state_norm_scales_positions_cooldowns_and_type_ids_into_0_1(scenario: str) -> None:
     """Each unit's x, y by the 32 x 32 map, its cooldown by the longest (2s3z's types: 1.87 s), the
     trailing type ids by the largest (5); health fractions, one-hots and teams are kept."""
-    raw = SMAXVectorEnv(SMAXConfig(scenario=scenario, max_steps=20), 4, seed=3)
-    scaled = SMAXVectorEnv(SMAXConfig(scenario=scenario, max_steps=20, normalise_state=True), 4, seed=3)
+    raw = SMAXVectorEnv(SMAXConfig(scenario=scenario, max_episode_steps=20), 4, seed=3)
+    scaled = SMAXVectorEnv(SMAXConfig(scenario=scenario, max_episode_steps=20, state_norm=True), 4, seed=3)
     _, state, _ = raw.reset()
     _, normal, _ = scaled.reset()
     units = state.shape[1] // 12
@@ -250,9 +250,9 @@ def test_normalise_state_scales_positions_cooldowns_and_type_ids_into_0_1(scenar
 
 # ---------------------------------------------------------------------- enemy = "agents"
 
-VERSUS = SMAXConfig(scenario="3m", max_steps=20, enemy="agents")
+VERSUS = SMAXConfig(scenario="3m", max_episode_steps=20, enemy="agents")
 """Both armies as agents, each enemy's view mirrored (the default): what self-play on 3m uses."""
-RAW_VERSUS = SMAXConfig(scenario="3m", max_steps=20, enemy="agents", mirror_enemy=False)
+RAW_VERSUS = SMAXConfig(scenario="3m", max_episode_steps=20, enemy="agents", mirror_enemy=False)
 """Both armies as agents, as jaxmarl's base SMAX gives them."""
 ALLIES = ["ally_0", "ally_1", "ally_2"]
 ENEMIES = ["enemy_0", "enemy_1", "enemy_2"]
@@ -399,7 +399,7 @@ def test_a_side_that_attacks_a_standing_side_wins(attacker: str) -> None:
     venv = SMAXVectorEnv(VERSUS, n_envs=N_ENVS)
     _, _, avail = venv.reset(seed=7)
     infos: list[dict] = []
-    for _ in range(VERSUS.max_steps):
+    for _ in range(VERSUS.max_episode_steps):
         actions = [_attack_or_advance(a) if name.startswith(attacker) else np.full(N_ENVS, STOP)
                    for name, a in zip(venv.agent_names, avail)]
         step = venv.step(actions)
@@ -412,4 +412,4 @@ def test_a_side_that_attacks_a_standing_side_wins(attacker: str) -> None:
         assert info["winner"] == attacker and info["win"] == float(attacker == "ally")
         assert info[f"return_{attacker}"] == pytest.approx(2.0, abs=1e-4)
         assert info[f"return_{'enemy' if attacker == 'ally' else 'ally'}"] == 0.0
-        assert info["length"] < VERSUS.max_steps
+        assert info["length"] < VERSUS.max_episode_steps

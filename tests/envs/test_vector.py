@@ -168,7 +168,7 @@ def test_seeding(backend: str) -> None:
 
 def test_mpe_backends_agree() -> None:
     """simple_spread gives identical batches inline and across two worker processes."""
-    config = MPEConfig(continuous_actions=False, max_cycles=4)
+    config = MPEConfig(continuous_actions=False, max_episode_steps=4)
     rng = np.random.default_rng(0)
     actions = [[rng.integers(5, size=(4, 1)) for _ in range(3)] for _ in range(6)]
     results = []

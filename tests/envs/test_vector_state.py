@@ -12,7 +12,7 @@ from tests.fakes.counting import CountingConfig
 pytest.importorskip("mpe2", reason="the MPE tests need mpe2 (pip install harl[mpe])")
 
 BACKENDS = ("inline", "subprocess")
-CONFIG = MPEConfig(max_cycles=5)
+CONFIG = MPEConfig(max_episode_steps=5)
 
 
 def _actions(rng: np.random.Generator, n_envs: int) -> list[np.ndarray]:

@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 
 def _reference(config: VMASConfig, n_envs: int, seed: int):
-    return vmas.make_env(config.scenario, num_envs=n_envs, device="cpu", max_steps=config.max_steps,
+    return vmas.make_env(config.scenario, num_envs=n_envs, device="cpu", max_steps=config.max_episode_steps,
                          continuous_actions=config.continuous_actions, seed=seed, clamp_actions=True,
                          terminated_truncated=True, **config.kwargs)
 
@@ -60,7 +60,7 @@ def test_spaces_match_vmas(scenario: str) -> None:
 @pytest.mark.parametrize(("scenario", "continuous"), [(s, True) for s in SCENARIOS] + [("balance", False)])
 def test_trajectory_matches_vmas_across_truncation(scenario: str, continuous: bool) -> None:
     """Same seed and actions give VMAS's observations and rewards, through a synchronous time limit."""
-    config = VMASConfig(scenario=scenario, continuous_actions=continuous, max_steps=4)
+    config = VMASConfig(scenario=scenario, continuous_actions=continuous, max_episode_steps=4)
     rng = np.random.default_rng(0)
     venv = make_vector_env(config, n_envs=3, seed=7)
     actions = [_actions(venv, rng) for _ in range(6)]
@@ -90,7 +90,7 @@ def test_trajectory_matches_vmas_across_truncation(scenario: str, continuous: bo
 
 def test_terminated_env_resets_alone() -> None:
     """A balance env whose package falls is terminated (not truncated) and reset by itself."""
-    venv = make_vector_env(VMASConfig(scenario="balance", max_steps=100), n_envs=16, seed=0)
+    venv = make_vector_env(VMASConfig(scenario="balance", max_episode_steps=100), n_envs=16, seed=0)
     venv.reset()
     rng = np.random.default_rng(0)
     steps = []
@@ -110,7 +110,7 @@ def test_terminated_env_resets_alone() -> None:
 
 def test_returns_are_mean_agent_rewards() -> None:
     """An episode's return is the sum over its steps of the agents' mean reward."""
-    venv = make_vector_env(VMASConfig(scenario="navigation", max_steps=3), n_envs=2, seed=1)
+    venv = make_vector_env(VMASConfig(scenario="navigation", max_episode_steps=3), n_envs=2, seed=1)
     venv.reset()
     rng = np.random.default_rng(1)
     total = np.zeros(2)
@@ -125,7 +125,7 @@ class TestTensorNative:
 
     def test_batches_are_tensors_on_the_env_device(self) -> None:
         """reset and step hand out tensors with the protocol's dtypes; the action tensors are not modified."""
-        venv = make_vector_env(VMASConfig(scenario="balance", continuous_actions=False, max_steps=3),
+        venv = make_vector_env(VMASConfig(scenario="balance", continuous_actions=False, max_episode_steps=3),
                                n_envs=4, seed=0)
         assert is_tensor_native(venv) and venv.device == torch.device("cpu")
         obs, state, avail = venv.reset()
@@ -145,7 +145,7 @@ class TestTensorNative:
 
     def test_numpy_view_gives_the_same_batches_as_arrays(self) -> None:
         """One seed and the same actions, one env seen through NumpyVectorEnv: equal numbers, numpy arrays."""
-        config = VMASConfig(scenario="balance", max_steps=50)
+        config = VMASConfig(scenario="balance", max_episode_steps=50)
         rng = np.random.default_rng(0)
         actions = [_actions(make_vector_env(config, n_envs=16), rng) for _ in range(55)]
 
@@ -206,7 +206,7 @@ def _vmas_pipeline(**collector: object) -> dict:
     """Balance with 16 envs: within 60 steps some packages fall (terminated) and the rest time out."""
     return {
         "run": {"seed": 3, "total_env_steps": 10_000},
-        "env": {"kind": "vmas", "scenario": "balance", "max_steps": 50},
+        "env": {"kind": "vmas", "scenario": "balance", "max_episode_steps": 50},
         "collector": {"n_envs": 16, "rollout_length": 60, **collector},
         "policy": {"hidden_sizes": [16]},
         "critic": {"hidden_sizes": [16]},
@@ -218,7 +218,7 @@ def _vmas_pipeline(**collector: object) -> dict:
 def _off_policy_pipeline() -> dict:
     return {
         "run": {"seed": 3, "total_env_steps": 10_000},
-        "env": {"kind": "vmas", "scenario": "balance", "max_steps": 50},
+        "env": {"kind": "vmas", "scenario": "balance", "max_episode_steps": 50},
         "collector": {"kind": "off_policy", "n_envs": 16, "train_interval": 30, "warmup_steps": 240,
                       "updates_per_round": 2},
         "buffer": {"kind": "replay", "capacity": 2000, "batch_size": 16},
@@ -362,7 +362,7 @@ class TestRestart:
     def test_restart_repeats_a_whole_batch_reset(self) -> None:
         """After all episodes ended together, a fresh env restarted from the episode starts
         continues exactly as the original (observations and rewards, step for step)."""
-        config = VMASConfig(scenario="navigation", max_steps=3)
+        config = VMASConfig(scenario="navigation", max_episode_steps=3)
         venv = make_vector_env(config, n_envs=4, seed=2)
         venv.reset()
         rng = np.random.default_rng(0)
@@ -384,7 +384,7 @@ class TestRestart:
     def test_an_env_reset_alone_falls_back_to_the_first_seed(self) -> None:
         """Once one env was reset alone (a terminated balance env), the starts hold no batch and
         restart begins every env from the constructor's seed."""
-        config = VMASConfig(scenario="balance", max_steps=100)
+        config = VMASConfig(scenario="balance", max_episode_steps=100)
         venv = make_vector_env(config, n_envs=16, seed=0)
         first, _, _ = venv.reset()
         assert "batch" in venv.episode_starts()[0]
@@ -401,7 +401,7 @@ class TestRestart:
         from harl.cli import main
         from harl.logging.csv_log import read_metrics
 
-        settings = {"collector.n_envs": 8, "collector.rollout_length": 20, "env.max_steps": 20,
+        settings = {"collector.n_envs": 8, "collector.rollout_length": 20, "env.max_episode_steps": 20,
                     "run.total_env_steps": 640, "checkpoint.every_iterations": 1, "checkpoint.keep": 10,
                     "evaluator.episodes": 4, "evaluator.n_envs": 4, "evaluator.every_iterations": 2,
                     "logging.progress": "false", "policy.hidden_sizes": "[32]", "critic.hidden_sizes": "[32]"}

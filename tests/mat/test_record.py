@@ -22,7 +22,7 @@ def pipeline(order: str, continuous: bool = False) -> dict[str, Any]:
     """MAT on the torch MPE: 4 envs x 10 steps, episodes of 7 (rollouts end mid-episode)."""
     return {
         "run": {"seed": 3, "total_env_steps": 10_000, "device": "cpu"},
-        "env": {"kind": "mpe_torch", "scenario": "simple_spread", "continuous_actions": continuous, "max_cycles": 7},
+        "env": {"kind": "mpe_torch", "scenario": "simple_spread", "continuous_actions": continuous, "max_episode_steps": 7},
         "collector": {"n_envs": 4, "rollout_length": 10},
         "critic": {"kind": "mat_v"},
         "updater": {"kind": "joint", "objective": {"kind": "mat", "n_embd": 16, "order": order}},

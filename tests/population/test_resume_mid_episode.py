@@ -13,7 +13,7 @@ from harl.sweep.plan import Request, Sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCH_MPE = ROOT / "pipelines" / "happo_mpe_torch_spread.toml"
-TINY = {"collector.n_envs": 2, "collector.rollout_length": 10, "env.max_cycles": 25, "run.total_env_steps": 100,
+TINY = {"collector.n_envs": 2, "collector.rollout_length": 10, "env.max_episode_steps": 25, "run.total_env_steps": 100,
         "run.device": '"cpu"', "policy.hidden_sizes": "[16,16]", "critic.hidden_sizes": "[16,16]",
         "evaluator.episodes": 2, "evaluator.n_envs": 2, "evaluator.every_iterations": 2,
         "checkpoint.every_iterations": 1, "logging.progress": "false", "run.torch_threads": 1}

@@ -144,7 +144,7 @@ class Rollout:
 def test_standardised_rewards_per_agent_and_the_statistics_are_saved() -> None:
     """Each agent's column standardised by its own running statistics (a common reward: the same
     ones), updated with the rollout first; the statistics survive a state_dict round trip."""
-    cfg = NStepVConfig(gamma=0.5, n_step=1, standardise_rewards=True)
+    cfg = NStepVConfig(gamma=0.5, n_step=1, reward_norm=True)
     stage = NStepV(cfg, 2)
     rewards = torch.tensor([[[1.0, 1.0]], [[3.0, 3.0]]])
     stage.compute(Rollout(rewards))  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ def test_the_shipped_air_combat_self_play_evaluates_against_pool_and_script(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("jsbsim", reason='air combat needs jsbsim (pip install "harl[lag]")')
     pytest.importorskip("openskill", reason='ratings need openskill (pip install "harl[teams]")')
-    tiny = ["collector.n_envs=2", "collector.rollout_length=20", "run.total_env_steps=80", "env.max_steps=30",
+    tiny = ["collector.n_envs=2", "collector.rollout_length=20", "run.total_env_steps=80", "env.max_episode_steps=30",
             "evaluator.episodes=2", "evaluator.n_envs=2", "policy.hidden_sizes=[16]", "critic.hidden_sizes=[16]",
             "updater.objective.epochs=1", "critic.epochs=1", "checkpoint.every_iterations=1", "run.device=cpu"]
     check_shipped_self_play(ROOT / "pipelines" / "happo_air_combat_1v1_selfplay.toml", "red", "blue", tiny,
@@ -58,7 +58,7 @@ def test_the_shipped_smax_self_play_evaluates_against_pool_and_script(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("jaxmarl", reason='SMAX needs jax and jaxmarl (pip install "harl[smax]")')
     pytest.importorskip("openskill", reason='ratings need openskill (pip install "harl[teams]")')
-    tiny = ["collector.n_envs=2", "collector.rollout_length=10", "run.total_env_steps=40", "env.max_steps=20",
+    tiny = ["collector.n_envs=2", "collector.rollout_length=10", "run.total_env_steps=40", "env.max_episode_steps=20",
             "evaluator.episodes=2", "evaluator.n_envs=2", "policy.hidden_sizes=[16]", "critic.hidden_sizes=[16]",
             "updater.objective.epochs=1", "critic.epochs=1", "checkpoint.every_iterations=1", "run.device=cpu"]
     check_shipped_self_play(ROOT / "pipelines" / "mappo_smax_3m_selfplay.toml", "allies", "enemies", tiny,

@@ -42,7 +42,7 @@ def epymarl_pipeline(**policy: Any) -> dict[str, Any]:
         "run": {"seed": 3, "total_env_steps": 40},
         "env": {"kind": "matrix"},
         "collector": {"n_envs": 2, "rollout_length": 4},
-        "returns": {"kind": "n_step_v", "n_step": 5, "standardise_rewards": True},
+        "returns": {"kind": "n_step_v", "n_step": 5, "reward_norm": True},
         "critic": dict(EPYMARL_CRITIC),
         "updater": {"kind": "simultaneous", "objective": {"kind": "ppo", "clip": 0.2, "epochs": 4, "minibatches": 1,
                                                           "entropy_coef": 0.001, "lr": 3e-4, "adam_eps": 1e-8}},

@@ -205,7 +205,7 @@ def test_padding_values_never_change_the_loss(recurrent: bool, mode: str, mixer:
     team = _team(recurrent, last_action=True)
     mix = QMixer(2, 4, embed_dim=4, hypernet_embed=8) if mixer == "qmix" else NoMixer()
     returns = EpisodeTD(EpisodeTDConfig(mode=mode, n_step=3, lam=0.7))
-    learner = JointTD(JointTDConfig(standardise_rewards=True), team, mix, returns)
+    learner = JointTD(JointTDConfig(), team, mix, returns)
     learner.target_policy.load_state_dict({k: v + 0.1 for k, v in team.state_dict().items()})
     loss, _ = learner.loss(batch, update_stats=False)
     grads = torch.autograd.grad(loss, learner.params)

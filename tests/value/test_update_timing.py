@@ -98,7 +98,7 @@ def test_per_iteration_queues_the_steps_to_the_iterations_end(built: Any) -> Non
     """harl's earlier timing, by name: no step inside collection; the episodes received since the
     buffer first held batch_size earn theirs at the update."""
     stages = built(**{"collector.n_envs": 1, "collector.rollout_length": 3 * LENGTH, "buffer.batch_size": 2,
-                      "updater.timing": "per_iteration"})
+                      "updater.update_timing": "per_iteration"})
     assert stages.collector.hook is None
     events = record(stages)
     stages.collector.collect(stages.buffer)
@@ -216,7 +216,7 @@ def test_per_iteration_epsilon_is_read_once_per_collect(built: Any, monkeypatch:
 def test_reward_scale_and_radam_as_jaxmarls_qlearning(built: Any) -> None:
     """``reward_scale`` multiplies the team reward before the targets (JaxMARL's REW_SCALE);
     ``optimizer = "radam"`` is optax.radam's torch twin."""
-    stages = built(**{"collector.rollout_length": 2 * LENGTH, "updater.objective.standardise_rewards": "false",
+    stages = built(**{"collector.rollout_length": 2 * LENGTH, "returns.reward_norm": "false",
                       "updater.objective.reward_scale": 10.0, "updater.objective.optimizer": "radam"})
     objective = stages.updater.objective
     assert isinstance(objective.optimizer, torch.optim.RAdam)

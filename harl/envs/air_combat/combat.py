@@ -30,7 +30,7 @@ lost aircraft once more, the -200 included: harl's 1v1 tasks do the same.  Each 
 reward is its own; LAG hands each side the mean of its aircraft's, which is what harl's EP critic
 (the agents' mean) sees.  An aircraft out of the fight stops flying (its agent inactive, reward 0).  The episode ends
 (terminated) when a side has no aircraft left and no missile is still chasing a survivor;
-``winner`` is the side still flying ("" for a draw or a timeout).  Truncated after ``max_steps``.
+``winner`` is the side still flying ("" for a draw or a timeout).  Truncated after ``max_episode_steps``.
 
 Observation (HARL's): the aircraft's own 9 features (altitude / 5 km, sin and cos of roll and
 pitch, body velocities and calibrated airspeed in Mach), 6 per other aircraft (partner first,
@@ -405,7 +405,7 @@ class CombatEnv(SeededEnv):
         red_up, blue_up = bool(self._alive[:n].any()), bool(self._alive[n:].any())
         chasing = any(m.flying and self._alive[m.target] for m in self._missiles)
         terminated = (not red_up or not blue_up) and not chasing
-        truncated = not terminated and self._steps >= cfg.max_steps
+        truncated = not terminated and self._steps >= cfg.max_episode_steps
         info: dict[str, Any] = {}
         if terminated or truncated:
             winner = "red" if terminated and red_up else "blue" if terminated and blue_up else ""

@@ -39,7 +39,7 @@ class AirCombatConfig:
         "continuous", '"continuous": Box(-1, 1, (4,)) stick and throttle; "multidiscrete": '
         "MultiDiscrete([41, 41, 41, 30]) settings of the same", one_of(ACTION_TYPES),
     )
-    max_steps: int = setting(1000, "env steps per episode before truncation", positive())
+    max_episode_steps: int = setting(1000, "env steps per episode before truncation", positive())
     sim_steps_per_step: int = setting(
         12, "JSBSim steps (at 60 Hz) per env step; 12 is 0.2 s of flight", positive()
     )

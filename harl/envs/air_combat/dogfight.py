@@ -15,7 +15,7 @@ Reward of a flying learner, per step:
   ExtremeState and Overload, and a stall where ``min_airspeed_mps`` is set).
 
 A lost aircraft stops flying (its agent inactive, reward 0).  The episode terminates when
-either side has no aircraft left and is truncated after ``max_steps``.  The team's
+either side has no aircraft left and is truncated after ``max_episode_steps``.  The team's
 reward is the mean of the two (harl's EP critic averages them).
 
 Observation of a learner (42 numbers): its own body-frame features, then its partner and
@@ -184,7 +184,7 @@ class DogfightEnv(SeededEnv):
             self._sums += (posture, advantage, threatened)
             self._flying_steps += 1
         terminated = not self._alive[:N_LEARNERS].any() or not any_opponent
-        truncated = not terminated and self._steps >= cfg.max_steps
+        truncated = not terminated and self._steps >= cfg.max_episode_steps
         info: dict[str, Any] = {}
         if terminated or truncated:
             means = self._sums / max(self._flying_steps, 1)

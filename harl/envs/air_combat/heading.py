@@ -7,7 +7,7 @@ aircraft must be within 10 degrees of the target heading, and then a new target 
 from the current one; missing it ends the episode (``terminated``), as does losing the aircraft
 (``aircraft.lost``: LAG's LowAltitude, ExtremeState and Overload, and a stall where
 ``min_airspeed_mps`` is set), which also costs ``crash_penalty``.  Otherwise the episode is
-truncated after ``max_steps``.
+truncated after ``max_episode_steps``.
 
 The reward per step is the geometric mean of four Gaussian scores, heading error,
 altitude error, speed error and roll (wings level once on course), so it lies in [0, 1]
@@ -132,7 +132,7 @@ class HeadingEnv(SeededEnv):
                 self._reached += 1
                 self._draw_target()
         terminated = event is not None or missed
-        truncated = not terminated and self._steps >= cfg.max_steps
+        truncated = not terminated and self._steps >= cfg.max_episode_steps
         info: dict[str, Any] = {}
         if terminated or truncated:
             info = {"heading_error_deg": math.degrees(self._error_sum / self._steps),

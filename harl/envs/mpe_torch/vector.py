@@ -5,7 +5,7 @@ tensors on ``device`` and actions go in as tensors (numpy arrays work too).  Con
 follow harl's mpe2 adapter (``harl.envs.mpe``): the state concatenates the agents'
 observations, continuous actions are clipped to ``[0, 1]``, discrete envs report all-ones
 action masks, ``team_reward`` gives every agent the sum of the agents' rewards, and the
-time limit ``max_cycles`` ends an episode as truncated (these scenarios never terminate).
+time limit ``max_episode_steps`` ends an episode as truncated (these scenarios never terminate).
 
 Randomness: one ``torch.Generator`` on the device draws every reset (MPE is deterministic
 between resets).  For exact resume, ``episode_starts`` records each env's initial world
@@ -255,7 +255,7 @@ class MPETorchVectorEnv:
         self._returns += rewards.mean(1, dtype=torch.float64)
         self._lengths += 1
         obs, state, _ = self._observe()
-        return obs, state, rewards, self._lengths >= self.config.max_cycles
+        return obs, state, rewards, self._lengths >= self.config.max_episode_steps
 
     def step(self, actions: Sequence[Any]) -> VectorStep:
         """Step every world with its row of ``actions``; ended episodes are reset."""
@@ -266,7 +266,7 @@ class MPETorchVectorEnv:
         self._host_lengths = None
         if self._lockstep is not None:
             self._lockstep += 1
-            ended = self._all_envs if self._lockstep >= self.config.max_cycles else self._no_envs
+            ended = self._all_envs if self._lockstep >= self.config.max_episode_steps else self._no_envs
         else:
             ended = truncated.nonzero().flatten()
         if len(ended):
@@ -299,7 +299,7 @@ class MPETorchVectorEnv:
         ``begin_where`` itself (the compiled collection step) learns the ends without reading the
         device.  MPE episodes end only by the time limit, so the lengths say it; outside lockstep
         the lengths are read once and then counted on the host."""
-        limit = self.config.max_cycles
+        limit = self.config.max_episode_steps
         if self._lockstep is not None:
             self._lockstep += 1
             if self._lockstep < limit:

@@ -11,7 +11,7 @@ One natural-gradient step per iteration, no optimiser and no learning rate:
    applied to vectors as ``Jᵀ M J v`` (see ``fisher_operator``);
 3. the full step ``x · sqrt(2 kl_threshold / xᵀFx)``, which reaches the KL bound on the
    quadratic model of the KL;
-4. a backtracking line search: the fractions 1, c, c², ... (``backtrack_coeff`` = c, at
+4. a backtracking line search: the fractions 1, c, c², ... (``backtrack_coef`` = c, at
    most ``ls_step`` tries) until the surrogate really improves, by at least
    ``accept_ratio`` of the linear prediction, with the real KL under the bound.  When no
    fraction passes, the parameters are restored exactly.
@@ -49,8 +49,8 @@ class TRPOConfig:
 
     kind: str = kind_field("trpo")
     kl_threshold: float = setting(0.01, "trust region: the largest mean KL(old || new) a step may reach", positive())
-    ls_step: int = setting(10, "line-search tries; each shrinks the step by backtrack_coeff", positive())
-    backtrack_coeff: float = setting(0.8, "step shrink factor per line-search try", in_range(0, 1, low_open=True, high_open=True))
+    ls_step: int = setting(10, "line-search tries; each shrinks the step by backtrack_coef", positive())
+    backtrack_coef: float = setting(0.8, "step shrink factor per line-search try", in_range(0, 1, low_open=True, high_open=True))
     accept_ratio: float = setting(0.5, "accept a step whose real improvement is at least this fraction of the predicted one", in_range(0, 1))
     cg_iterations: int = setting(10, "conjugate-gradient iterations for the natural-gradient direction", positive())
     damping: float = setting(0.1, "added to the Fisher matrix's diagonal: (F + damping I) x = g", in_range(0, None))
@@ -192,7 +192,7 @@ class LineSearchResult:
 @torch.no_grad()
 def line_search(params: Sequence[torch.Tensor], full_step: torch.Tensor, expected_improve: float,
                 surrogate: Callable[[], torch.Tensor], kl: Callable[[], torch.Tensor],
-                kl_threshold: float, steps: int = 10, backtrack_coeff: float = 0.8,
+                kl_threshold: float, steps: int = 10, backtrack_coef: float = 0.8,
                 accept_ratio: float = 0.5) -> LineSearchResult:
     """Backtrack from the full step until a fraction of it really improves the surrogate.
 
@@ -213,7 +213,7 @@ def line_search(params: Sequence[torch.Tensor], full_step: torch.Tensor, expecte
         if (divergence < kl_threshold and improvement > 0
                 and improvement > accept_ratio * fraction * expected_improve):
             return LineSearchResult(True, fraction, improvement, divergence)
-        fraction *= backtrack_coeff
+        fraction *= backtrack_coef
     set_flat_params(params, start)
     return LineSearchResult(False, 0.0, 0.0, 0.0)
 
@@ -295,7 +295,7 @@ class TRPOLearner:
             full_step = direction * math.sqrt(2 * cfg.kl_threshold / curvature)
             result = line_search(self.params, full_step, float(grad @ full_step),
                                  lambda: self._surrogate(batch, factor)[0], mean_kl,
-                                 cfg.kl_threshold, cfg.ls_step, cfg.backtrack_coeff, cfg.accept_ratio)
+                                 cfg.kl_threshold, cfg.ls_step, cfg.backtrack_coef, cfg.accept_ratio)
         else:  # a zero gradient (e.g. all advantages 0): nothing to do
             result = LineSearchResult(False, 0.0, 0.0, 0.0)
         with torch.no_grad():

@@ -118,7 +118,7 @@ def test_line_search_rejects_a_step_past_the_kl_bound_and_restores_exactly() -> 
     gain = lambda: (flat_params(params) - start) @ step  # noqa: E731
     kl = kl_to(actor, batch)
     result = line_search(params, step, float(step @ step), gain, kl, kl_threshold=0.01, steps=10,
-                         backtrack_coeff=0.8, accept_ratio=0.5)
+                         backtrack_coef=0.8, accept_ratio=0.5)
     assert not result.accepted and result.fraction == 0.0
     set_flat_params(params, start + 0.8**9 * step)  # the smallest fraction tried
     assert kl().item() > 0.01
@@ -135,7 +135,7 @@ def test_line_search_backtracks_until_the_gain_is_real() -> None:
     # full step 1.5, linear gain 1.5: at w = 1.5, 1.2, 0.96 the gains are -0.75, -0.24, 0.0384,
     # and 0.0384 < 0.1 * 0.64 * 1.5 = 0.096 (too little of the predicted gain)
     result = line_search([w], torch.tensor([1.5]), 1.5, surrogate, lambda: torch.tensor(0.0),
-                         kl_threshold=0.01, steps=10, backtrack_coeff=0.8, accept_ratio=0.1)
+                         kl_threshold=0.01, steps=10, backtrack_coef=0.8, accept_ratio=0.1)
     # 0.512 -> w = 0.768: gain 0.768 - 0.5898 = 0.1782 > 0.1 * 0.512 * 1.5 = 0.0768: accepted
     assert result.accepted
     assert result.fraction == pytest.approx(0.8**3)
