@@ -8,6 +8,35 @@ width as ``hidden_dim``).  ``renamed`` moves an old key of the raw tables to its
 before validation (a pipeline file, a ``--set`` and the ``pipeline.toml`` of a run made by an
 older harl all pass through it), so the spec, ``harl stages`` and a resolved pipeline know only
 the new names.  Each old key warns once per process, naming the new key and ``REMOVED_IN``.
+
+One name per concept (issue 55; docs/pipelines.md#one-name-per-concept says why each):
+
+==========================================  =====================================================
+concept                                     the one name  <-  old names (kinds)
+==========================================  =====================================================
+gradient-norm clip                          ``max_grad_norm``  <-  ``[updater.objective]
+                                            grad_norm_clip`` (joint_td)
+an episode's time limit                     ``[env] max_episode_steps``  <-  ``max_cycles`` (mpe,
+                                            mpe_torch), ``max_steps`` (smax, vmas, air_combat);
+                                            each env passes it on in its package's own word
+                                            (PettingZoo's max_cycles, VMAS's / jaxmarl's
+                                            max_steps); ``[env.kwargs]`` keeps the package's names
+a coefficient                               ``*_coef``  <-  ``backtrack_coeff`` (trpo)
+when the value family's gradient steps come ``[updater] update_timing``  <-  ``timing``
+                                            (q_learning), as ``[collector] epsilon_timing``
+running reward standardisation              ``[returns] reward_norm``  <-  ``[returns]
+                                            standardise_rewards`` (n_step_v), ``[updater.objective]
+                                            standardise_rewards`` (joint_td: to episode_td's table)
+SMAX's state scaled into [0, 1]             ``[env] state_norm``  <-  ``normalise_state`` (smax)
+a target network's rate                     ``polyak``  <-  ``tau``, ``target_tau`` (issue 44)
+epsilon's schedule                          ``epsilon_finish``, ``epsilon_anneal_steps``  <-
+                                            ``epsilon_end``, ``epsilon_decay_steps`` (issue 44)
+==========================================  =====================================================
+
+Kept in two tables on purpose (each stage's own): ``share_parameters`` and ``agent_id`` ([policy]
+the actors', [critic] an independent critic's), ``polyak`` ([critic] the critic's targets,
+[updater.objective] the target actors').  ``every_iterations`` counts iterations,
+``target_update_interval`` gradient steps (EPyMARL's name for another unit).
 """
 
 from __future__ import annotations

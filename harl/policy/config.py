@@ -37,7 +37,8 @@ class PolicyConfig:
     std_x_coef: float = setting(1.0, "Gaussian std = sigmoid(p / std_x_coef) * std_y_coef; p starts at std_x_coef", positive())
     std_y_coef: float = setting(0.5, "upper bound of the Gaussian std", positive())
     output_gain: float = setting(0.01, "orthogonal-init gain of the action layer (small: near-uniform start)", in_range(0, None, low_open=True))
-    share_parameters: bool = setting(False, "one actor for all agents (needs identical spaces)")
+    share_parameters: bool = setting(False, "one actor for all agents (needs identical spaces; an independent "
+                                     "critic's own sharing: [critic] share_parameters)")
     recurrent: str = setting("none", "a GRU after the MLP of each actor and of the V critic: none; naive (trained on whole rollouts); chunked (on chunk_length pieces)", one_of(("none", "naive", "chunked")))
     chunk_length: int = setting(10, "steps per training sequence when recurrent = chunked (HARL's data_chunk_length)", positive())
     layer_norm: bool = setting(True, "LayerNorm after each hidden layer of the MLP and after the GRU (HARL's); false: "
@@ -46,7 +47,7 @@ class PolicyConfig:
                         "output_gain) or torch (PyTorch's default initialisation of every layer, EPyMARL's)",
                         one_of(INITS))
     agent_id: bool = setting(False, "one actor shared by the agents (share_parameters = true): the agent's one-hot id "
-                             "appended to its observation (EPyMARL's obs_agent_id)")
+                             "appended to its observation (EPyMARL's obs_agent_id; the critic's: [critic] agent_id)")
     encoder: str = setting("auto", "what reads an observation: cnn (HARL's CNN base), mlp, entity (attention over the units of an env that splits its observations into entities, e.g. SMAX; docs/entity-encoders.md), or auto (cnn for 3-D Box images, else mlp)", one_of(ENCODERS))
     channel_order: str = setting("auto", "image channel axis: last (HWC), first (CHW), or auto (the end of size 1, 3 or 4, last if both; else the smaller end)", one_of(CHANNEL_ORDERS))
     batch_agents: bool = setting(

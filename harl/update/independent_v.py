@@ -68,8 +68,10 @@ class IndependentVConfig(VLearningConfig):
     kind: str = kind_field("independent_v")
     state_type: str = setting(LOCAL, 'what the critic reads: "local" (each agent\'s own observation); the global '
                               'EP / FP states are critic.kind = "v"\'s', one_of((LOCAL, "EP", "FP")))
-    share_parameters: bool = setting(True, "one network for all agents (with agent_id) instead of one per agent")
-    agent_id: bool = setting(True, "shared network: append the agent's one-hot id to its observation")
+    share_parameters: bool = setting(True, "the critic's own: one V network for all agents (with agent_id) instead of "
+                                     "one per agent (the actors': [policy] share_parameters)")
+    agent_id: bool = setting(True, "the critic's own: a shared V network reads the agent's one-hot id with its "
+                             "observation (the actors': [policy] agent_id)")
     recurrent: str = setting("policy", 'a GRU after the MLP: "policy" follows [policy] recurrent (HARL\'s); "none": '
                              "feed-forward always, beside GRU actors (EPyMARL's ac_critic)", one_of(("policy", "none")))
     layer_norm: bool = setting(True, "LayerNorm after each hidden layer (HARL's); false: plain Linear -> activation "

@@ -58,7 +58,8 @@ class QLearningConfig:
     input_norm: bool = setting(False, "LayerNorm on the raw input (state and actions; an independent critic's: "
                                "the agent's observation and action)")
     lr: float = setting(1e-3, "Adam learning rate", positive())
-    polyak: float = setting(0.005, "target-network update rate: target <- (1 - polyak) target + polyak online", in_range(0, 1, low_open=True))
+    polyak: float = setting(0.005, "the critic's target networks' update rate: target <- (1 - polyak) target + polyak online "
+                            "(the target actors': [updater.objective] polyak)", in_range(0, 1, low_open=True))
     huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
     value_norm: bool = setting(False, "normalise TD targets with a running mean/std (HARL's ValueNorm; an independent "
@@ -86,7 +87,8 @@ class JointQCriticConfig:
     dueling_activation: str = setting("hardswish", "activation of the value and advantage streams", one_of(OFF_POLICY_ACTIVATIONS))
     input_norm: bool = setting(False, "LayerNorm on the raw state")
     lr: float = setting(1e-3, "Adam learning rate", positive())
-    polyak: float = setting(0.005, "target-network update rate", in_range(0, 1, low_open=True))
+    polyak: float = setting(0.005, "the critic's target network's update rate (the target agents' Qs: "
+                            "[updater.objective] polyak)", in_range(0, 1, low_open=True))
     huber_delta: float = setting(0.0, "Huber loss threshold; 0 means squared error", in_range(0, None))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
     encoder: str = setting("auto", "what reads the state: cnn (HARL's PlainCNN per network), mlp, or auto (cnn for a 3-D Box image state)", one_of(ENCODERS))

@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 import re
-import tomllib
 import warnings
 from functools import reduce
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 from harl.config import renames
 from harl.config.dump import dump_pipeline

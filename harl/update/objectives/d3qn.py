@@ -46,7 +46,8 @@ class D3QNConfig:
     epsilon_anneal_steps: int = setting(0, "env steps after warm-up over which epsilon falls linearly from epsilon_start to epsilon_finish (0: epsilon_finish throughout)", in_range(0, None))
     dueling_hidden_sizes: tuple[int, ...] = setting((128,), "hidden widths of the value and advantage streams", each_positive())
     dueling_activation: str = setting("hardswish", "activation of the value and advantage streams", one_of(OFF_POLICY_ACTIVATIONS))
-    polyak: float = setting(0.005, "target-network update rate", in_range(0, 1, low_open=True))
+    polyak: float = setting(0.005, "the target agent Q networks' update rate (the joint critic's: [critic] polyak)",
+                            in_range(0, 1, low_open=True))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
     epsilon_coin: str = setting(
         "per_env", "per_env: each env explores on its own coin; per_step: one coin per vector step decides for "

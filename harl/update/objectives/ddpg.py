@@ -38,7 +38,8 @@ class DDPGConfig:
     kind: str = kind_field("ddpg")
     lr: float = setting(5e-4, "actor Adam learning rate", positive())
     expl_noise: float = setting(0.1, "exploration noise std, in units of half the action range", in_range(0, None))
-    polyak: float = setting(0.005, "target-actor update rate", in_range(0, 1, low_open=True))
+    polyak: float = setting(0.005, "target-actor update rate (the target critics': [critic] polyak)",
+                            in_range(0, 1, low_open=True))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
 
 

@@ -33,7 +33,8 @@ class TD3Config:
     policy_noise: float = setting(0.2, "target smoothing noise std, in units of half the action range", in_range(0, None))
     noise_clip: float = setting(0.5, "target smoothing noise clip, in units of half the action range", in_range(0, None))
     policy_freq: int = setting(2, "critic steps per actor (and target) update", positive())
-    polyak: float = setting(0.005, "target-actor update rate", in_range(0, 1, low_open=True))
+    polyak: float = setting(0.005, "target-actor update rate (the target critics': [critic] polyak)",
+                            in_range(0, 1, low_open=True))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
 
 
