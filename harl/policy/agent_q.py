@@ -266,15 +266,15 @@ class AgentQActor(nn.Module):
     id_row: torch.Tensor
     action_index: torch.Tensor
 
-    def __init__(self, team: AgentQNetworks, agent: int) -> None:
+    def __init__(self, policy: AgentQNetworks, agent: int) -> None:
         super().__init__()
-        self.net = team.nets[0 if team.share_parameters else agent]
-        self.obs_dim, self.pad = team.obs_dims[agent], team.obs_dim - team.obs_dims[agent]
-        self.n, self.n_actions = team.sizes[agent], team.n_actions
-        self.agent_id, self.last_action = team.agent_id, team.last_action
-        self.recurrent, self.hidden_size = team.recurrent, team.hidden_dim
-        self.register_buffer("id_row", torch.eye(team.n_agents)[agent].clone(), persistent=False)
-        self.register_buffer("action_index", torch.arange(team.n_actions), persistent=False)
+        self.net = policy.nets[0 if policy.share_parameters else agent]
+        self.obs_dim, self.pad = policy.obs_dims[agent], policy.obs_dim - policy.obs_dims[agent]
+        self.n, self.n_actions = policy.sizes[agent], policy.n_actions
+        self.agent_id, self.last_action = policy.agent_id, policy.last_action
+        self.recurrent, self.hidden_size = policy.recurrent, policy.hidden_dim
+        self.register_buffer("id_row", torch.eye(policy.n_agents)[agent].clone(), persistent=False)
+        self.register_buffer("action_index", torch.arange(policy.n_actions), persistent=False)
 
     def forward(self, obs: torch.Tensor, avail: torch.Tensor | None = None, hidden: torch.Tensor | None = None,
                 last: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

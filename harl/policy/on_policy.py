@@ -308,13 +308,13 @@ class OnPolicyActors(nn.Module):
         return actions, log_probs
 
 
-def batched_groups(team: OnPolicyActors) -> tuple[list[list[int]], dict[int, StackedActors]]:
-    """``team``'s agents grouped for ``[policy] batch_agents``: a shared actor's agents form one
+def batched_groups(actors: OnPolicyActors) -> tuple[list[list[int]], dict[int, StackedActors]]:
+    """``actors``'s agents grouped for ``[policy] batch_agents``: a shared actor's agents form one
     group (one call on their rows); distinct actors of one shape form a stack; the rest act alone."""
-    if team.shared:
-        return [list(range(team.n_agents))], {}
-    groups = group_agents([team.actor(i) for i in range(team.n_agents)])
-    stacks = {g[0]: StackedActors([team.actor(i) for i in g]) for g in groups if len(g) > 1}
+    if actors.shared:
+        return [list(range(actors.n_agents))], {}
+    groups = group_agents([actors.actor(i) for i in range(actors.n_agents)])
+    stacks = {g[0]: StackedActors([actors.actor(i) for i in g]) for g in groups if len(g) > 1}
     return groups, stacks
 
 

@@ -115,16 +115,16 @@ def next_action_values(online: torch.Tensor, target: torch.Tensor, masks: torch.
 class JointTD:
     """The loss and its optimiser; the online and target agents and mixers (see the module docstring)."""
 
-    def __init__(self, config: JointTDConfig, team: AgentQNetworks, mixer: nn.Module, returns: EpisodeTD) -> None:
+    def __init__(self, config: JointTDConfig, policy: AgentQNetworks, mixer: nn.Module, returns: EpisodeTD) -> None:
         self.config = config
-        self.policy = team
+        self.policy = policy
         self.mixer = mixer
         self.returns = returns
-        self.target_policy = copy.deepcopy(team)
+        self.target_policy = copy.deepcopy(policy)
         self.target_mixer = copy.deepcopy(mixer)
         for p in (*self.target_policy.parameters(), *self.target_mixer.parameters()):
             p.requires_grad_(False)
-        self.params = [*team.parameters(), *mixer.parameters()]
+        self.params = [*policy.parameters(), *mixer.parameters()]
         if config.optimizer == "rmsprop":
             self.optimizer: torch.optim.Optimizer = torch.optim.RMSprop(
                 self.params, lr=config.lr, alpha=config.optim_alpha, eps=config.optim_eps)
@@ -136,15 +136,15 @@ class JointTD:
         device = next(iter(self.params)).device
         self.reward_stats = RunningMeanStd((), device)
 
-    def q_values(self, team: AgentQNetworks, batch: EpisodeBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Q (B, T+1, A, n) of ``team`` over the batch's episodes, available actions (B, T+1, A, n))."""
+    def q_values(self, policy: AgentQNetworks, batch: EpisodeBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Q (B, T+1, A, n) of ``policy`` over the batch's episodes, available actions (B, T+1, A, n))."""
         B, T1 = batch.state.shape[:2]
         device = batch.state.device
-        obs = team.stack_obs([o.float() for o in batch.obs])
-        masks = team.stack_avail(batch.avail, (B, T1), device)
+        obs = policy.stack_obs([o.float() for o in batch.obs])
+        masks = policy.stack_avail(batch.avail, (B, T1), device)
         rows = batch.filled.sum(1) + 1  # an episode's real steps and the one after (its bootstrap); the
-        # padding's Q (0 from a GRU team) never reaches the loss, which masks it out
-        return team.unroll(team.inputs(obs, previous_actions(batch.actions)), rows), masks
+        # padding's Q (0 from a GRU policy) never reaches the loss, which masks it out
+        return policy.unroll(policy.inputs(obs, previous_actions(batch.actions)), rows), masks
 
     def loss(self, batch: EpisodeBatch, update_stats: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
         """The masked mean squared TD error of ``batch`` and its statistics (``update_stats``: fold the batch's

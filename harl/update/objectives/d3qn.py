@@ -72,11 +72,11 @@ class D3QNLearner:
 
     stat_names = ("actor_loss",)
 
-    def __init__(self, index: int, team: OffPolicyActors, critic: JointQCritic, config: D3QNConfig) -> None:
+    def __init__(self, index: int, policy: OffPolicyActors, critic: JointQCritic, config: D3QNConfig) -> None:
         self.index = index
-        self.actor: DuelingQActor = team.actors[index]  # type: ignore[assignment]
-        assert team.targets is not None
-        self.target: DuelingQActor = team.targets[index]  # type: ignore[assignment]
+        self.actor: DuelingQActor = policy.actors[index]  # type: ignore[assignment]
+        assert policy.targets is not None
+        self.target: DuelingQActor = policy.targets[index]  # type: ignore[assignment]
         self.critic = critic
         self.config = config
         self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr, foreach=True)
@@ -120,9 +120,9 @@ class D3QNLearner:
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-def make_learner(index: int, team: OffPolicyActors, critic: JointQCritic, config: D3QNConfig,
+def make_learner(index: int, policy: OffPolicyActors, critic: JointQCritic, config: D3QNConfig,
                  space: spaces.Space) -> D3QNLearner:
-    return D3QNLearner(index, team, critic, config)
+    return D3QNLearner(index, policy, critic, config)
 
 
 register("updater.objective", D3QNConfig, family="off_policy", requires={"critic": "joint_q_values"},

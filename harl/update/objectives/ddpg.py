@@ -85,12 +85,12 @@ class DeterministicLearner:
     reduce = "first"
     """The critic value the actor maximises: the first network's (``agent_value``)."""
 
-    def __init__(self, index: int, team: OffPolicyActors, critic: QCritic, config: Any,
+    def __init__(self, index: int, policy: OffPolicyActors, critic: QCritic, config: Any,
                  smoothing: tuple[float, float] | None = None) -> None:
         self.index = index
-        self.actor: DeterministicActor = team.actors[index]  # type: ignore[assignment]
-        assert team.targets is not None
-        self.target: DeterministicActor = team.targets[index]  # type: ignore[assignment]
+        self.actor: DeterministicActor = policy.actors[index]  # type: ignore[assignment]
+        assert policy.targets is not None
+        self.target: DeterministicActor = policy.targets[index]  # type: ignore[assignment]
         self.critic = critic
         self.config = config
         self.smoothing = smoothing
@@ -147,9 +147,9 @@ class DeterministicLearner:
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-def make_learner(index: int, team: OffPolicyActors, critic: QCritic, config: DDPGConfig,
+def make_learner(index: int, policy: OffPolicyActors, critic: QCritic, config: DDPGConfig,
                  space: spaces.Space) -> DeterministicLearner:
-    return DeterministicLearner(index, team, critic, config)
+    return DeterministicLearner(index, policy, critic, config)
 
 
 register("updater.objective", DDPGConfig, family="off_policy", requires={"critic": "q_values"},

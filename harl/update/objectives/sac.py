@@ -122,10 +122,10 @@ class SACLearner:
     reduce = "min"
     """The critic value the actor maximises: the twins' minimum (``agent_value``)."""
 
-    def __init__(self, index: int, team: OffPolicyActors, critic: QCritic, config: SACConfig,
+    def __init__(self, index: int, policy: OffPolicyActors, critic: QCritic, config: SACConfig,
                  target_entropy: float, critic_temp: CriticTemperature | None = None) -> None:
         self.index = index
-        self.actor: SquashedGaussianActor | CategoricalActor = team.actors[index]  # type: ignore[assignment]
+        self.actor: SquashedGaussianActor | CategoricalActor = policy.actors[index]  # type: ignore[assignment]
         self.critic = critic
         self.config = config
         self.target_entropy = target_entropy
@@ -210,7 +210,7 @@ class SACLearner:
             self.critic_temp.load_state_dict(state["critic_temperature"])
 
 
-def make_learner(index: int, team: OffPolicyActors, critic: QCritic, config: SACConfig,
+def make_learner(index: int, policy: OffPolicyActors, critic: QCritic, config: SACConfig,
                  space: spaces.Space, shared: dict[str, Any]) -> SACLearner:
     """Agent ``index``'s learner; ``shared`` carries what the team's learners share (one dict per team)."""
     def target(s: spaces.Space) -> float:
@@ -221,7 +221,7 @@ def make_learner(index: int, team: OffPolicyActors, critic: QCritic, config: SAC
         start = config.initial_alpha if config.auto_alpha else config.alpha
         temperature = critic_temperature(shared, critic, start, config.alpha_lr if config.auto_alpha else None,
                                            sum(target(s) for s in critic.spaces))
-    return SACLearner(index, team, critic, config, target(space), temperature)
+    return SACLearner(index, policy, critic, config, target(space), temperature)
 
 
 register("updater.objective", SACConfig, family="off_policy", requires={"critic": "q_values"},

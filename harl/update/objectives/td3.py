@@ -38,9 +38,9 @@ class TD3Config:
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
 
 
-def make_learner(index: int, team: OffPolicyActors, critic: QCritic, config: TD3Config,
+def make_learner(index: int, policy: OffPolicyActors, critic: QCritic, config: TD3Config,
                  space: spaces.Space) -> DeterministicLearner:
-    return DeterministicLearner(index, team, critic, config, (config.policy_noise, config.noise_clip))
+    return DeterministicLearner(index, policy, critic, config, (config.policy_noise, config.noise_clip))
 
 
 def _needs_twin(config: TD3Config, built: Any) -> Any:
