@@ -5,12 +5,15 @@
 #
 #   benchmarks/suite_background.sh mpe [COMMIT]     # start, or resume from the committed results
 #   benchmarks/suite_background.sh mpe --save       # save what has finished now (no run)
+#   benchmarks/suite_background.sh mpe --revise [COMMIT]   # move a stopped suite to COMMIT's suite file
 #
 # The commit: the one benchmarks/results/<suite>/provenance.json names when the suite has begun
 # (a resume keeps it), else COMMIT (default HEAD). Stop it with Ctrl-C (or kill -INT of the
 # `harl suite` process): its runs checkpoint; a later call resumes. On a fresh machine the
 # worktree, its venv and the suite directory are made from the committed results alone
-# (unfinished runs start again).
+# (unfinished runs start again). --revise moves a stopped suite to the suite file of a later commit
+# (default HEAD): unchanged entries keep their runs, changed ones start anew, the provenance records
+# both commits (benchmarks/suite_results.py revise); run the script again to resume it.
 set -euo pipefail
 SUITE="${1:?suite name, e.g. mpe}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,24 +30,41 @@ save() {
 }
 if [ "${2:-}" = "--save" ]; then save; exit 0; fi
 
+checkout() {  # the worktree and venv of commit $1: WT and VENV
+    WT="$BASE/worktree-${1:0:10}"
+    VENV="$BASE/venv-${1:0:10}"
+    mkdir -p "$BASE/runs"
+    if [ ! -d "$WT" ]; then
+        git -C "$ROOT" worktree add --detach "$WT" "$1"
+    fi
+    if [ ! -x "$VENV/bin/harl" ]; then
+        python3 -m venv "$VENV"
+        "$VENV/bin/pip" install --quiet --upgrade pip
+        "$VENV/bin/pip" install --quiet "torch==2.13.0"
+        "$VENV/bin/pip" install --quiet "$WT[$EXTRAS]"   # not editable: the installed copy is the commit's
+        if [[ "$EXTRAS" == *smax* ]]; then "$VENV/bin/pip" install --quiet --no-deps "jaxmarl==0.2.0"; fi
+    fi
+}
+
+if [ "${2:-}" = "--revise" ]; then
+    if pgrep -f "harl suite .*$SUITE_DIR" > /dev/null; then
+        echo "suite $SUITE is running: stop it first (kill -INT of its harl suite process)" >&2; exit 2
+    fi
+    NEW="$(git -C "$ROOT" rev-parse "${3:-HEAD}")"
+    checkout "$NEW"
+    if [ ! -f "$SUITE_DIR/suite.json" ]; then
+        python3 "$ROOT/benchmarks/suite_results.py" restore "$RESULTS" "$SUITE_DIR"
+    fi
+    python3 "$ROOT/benchmarks/suite_results.py" revise "$SUITE_DIR" "$WT/benchmarks/suites/$SUITE.toml" "$RESULTS" "$NEW"
+    exit 0
+fi
+
 if [ -f "$RESULTS/provenance.json" ]; then
     COMMIT="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commit"])' "$RESULTS/provenance.json")"
 else
     COMMIT="$(git -C "$ROOT" rev-parse "${2:-HEAD}")"
 fi
-WT="$BASE/worktree-${COMMIT:0:10}"
-VENV="$BASE/venv-${COMMIT:0:10}"
-mkdir -p "$BASE/runs"
-if [ ! -d "$WT" ]; then
-    git -C "$ROOT" worktree add --detach "$WT" "$COMMIT"
-fi
-if [ ! -x "$VENV/bin/harl" ]; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --upgrade pip
-    "$VENV/bin/pip" install --quiet "torch==2.13.0"
-    "$VENV/bin/pip" install --quiet "$WT[$EXTRAS]"   # not editable: the installed copy is the commit's
-    if [[ "$EXTRAS" == *smax* ]]; then "$VENV/bin/pip" install --quiet --no-deps "jaxmarl==0.2.0"; fi
-fi
+checkout "$COMMIT"
 if [ ! -f "$SUITE_DIR/suite.json" ] && [ -f "$RESULTS/suite.json" ]; then
     python3 "$ROOT/benchmarks/suite_results.py" restore "$RESULTS" "$SUITE_DIR"
 fi

@@ -2,6 +2,7 @@
 
     python benchmarks/suite_results.py save SUITE_DIR benchmarks/results/NAME
     python benchmarks/suite_results.py restore benchmarks/results/NAME SUITE_DIR
+    python benchmarks/suite_results.py revise SUITE_DIR NEW_SUITE.toml benchmarks/results/NAME COMMIT
 
 ``save`` copies what a results page and a resume need, and nothing else (no checkpoints):
 ``suite.json`` (and the suite's ``results.json`` / ``results.md`` once written); per entry its ``sweep.json``, a ``trials.csv`` and
@@ -12,12 +13,21 @@ Runs already saved are not copied again, so a run finished under one commit keep
 ``restore`` makes a suite directory from those files on a machine that has nothing else
 (a fresh clone): ``harl suite --resume SUITE_DIR`` then keeps the finished runs and runs the
 unfinished ones from scratch, since their checkpoints were never committed.
+
+``revise`` moves a begun suite to an edited suite file at a later commit (a budget cut, an entry
+added): an entry whose runs would be the same (its pipeline file's text, seeds, budget, ``set`` and
+``vectorize`` unchanged) keeps its runs, finished and stopped alike; a changed or removed entry's
+directory goes, here and in the results, and ``harl suite --resume`` makes it anew. The
+provenance names the new commit and records the revision (which entries were kept from which
+commit), so a kept run's numbers are never presented as the new commit's without saying so.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import datetime
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -106,6 +116,49 @@ def restore(results: Path, suite_dir: Path) -> None:
     shutil.copytree(results, suite_dir, dirs_exist_ok=True)
 
 
+RUN_KEYS = ("pipeline", "seeds", "budget", "set", "vectorize")
+"""An entry's keys that change its runs (the others change how they are judged and shown)."""
+
+
+def _entries(text: str) -> dict[str, dict]:
+    return {e["name"]: e for e in tomllib.loads(text).get("entry", []) if isinstance(e, dict) and "name" in e}
+
+
+def _same_runs(old: dict, old_folder: Path, new: dict, new_folder: Path) -> bool:
+    if any(old.get(k) != new.get(k) for k in RUN_KEYS if k != "pipeline"):
+        return False
+    try:
+        return (old_folder / old["pipeline"]).read_bytes() == (new_folder / new["pipeline"]).read_bytes()
+    except (OSError, KeyError):
+        return False  # the old pipeline cannot be read: its runs cannot be shown to be the same
+
+
+def revise(suite_dir: Path, suite_file: Path, results: Path, commit: str) -> list[str]:
+    """Point ``suite_dir`` (and ``results``) at ``suite_file``; return the entries kept."""
+    record = json.loads((suite_dir / "suite.json").read_text(encoding="utf-8"))
+    old, new = _entries(record["text"]), _entries(suite_file.read_text(encoding="utf-8"))
+    old_folder, new_folder = Path(record["suite_file"]).parent, suite_file.parent
+    kept = [n for n in new if n in old and _same_runs(old[n], old_folder, new[n], new_folder)]
+    for folder in (suite_dir, results):
+        for entry_dir in (p for p in folder.iterdir() if p.is_dir() and p.name in old and p.name not in kept):
+            shutil.rmtree(entry_dir)
+        for name in ("results.json", "results.md"):  # the old suite's: the resume writes the new ones
+            (folder / name).unlink(missing_ok=True)
+    record.update(suite_file=str(suite_file.resolve()), text=suite_file.read_text(encoding="utf-8"))
+    (suite_dir / "suite.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    shutil.copy2(suite_dir / "suite.json", results / "suite.json")
+    provenance = results / "provenance.json"
+    data = json.loads(provenance.read_text(encoding="utf-8"))
+    data.setdefault("revisions", []).append({
+        "from": data["commit"], "to": commit, "date": datetime.date.today().isoformat(), "kept": kept,
+        "note": "the kept entries' runs began (and their finished runs ran) at 'from'; every other entry "
+                "runs at 'to'. One-team metrics are pinned bit-identical across harl's commits "
+                "(tests/test_pinned_runs.py)"})
+    data["commit"] = commit
+    provenance.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return kept
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,8 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("restore", help="a suite directory from a results folder")
     r.add_argument("results", type=Path)
     r.add_argument("suite_dir", type=Path)
+    v = sub.add_parser("revise", help="move a begun suite to an edited suite file at a later commit")
+    v.add_argument("suite_dir", type=Path)
+    v.add_argument("suite_file", type=Path)
+    v.add_argument("results", type=Path)
+    v.add_argument("commit")
     args = parser.parse_args(argv)
-    if args.command == "save":
+    if args.command == "revise":
+        kept = revise(args.suite_dir, args.suite_file, args.results, args.commit)
+        print(f"revised {args.suite_dir} to {args.suite_file} at {args.commit[:10]}; kept: {', '.join(kept) or 'none'}")
+    elif args.command == "save":
         for run in save(args.suite_dir, args.dest):
             print(f"saved {run}")
     else:

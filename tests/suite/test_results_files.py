@@ -90,3 +90,42 @@ def test_resume_from_the_saved_files_alone_runs_only_the_unfinished(finished_sui
     rerun = (again / "happo-mpe-spread-s2" / "metrics.csv").read_text(encoding="utf-8")
     strip = lambda text: [row.split(",")[:2] for row in text.splitlines()]  # noqa: E731
     assert strip(rerun) == strip(original)  # seed 2 trained again from scratch, to its budget
+
+
+def _suite_text(*entries: tuple[str, int]) -> str:
+    """SUITE with its entry once per (name, budget)."""
+    head, _, entry = SUITE.partition("[[entry]]")
+    return head + "".join("[[entry]]" + entry.replace('name = "happo"', f'name = "{name}"')
+                          .replace("budget = 100", f"budget = {budget}") for name, budget in entries)
+
+
+def test_revise_keeps_an_unchanged_entry_and_makes_a_changed_one_anew(finished_suite, tmp_path):
+    """A suite moved to an edited file (one entry's budget cut, one entry added): the unchanged entry's
+    runs are kept, untouched; the changed one's go, here and in the results; the provenance names the
+    new commit and what was kept from the old; the resume runs the changed and the new entries only."""
+    import json
+    import shutil
+
+    suite_dir, results = tmp_path / "run", tmp_path / "results"
+    shutil.copytree(finished_suite / "run", suite_dir)
+    shutil.copytree(suite_dir / "happo", suite_dir / "kept")  # the suite as if it had two entries, both finished
+    record = json.loads((suite_dir / "suite.json").read_text(encoding="utf-8"))
+    record["text"] = _suite_text(("kept", 100), ("happo", 100))
+    (suite_dir / "suite.json").write_text(json.dumps(record), encoding="utf-8")
+    suite_results.save(suite_dir, results)
+    (results / "provenance.json").write_text(json.dumps({"commit": "aaa"}), encoding="utf-8")
+    kept_metrics = (suite_dir / "kept" / "happo-mpe-spread-s1" / "metrics.csv").read_text(encoding="utf-8")
+    edited = tmp_path / "edited" / "tiny.toml"
+    edited.parent.mkdir()
+    edited.write_text(_suite_text(("kept", 100), ("happo", 50), ("new", 100)), encoding="utf-8")
+
+    assert suite_results.revise(suite_dir, edited, results, "bbb") == ["kept"]
+    assert not (suite_dir / "happo").exists() and not (results / "happo").exists()
+    assert (results / "kept" / "happo-mpe-spread-s1" / "metrics.csv").is_file()
+    provenance = json.loads((results / "provenance.json").read_text(encoding="utf-8"))
+    assert provenance["commit"] == "bbb" and provenance["revisions"][0]["from"] == "aaa"
+    assert provenance["revisions"][0]["kept"] == ["kept"]
+    assert api.suite(resume=suite_dir, quiet=True).exit_status == 0
+    assert (suite_dir / "kept" / "happo-mpe-spread-s1" / "metrics.csv").read_text(encoding="utf-8") == kept_metrics
+    out = json.loads((suite_dir / "results.json").read_text(encoding="utf-8"))
+    assert {e["name"]: e["budget"] for e in out["entries"]} == {"kept": 100, "happo": 50, "new": 100}
