@@ -22,7 +22,7 @@ from harl.config.dump import dump_pipeline
 from harl.config.loading import load_spec_and_notes
 
 ROOT = Path(__file__).parent.parent
-README_ROWS = ("HAPPO", "HATRPO", "HAA2C", "MAPPO", "MAA2C", "IPPO", "IA2C", "MAT", "MAT-Dec", "HASAC", "HATD3", "HADDPG", "HAD3QN",
+README_ROWS = ("HAPPO", "HATRPO", "HAA2C", "MAPPO", "MAA2C", "IPPO", "IA2C", "MAT", "MAT-Dec", "Sable", "HASAC", "HATD3", "HADDPG", "HAD3QN",
                "MASAC", "MATD3", "MADDPG", "ISAC", "IDDPG", "ITD3", "IQL", "VDN", "QMIX")
 
 
