@@ -40,10 +40,11 @@ import numpy as np
 import torch
 
 from harl.buffers.episodes import Episode, EpisodeBuffer
-from harl.collect.exit_state import ExitState
+from harl.buffers.records import StartRecord
+from harl.collect.rollout import RolloutLoop
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
-from harl.envs.protocol import VectorEnv, is_tensor_native
+from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.errors import ConfigError
 from harl.nets.heads import avail_size
 from harl.nets.image import storage_dtype
@@ -134,8 +135,9 @@ class EpisodeCollector:
         """(obs, state, avail) the envs are at now, as the env returned them."""
         self._hidden: tuple[torch.Tensor, torch.Tensor] | None = None
         self._starts = torch.ones(E, device=device)
-        self._restart: list[dict[str, Any]] | None = None
-        self._exit = ExitState(lambda: self._state_now(started=self._current is not None))
+        self.loop = RolloutLoop(venv, seed, config.rollout_length, self._own_state)
+        """The one rollout loop (``harl.collect.rollout``): resets, restarts and steps the envs."""
+        self._actor: EpisodeActor | None = None
         self._iteration_start = 0
         """Env steps when the current ``collect`` began (its epsilon with ``per_iteration``)."""
         self._episode_start = torch.zeros(E, dtype=torch.long)
@@ -194,14 +196,20 @@ class EpisodeCollector:
         self._starts = torch.ones(E, device=self.device)
         self._episode_start.fill_(self.env_steps)
 
-    def start(self) -> None:
-        """Reset the envs (or restart a checkpoint's episodes): every env begins an episode."""
-        if self._restart is not None:
-            obs, state, avail = self.venv.restart(self._restart)
-            self._restart = None
-        else:
-            obs, state, avail = self.venv.reset(seed=self.seed)
-        self._begin_episodes(list(obs), state, None if avail is None else list(avail))
+    def observe_first(self, first: StartRecord) -> None:
+        """Every env begins an episode (a reset or a checkpoint's restart), and with it an iteration."""
+        self._begin_episodes(list(first.obs), first.state, None if first.avail is None else list(first.avail))
+        self._iteration_start = self.env_steps
+
+    def roll_over(self) -> None:
+        """An iteration begins with the episodes under way (its epsilon with ``per_iteration``)."""
+        self._iteration_start = self.env_steps
+
+    def actor(self, buffer: EpisodeBuffer) -> EpisodeActor:
+        """This collector acting into ``buffer``, as the rollout loop drives it (one per buffer)."""
+        if self._actor is None or self._actor.buffer is not buffer:
+            self._actor = EpisodeActor(self, buffer)
+        return self._actor
 
     def _episode(self, e: int) -> Episode:
         L = int(self._pos[e]) + 1
@@ -214,23 +222,11 @@ class EpisodeCollector:
 
     @torch.no_grad()
     def collect(self, buffer: EpisodeBuffer) -> CollectStats:
-        self._exit.collecting()
-        if self._current is None:
-            self.start()
-        episodes: list[dict[str, Any]] = []
-        self._iteration_start = self.env_steps
-        try:
-            for _ in range(self.config.rollout_length):
-                episodes.extend(self.step(buffer))
-        except BaseException:
-            if self.hook is not None:
-                self.hook.abandon()
-            raise
-        self._exit.collected()
-        return CollectStats(self.steps_per_iteration, episodes)
+        return self.loop.collect(self.actor(buffer))
 
-    def step(self, buffer: EpisodeBuffer) -> list[dict[str, Any]]:
-        """One vector step: act, step the envs, store it; each episode that ended goes into ``buffer``."""
+    def select_action(self) -> tuple[list[Any], torch.Tensor, torch.Tensor]:
+        """The epsilon-greedy actions for the current observations: per agent as the envs take them, the
+        ``(E, A)`` indices and the agent Qs' next GRU state."""
         assert self._current is not None and self._hidden is not None, "start() first"
         obs, _, avail = self._current
         device = self.device
@@ -241,7 +237,11 @@ class EpisodeCollector:
         actions = epsilon_greedy(q, masks, epsilon, self.generator)
         self.policy.explore_with(epsilon if isinstance(epsilon, float) else float(epsilon.min()))
         per_agent = self.policy.per_agent(actions)
-        step = self.venv.step(per_agent if self.native else [a.cpu().numpy() for a in per_agent])
+        return per_agent if self.native else [a.cpu().numpy() for a in per_agent], actions, h
+
+    def observe(self, actions: torch.Tensor, h: torch.Tensor, step: VectorStep, buffer: EpisodeBuffer) -> None:
+        """Store the step the envs took on ``actions`` (``h``: the GRU state after it); each episode that
+        ended goes into ``buffer``, and the hook takes the gradient steps they earn."""
         self.env_steps += self.config.n_envs
         rows, pos = self._rows, self._pos
         self._actions[rows, pos] = actions.cpu()
@@ -268,16 +268,14 @@ class EpisodeCollector:
         self._write(self._rows, pos, list(step.obs), step.state, None if step.avail is None else list(step.avail))
         self._current = (list(step.obs), step.state, None if step.avail is None else list(step.avail))
         self._hidden = (h, actions.to(h.device))
-        self._starts = ended.to(device=device, dtype=torch.float32)
+        self._starts = ended.to(device=self.device, dtype=torch.float32)
         if done.numel() and self.hook is not None:
             self.hook.after_episodes(buffer, int(done.numel()))
-        return step.episode_infos
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _state_now(self, started: bool) -> dict[str, Any]:
-        return {"env_steps": self.env_steps, "generator": self.generator.get_state(),
-                "episode_starts": self.venv.episode_starts() if started else None}
+    def _own_state(self) -> dict[str, Any]:
+        return {"env_steps": self.env_steps, "generator": self.generator.get_state()}
 
     def state_dict(self) -> dict[str, Any]:
         """Env steps (epsilon), the generator and how the envs' current episodes began.
@@ -286,17 +284,58 @@ class EpisodeCollector:
         are dropped), so it continues exactly where every env was at an episode's start, as
         when ``rollout_length`` is a multiple of a fixed episode length.
         """
-        return self._exit.current()
+        return self.loop.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = int(state["env_steps"])
         self.generator.set_state(state["generator"])
-        self._restart = state["episode_starts"]
+        self.loop.load_state_dict(state)
+        self.loop.started = False  # the saved episodes begin again (their steps so far are not saved)
         self._current = None
-        self._exit.saved = state
 
     def close(self) -> None:
         self.venv.close()
+
+
+class EpisodeActor:
+    """An ``EpisodeCollector`` acting into one episode replay (``harl.collect.actor.Actor``): epsilon-greedy
+    actions, each finished episode into the replay whole (and the hook's gradient steps after it)."""
+
+    def __init__(self, collector: EpisodeCollector, buffer: EpisodeBuffer) -> None:
+        self.collector = collector
+        self.buffer = buffer
+        self.chose: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def observe_first(self, first: StartRecord) -> None:
+        self.collector.observe_first(first)
+
+    def roll_over(self) -> None:
+        self.collector.roll_over()
+
+    def select_action(self) -> list[Any]:
+        env_actions, actions, h = self.collector.select_action()
+        self.chose = (actions, h)
+        return env_actions
+
+    def observe(self, step: VectorStep) -> None:
+        assert self.chose is not None, "select_action() first"
+        self.collector.observe(*self.chose, step, self.buffer)
+
+    def end_rollout(self) -> None:
+        pass
+
+    def abandon(self) -> None:
+        if self.collector.hook is not None:
+            self.collector.hook.abandon()
+
+    def carried(self) -> None:
+        return None  # the episodes under way live in the collector's arrays: a resume begins them again
+
+    def carry_in(self, carried: dict[str, Any]) -> None:
+        raise ValueError("an episode collector does not carry episodes under way over a checkpoint")
+
+    def compiled(self, eager_s: float) -> None:
+        return None
 
 
 register("collector", EpisodeCollectorConfig, family="value", check=collector_checks,

@@ -30,7 +30,7 @@ from gymnasium import spaces
 
 from harl.buffers.records import StartRecord, Transition
 from harl.buffers.replay import ReplayBuffer
-from harl.collect.exit_state import ExitState
+from harl.collect.rollout import RolloutLoop
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
 from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
@@ -98,8 +98,15 @@ class OffPolicyCollector:
         self._avail: Sequence[Any] | None = None
         self._active: Any = (torch.ones(config.n_envs, venv.n_agents, device=venv.device)
                              if is_tensor_native(venv) else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
-        self._restart: list[dict[str, Any]] | None = None
-        self._exit = ExitState(lambda: self._state_now(started=self._obs is not None))
+        self.loop = RolloutLoop(venv, seed, config.train_interval, self._own_state)
+        """The one rollout loop (``harl.collect.rollout``): resets, restarts, resumes and steps the envs."""
+        self._actor: OffPolicyActor | None = None
+
+    def actor(self, buffer: ReplayBuffer) -> OffPolicyActor:
+        """This collector acting into ``buffer``, as the rollout loop drives it (one per buffer)."""
+        if self._actor is None or self._actor.buffer is not buffer:
+            self._actor = OffPolicyActor(self, buffer)
+        return self._actor
 
     @property
     def steps_per_iteration(self) -> int:
@@ -122,31 +129,28 @@ class OffPolicyCollector:
     def take_restart(self) -> list[dict[str, Any]] | None:
         """The checkpoint's episode starts the next ``start`` would restart (and forget them):
         for a caller that resets the envs itself (a population, ``harl.population``)."""
-        restart, self._restart = self._restart, None
-        return restart
+        return self.loop.take_restart()
 
     def start(self, buffer: ReplayBuffer | None = None, first: StartRecord | None = None) -> None:
         """Reset the envs (or restart a checkpoint's episodes); ``first``: the caller reset them.
         ``buffer`` is unused (the on-policy collector's ``start`` takes one; a population calls both alike)."""
-        if first is not None:
-            avail = None if first.avail is None else list(first.avail)
-            self._obs, self._state, self._avail = list(first.obs), first.state, avail
-        elif self._restart is not None:
-            self._obs, self._state, self._avail = self.venv.restart(self._restart)
-            self._restart = None
-        else:
-            self._obs, self._state, self._avail = self.venv.reset(seed=self.seed)
+        self.loop.start(self.actor(buffer) if buffer is not None else _Starting(self), first)
+
+    def observe_first(self, first: StartRecord) -> None:
+        """The envs' first observations (a reset, a restart, or the caller's ``first``)."""
+        self._obs, self._state, self._avail = list(first.obs), first.state, \
+            None if first.avail is None else list(first.avail)
         self._active[:] = 1.0
 
     def begin(self) -> None:
         """A round of steps begins: a checkpoint taken inside it keeps the last whole round's state."""
-        self._exit.collecting()
+        self.loop.exit.collecting()
         if self._obs is None:
             self.start()
 
     def end(self) -> None:
         """The round is whole: a checkpoint now takes the envs' current episodes."""
-        self._exit.collected()
+        self.loop.exit.collected()
 
     def inputs(self) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
         """The current observations and action masks, as tensors on the training device."""
@@ -170,15 +174,12 @@ class OffPolicyCollector:
 
     @torch.no_grad()
     def collect(self, buffer: ReplayBuffer) -> CollectStats:
-        self.begin()
-        episodes: list[dict[str, Any]] = []
-        for _ in range(self.config.train_interval):
-            obs, masks = self.inputs()
-            actions = self.random_actions(masks) if self.warming_up else self.policy.explore(obs, masks, self.env_steps)
-            env_actions = actions if self.native else [a.cpu().numpy() for a in actions]
-            episodes.extend(self.record(env_actions, self.venv.step(env_actions), buffer))
-        self.end()
-        return CollectStats(self.steps_per_iteration, episodes)
+        return self.loop.collect(self.actor(buffer))
+
+    def explore(self) -> list[torch.Tensor]:
+        """The actions for the current observations: warm-up's random ones, else the policy's exploration."""
+        obs, masks = self.inputs()
+        return self.random_actions(masks) if self.warming_up else self.policy.explore(obs, masks, self.env_steps)
 
     def observe(self, before: tuple[Sequence[Any], Any, Sequence[Any] | None], env_actions: Sequence[Any],
                 step: VectorStep, active: Any) -> tuple[Transition, Any]:
@@ -200,23 +201,86 @@ class OffPolicyCollector:
         """Count env steps taken (warm-up and exploration schedules read the count)."""
         self.env_steps += env_steps
 
-    def _state_now(self, started: bool) -> dict[str, Any]:
-        return {"env_steps": self.env_steps, "generator": self.generator.get_state(),
-                "episode_starts": self.venv.episode_starts() if started else None}
+    def _own_state(self) -> dict[str, Any]:
+        return {"env_steps": self.env_steps, "generator": self.generator.get_state()}
 
     def state_dict(self) -> dict[str, Any]:
-        """Steps taken (warm-up, epsilon) and how the envs' current episodes began; inside a
-        ``collect`` cut short, as of the end of the last whole one (see ``OnPolicyCollector``)."""
-        return self._exit.current()
+        """Steps taken (warm-up, epsilon) and how the envs' current episodes began (and their whole
+        state, where the env gives it: ``RolloutLoop``); inside a ``collect`` cut short, as of the end
+        of the last whole one (see ``OnPolicyCollector``)."""
+        return self.loop.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = state["env_steps"]
         self.generator.set_state(state["generator"])
-        self._restart = state["episode_starts"]
-        self._exit.saved = state
+        self.loop.load_state_dict(state)
+
+    def carried(self) -> dict[str, Any]:
+        """Where the envs are (observations, state, masks, who is alive): a checkpoint's ``next``."""
+        return {"obs": _copied(self._obs), "state": _copied(self._state), "avail": _copied(self._avail),
+                "active": _copied(self._active)}
+
+    def carry_in(self, carried: dict[str, Any]) -> None:
+        self._obs, self._state, self._avail = carried["obs"], carried["state"], carried["avail"]
+        self._active = carried["active"]
 
     def close(self) -> None:
         self.venv.close()
+
+
+def _copied(value: Any) -> Any:
+    """``value`` (arrays and tensors, in lists) copied: an env may write its next step into the same memory."""
+    if isinstance(value, (list, tuple)):
+        return [_copied(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+
+
+class OffPolicyActor:
+    """An ``OffPolicyCollector`` acting into one replay buffer (``harl.collect.actor.Actor``): warm-up's or
+    the policy's exploring actions, one transition per vector step."""
+
+    def __init__(self, collector: OffPolicyCollector, buffer: ReplayBuffer) -> None:
+        self.collector = collector
+        self.buffer = buffer
+        self.actions: list[Any] = []
+
+    def observe_first(self, first: StartRecord) -> None:
+        self.collector.observe_first(first)
+
+    def roll_over(self) -> None:
+        pass
+
+    def select_action(self) -> list[Any]:
+        actions = self.collector.explore()
+        self.actions = actions if self.collector.native else [a.cpu().numpy() for a in actions]
+        return self.actions
+
+    def observe(self, step: VectorStep) -> None:
+        self.collector.record(self.actions, step, self.buffer)
+
+    def end_rollout(self) -> None:
+        pass
+
+    def abandon(self) -> None:
+        pass
+
+    def carried(self) -> dict[str, Any] | None:
+        return self.collector.carried()
+
+    def carry_in(self, carried: dict[str, Any]) -> None:
+        self.collector.carry_in(carried)
+
+    def compiled(self, eager_s: float) -> None:
+        return None
+
+
+class _Starting(OffPolicyActor):
+    """A start without a buffer (a population's, or ``begin``): the envs' first observations only."""
+
+    def __init__(self, collector: OffPolicyCollector) -> None:
+        super().__init__(collector, None)  # type: ignore[arg-type]
 
 
 register("collector", OffPolicyCollectorConfig, family="off_policy", check=backend_checks,

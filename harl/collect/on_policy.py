@@ -22,8 +22,7 @@ by its ``record_fields``), which it gets back at the next step (``StepInputs.ext
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import attrs
@@ -33,10 +32,10 @@ from harl.buffers.records import StartRecord, StepRecord
 from harl.buffers.rollout import RolloutBuffer
 from harl.collect import compiled
 from harl.collect.critic_input import critic_input, policy_values
-from harl.collect.exit_state import ExitState
+from harl.collect.rollout import RolloutLoop
 from harl.collect.stats import CollectStats
 from harl.collect.workers import EnvWorkers, backend_checks
-from harl.envs.protocol import VectorEnv, VectorStep, can_set_env_state, get_env_state, is_tensor_native
+from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.errors import ConfigError
 from harl.policy.on_policy import OnPolicyActors
 from harl.registry import register
@@ -104,15 +103,26 @@ class OnPolicyCollector:
         self.seed = seed
         self.native = is_tensor_native(venv)
         """The env takes and returns torch tensors: no numpy round trip."""
-        self.started = False
-        self._restart: list[dict[str, Any]] | None = None  # episode starts from a checkpoint
-        self._resume: dict[str, Any] | None = None  # a checkpoint's whole env state and next rollout start
-        self._buffer: Any = None  # the buffer of the last finished rollout (what the next one starts from)
-        self._exit = ExitState(self._state)
+        self.loop = RolloutLoop(venv, seed, config.rollout_length)
+        """The one rollout loop (``harl.collect.rollout``): resets, restarts, resumes and steps the envs."""
+        self._actor: OnPolicyActor | None = None
         self.compiled: compiled.CompiledCollection | None = None
         """``compile = "on"`` / ``"auto"``: the compiled step, once made (at the first compiled rollout)."""
-        self._eager_s = 0.0  # seconds of eager rollouts so far: what "auto" weighs against the compile
         self._expected_compile_s: float | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.loop.started
+
+    @property
+    def _eager_s(self) -> float:
+        return self.loop.eager_s
+
+    def actor(self, buffer: RolloutBuffer) -> OnPolicyActor:
+        """This collector acting into ``buffer``, as the rollout loop drives it (one per buffer)."""
+        if self._actor is None or self._actor.buffer is not buffer:
+            self._actor = OnPolicyActor(self, buffer)
+        return self._actor
 
     @property
     def steps_per_iteration(self) -> int:
@@ -128,19 +138,9 @@ class OnPolicyCollector:
         Asked while a ``collect`` was cut short (an env crashed, a second Ctrl-C), or after the
         envs failed to answer it, it does not talk to them (closed, or with a step in flight):
         it returns the state as of the end of the last whole ``collect``, which matches the
-        counters saved with it.
+        counters saved with it (``RolloutLoop.state_dict``).
         """
-        return self._exit.current()
-
-    def _state(self) -> dict[str, Any]:
-        if not self.started:
-            return {"started": False, "episode_starts": None}
-        state = {"started": True, "episode_starts": self.venv.episode_starts()}
-        carried = getattr(self._buffer, "carried", None)
-        env_state = None if carried is None else get_env_state(self.venv)
-        if carried is not None and env_state is not None:
-            state.update(env_state=env_state, next=carried())
-        return state
+        return self.loop.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The first ``collect`` after this continues the saved episodes, or restarts them.
@@ -151,48 +151,27 @@ class OnPolicyCollector:
         episode's first step at the checkpoint (as when the rollout length is a multiple of the
         episode length); otherwise those episodes start over.
         """
-        self._restart = state["episode_starts"] if state["started"] else None
-        self._resume = state if state["started"] and "env_state" in state else None
-        self._exit.saved = state
+        self.loop.load_state_dict(state)
 
     def take_restart(self) -> list[dict[str, Any]] | None:
         """The checkpoint's episode starts the next ``start`` would restart (and forget them):
         for a caller that resets the envs itself (a population, ``harl.population``)."""
-        restart, self._restart = self._restart, None
-        return restart
+        return self.loop.take_restart()
 
     def take_resume(self) -> dict[str, Any] | None:
         """The checkpoint's whole env state and next rollout start (``env_state``: for the envs'
         ``set_state``, ``next``: for ``carry_in``), or None (and forget them): for a caller that
         restores the envs itself (a population, ``harl.population``)."""
-        resume, self._resume = self._resume, None
-        return resume
+        return self.loop.take_resume()
 
     def carry_in(self, buffer: RolloutBuffer, carried: dict[str, Any]) -> None:
         """Start the next rollout from a checkpoint's ``next`` (the envs restored by the caller)."""
-        buffer.carry_in(carried)
-        self._restart = None
-        self.started = True
+        self.loop.resumed(self.actor(buffer), carried)
 
     def start(self, buffer: RolloutBuffer, first: StartRecord | None = None) -> None:
         """Reset the envs (or restart a checkpoint's episodes) and give the buffer their first
         observations; ``first``: the envs were reset by the caller (HARL's runner ``warmup``)."""
-        if first is not None:
-            buffer.start(first)
-            self.started = True
-            return
-        resume = self.take_resume()
-        if resume is not None and can_set_env_state(self.venv) and hasattr(buffer, "carry_in"):
-            self.venv.set_state(resume["env_state"])  # type: ignore[attr-defined]
-            self.carry_in(buffer, resume["next"])
-            return
-        if self._restart is not None:
-            obs, state, avail = self.venv.restart(self._restart)
-            self._restart = None
-        else:
-            obs, state, avail = self.venv.reset(seed=self.seed)
-        buffer.start(StartRecord(obs, state, avail))
-        self.started = True
+        self.loop.start(self.actor(buffer), first)
 
     @torch.no_grad()
     def act(self, buffer: RolloutBuffer, t: int) -> Acting:
@@ -246,7 +225,6 @@ class OnPolicyCollector:
     @torch.no_grad()
     def finish(self, buffer: RolloutBuffer) -> None:
         """V of the state after the rollout's last step, for the returns stage to bootstrap from."""
-        self._buffer = buffer
         inputs = buffer.inputs(buffer.length)
         seen = critic_input(self.critic, inputs.obs, inputs.state)
         if inputs.critic_hidden is None:
@@ -257,53 +235,79 @@ class OnPolicyCollector:
     @torch.no_grad()
     def collect(self, buffer: RolloutBuffer) -> CollectStats:
         """``rollout_length`` steps of every env into ``buffer``; the episodes that ended."""
-        self._exit.collecting()
-        if not self.started:
-            self.start(buffer)
-        else:
-            buffer.roll_over()
-        if self._use_compiled(buffer):
-            assert self.compiled is not None
-            episodes = self.compiled.rollout()
-        else:
-            began = time.perf_counter()
-            episodes = []
-            for t in range(buffer.length):
-                acting = self.act(buffer, t)
-                step = self.venv.step(self.env_actions(acting))
-                buffer.insert(self.observe(acting, step))
-                episodes.extend(step.episode_infos)
-            self._eager_s += time.perf_counter() - began
-        self.finish(buffer)
-        self._exit.collected()
-        return CollectStats(buffer.length * buffer.n_envs, episodes)
+        return self.loop.collect(self.actor(buffer))
 
-    def _use_compiled(self, buffer: RolloutBuffer) -> bool:
-        """Whether this rollout runs through the compiled step (``[collector] compile``), making it first."""
+    def compiled_rollout(self, buffer: RolloutBuffer, eager_s: float) -> Callable[[], list[dict[str, Any]]] | None:
+        """This rollout through the compiled step (``[collector] compile``), making it first; None: eager."""
         mode = self.config.compile
         if mode == "off":
-            return False
+            return None
         if self.compiled is not None and self.compiled.buffer is buffer:
-            return True
+            return self.compiled.rollout
         hidden = getattr(self.policy, "hidden_size", 0) or getattr(self.critic, "hidden_size", 0)
         if not compiled.compilable(self.venv) or hidden or not isinstance(buffer, RolloutBuffer):
             if mode == "on":  # config checks refuse these first; a user's own stages can still get here
                 raise ConfigError(compiled.compile_problem(getattr(getattr(self.venv, "config", None), "kind", "?"),
                                                            bool(hidden), False, "inline")
                                   or "collector.compile: this collector's buffer is not a rollout buffer")
-            return False
+            return None
         if mode == "auto":
             if self._expected_compile_s is None:
                 sig = compiled.signature(self.venv, self.policy, self.critic, buffer.length)
                 recorded = compiled.recorded_compile_s(sig)
                 self._expected_compile_s = compiled.COLD_COMPILE_S if recorded is None else recorded
-            if not compiled.should_compile(mode, self._eager_s, self._expected_compile_s):
-                return False
+            if not compiled.should_compile(mode, eager_s, self._expected_compile_s):
+                return None
         self.compiled = compiled.CompiledCollection(self.venv, self.policy, self.critic, buffer)
-        return True
+        return self.compiled.rollout
 
     def close(self) -> None:
         self.venv.close()
+
+
+class OnPolicyActor:
+    """An ``OnPolicyCollector`` acting into one rollout buffer (``harl.collect.actor.Actor``): the policy's
+    actions and the critic's values at each step, the step's record into the buffer, V of the last state."""
+
+    def __init__(self, collector: OnPolicyCollector, buffer: RolloutBuffer) -> None:
+        self.collector = collector
+        self.buffer = buffer
+        self.t = 0
+        self.acting: Acting | None = None
+
+    def observe_first(self, first: StartRecord) -> None:
+        self.buffer.start(first)
+        self.t = 0
+
+    def roll_over(self) -> None:
+        self.buffer.roll_over()
+        self.t = 0
+
+    def select_action(self) -> list[Any]:
+        self.acting = self.collector.act(self.buffer, self.t)
+        return self.collector.env_actions(self.acting)
+
+    def observe(self, step: VectorStep) -> None:
+        assert self.acting is not None, "select_action() first"
+        self.buffer.insert(self.collector.observe(self.acting, step))
+        self.t += 1
+
+    def end_rollout(self) -> None:
+        self.collector.finish(self.buffer)
+
+    def abandon(self) -> None:
+        pass
+
+    def carried(self) -> dict[str, Any] | None:
+        carried = getattr(self.buffer, "carried", None)
+        return None if carried is None else carried()
+
+    def carry_in(self, carried: dict[str, Any]) -> None:
+        self.buffer.carry_in(carried)
+        self.t = 0
+
+    def compiled(self, eager_s: float) -> Callable[[], list[dict[str, Any]]] | None:
+        return self.collector.compiled_rollout(self.buffer, eager_s)
 
 
 def collector_checks(config: OnPolicyCollectorConfig, built: Any) -> Iterator[tuple[list[str], str]]:

@@ -166,15 +166,15 @@ def test_a_collection_that_fails_after_a_step_leaves_the_iteration_as_it_began(b
     before = {k: v.clone() for k, v in stages.policy.state_dict().items()}
     mixer = {k: v.clone() for k, v in stages.critic.state_dict().items()}
     counters = (updater.updates, updater.credit, updater.seen, updater.generator.get_state().clone())
-    real, calls = collector.step, []
+    real, calls = collector.observe, []
 
-    def failing(buffer: Any) -> Any:
+    def failing(*args: Any) -> Any:
         calls.append(1)
         if len(calls) == 2 * LENGTH + 1:          # after two episodes, hence two steps
             raise KeyboardInterrupt
-        return real(buffer)
+        return real(*args)
 
-    collector.step = failing
+    collector.observe = failing
     with pytest.raises(KeyboardInterrupt):
         collector.collect(stages.buffer)
     assert updater.updates == counters[0]
@@ -182,7 +182,7 @@ def test_a_collection_that_fails_after_a_step_leaves_the_iteration_as_it_began(b
     assert torch.equal(updater.generator.get_state(), counters[3])
     assert all(torch.equal(v, before[k]) for k, v in stages.policy.state_dict().items())
     assert all(torch.equal(v, mixer[k]) for k, v in stages.critic.state_dict().items())
-    collector.step = real
+    collector.observe = real
     collector.collect(stages.buffer)
     assert updater.update(stages.buffer, 0.0).updates == 3   # the next iteration counts its own steps only
 
