@@ -55,7 +55,7 @@ if [ "${2:-}" = "--revise" ]; then
     if [ ! -f "$SUITE_DIR/suite.json" ]; then
         python3 "$ROOT/benchmarks/suite_results.py" restore "$RESULTS" "$SUITE_DIR"
     fi
-    python3 "$ROOT/benchmarks/suite_results.py" revise "$SUITE_DIR" "$WT/benchmarks/suites/$SUITE.toml" "$RESULTS" "$NEW"
+    "$VENV/bin/python" "$ROOT/benchmarks/suite_results.py" revise "$SUITE_DIR" "$WT/benchmarks/suites/$SUITE.toml" "$RESULTS" "$NEW"
     exit 0
 fi
 

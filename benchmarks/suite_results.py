@@ -2,7 +2,7 @@
 
     python benchmarks/suite_results.py save SUITE_DIR benchmarks/results/NAME
     python benchmarks/suite_results.py restore benchmarks/results/NAME SUITE_DIR
-    python benchmarks/suite_results.py revise SUITE_DIR NEW_SUITE.toml benchmarks/results/NAME COMMIT
+    python benchmarks/suite_results.py revise SUITE_DIR NEW_SUITE.toml benchmarks/results/NAME COMMIT  # harl's venv
 
 ``save`` copies what a results page and a resume need, and nothing else (no checkpoints):
 ``suite.json`` (and the suite's ``results.json`` / ``results.md`` once written); per entry its ``sweep.json``, a ``trials.csv`` and
@@ -15,8 +15,8 @@ Runs already saved are not copied again, so a run finished under one commit keep
 unfinished ones from scratch, since their checkpoints were never committed.
 
 ``revise`` moves a begun suite to an edited suite file at a later commit (a budget cut, an entry
-added): an entry whose runs would be the same (its pipeline file's text, seeds, budget, ``set`` and
-``vectorize`` unchanged) keeps its runs, finished and stopped alike; a changed or removed entry's
+added): an entry whose runs would be the same (its seeds and ``vectorize``, and the pipeline its
+first run resolved, which the new entry must resolve to for that seed) keeps its runs, finished and stopped alike; a changed or removed entry's
 directory goes, here and in the results, and ``harl suite --resume`` makes it anew. The
 provenance names the new commit and records the revision (which entries were kept from which
 commit), so a kept run's numbers are never presented as the new commit's without saying so.
@@ -116,29 +116,35 @@ def restore(results: Path, suite_dir: Path) -> None:
     shutil.copytree(results, suite_dir, dirs_exist_ok=True)
 
 
-RUN_KEYS = ("pipeline", "seeds", "budget", "set", "vectorize")
-"""An entry's keys that change its runs (the others change how they are judged and shown)."""
-
-
 def _entries(text: str) -> dict[str, dict]:
     return {e["name"]: e for e in tomllib.loads(text).get("entry", []) if isinstance(e, dict) and "name" in e}
 
 
-def _same_runs(old: dict, old_folder: Path, new: dict, new_folder: Path) -> bool:
-    if any(old.get(k) != new.get(k) for k in RUN_KEYS if k != "pipeline"):
+def _same_runs(entry_dir: Path, old: dict, new: dict, new_folder: Path) -> bool:
+    """Whether the edited entry ``new`` would make the runs in ``entry_dir``: the same seeds and
+    population, and its first run's resolved pipeline the same as the new entry resolves for that
+    seed (so a renamed key or a moved comment changes nothing, a budget or a setting does)."""
+    from harl.config.dump import dump_pipeline
+    from harl.run.open import spec_of_run
+    from harl.sweep.plan import Request, _validate
+
+    if old.get("seeds") != new.get("seeds") or old.get("vectorize", False) != new.get("vectorize", False):
         return False
-    try:
-        return (old_folder / old["pipeline"]).read_bytes() == (new_folder / new["pipeline"]).read_bytes()
-    except (OSError, KeyError):
-        return False  # the old pipeline cannot be read: its runs cannot be shown to be the same
+    runs = sorted(p for p in entry_dir.iterdir() if (p / "pipeline.toml").is_file())
+    if not runs:
+        return False
+    ran = spec_of_run(runs[0])[0]
+    request = Request.parse(str(new_folder / new["pipeline"]),
+                            [*new.get("set", []), f"run.total_env_steps={new['budget']}"], str(ran.run.seed), [])
+    return dump_pipeline(ran) == dump_pipeline(_validate(request)[0][0][1])
 
 
 def revise(suite_dir: Path, suite_file: Path, results: Path, commit: str) -> list[str]:
     """Point ``suite_dir`` (and ``results``) at ``suite_file``; return the entries kept."""
     record = json.loads((suite_dir / "suite.json").read_text(encoding="utf-8"))
     old, new = _entries(record["text"]), _entries(suite_file.read_text(encoding="utf-8"))
-    old_folder, new_folder = Path(record["suite_file"]).parent, suite_file.parent
-    kept = [n for n in new if n in old and _same_runs(old[n], old_folder, new[n], new_folder)]
+    kept = [n for n in new if n in old and (suite_dir / n).is_dir()
+            and _same_runs(suite_dir / n, old[n], new[n], suite_file.resolve().parent)]
     for folder in (suite_dir, results):
         for entry_dir in (p for p in folder.iterdir() if p.is_dir() and p.name in old and p.name not in kept):
             shutil.rmtree(entry_dir)
