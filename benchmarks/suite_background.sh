@@ -30,9 +30,9 @@ save() {
 }
 if [ "${2:-}" = "--save" ]; then save; exit 0; fi
 
-checkout() {  # the worktree and venv of commit $1: WT and VENV
+checkout() {  # the worktree and venv of commit $1: WT and VENV (a venv per set of extras)
     WT="$BASE/worktree-${1:0:10}"
-    VENV="$BASE/venv-${1:0:10}"
+    VENV="$BASE/venv-${1:0:10}-${EXTRAS//,/-}"
     mkdir -p "$BASE/runs"
     if [ ! -d "$WT" ]; then
         git -C "$ROOT" worktree add --detach "$WT" "$1"
