@@ -243,4 +243,5 @@ def _compose(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: Vector
     evaluator = Evaluator(spec.evaluator, c.eval_venv, acting(c.acting), device, seed=run.seed * 1000 + 500)
     b = c.built
     return Stages(c.venv, eval_venv, b.policy, b.critic, b.buffer, b.collector, b.returns, b.updater, evaluator,
-                  device, save_buffer=family.save_buffer(spec), spec=spec, family=family, teams=c.teams)
+                  device, save_buffer=family.save_buffer(spec) if c.save_buffer is None else c.save_buffer, spec=spec,
+                  family=family, teams=c.teams)

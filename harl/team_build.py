@@ -21,7 +21,7 @@ from torch import nn
 
 from harl import registry
 from harl.config.spec import PipelineSpec
-from harl.config.teams import TeamSpec
+from harl.config.teams import TeamSpec, world_steps
 from harl.envs.names import agent_groups, agent_names
 from harl.envs.protocol import VectorEnv
 from harl.errors import ConfigError
@@ -57,6 +57,9 @@ class Composition:
     """What the evaluator acts with: the policy, or (``[evaluator] team``) one team's alone."""
     teams: dict[str, TeamStages] = attrs.field(factory=dict)
     """Each team's own stages, by name (``Stages.teams``); {} for one team."""
+    save_buffer: bool | None = None
+    """Whether a checkpoint holds the buffer's contents (a learning team's family saves its replay); None:
+    as the pipeline's family says."""
 
 
 def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: VectorEnv, device: torch.device,
@@ -72,13 +75,15 @@ def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: Vec
     pools = pool_columns([play.pool for play in plays.values() if play.pool is not None])
     policy = TeamsPolicy(teams, {n: b.policy for n, b in learners.items()}, players, venv.n_agents)
     world = TeamWorld(venv, teams)
+    steps = _world_steps(spec, source)
     collector = TeamsCollector(world, teams, {n: b.collector for n, b in learners.items()}, policy, device,
-                               spec.run.seed * 1000, spec.collector.rollout_length, pools)
+                               spec.run.seed * 1000, steps, pools)
     updater = TeamsUpdater({n: b.updater for n, b in learners.items()}, {n: b.policy for n, b in learners.items()},
                            pools)
     critic = TeamsCritic({n: b.critic for n, b in learners.items()})
     returns = TeamsReturns({n: b.returns for n, b in learners.items()})
-    buffer = TeamsBuffer({n: b.buffer for n, b in learners.items()})
+    saved = tuple(t.name for t in spec.learning_teams if registry.family_of(t.spec.collector).save_buffer(t.spec))
+    buffer = TeamsBuffer({n: b.buffer for n, b in learners.items()}, saved)
     evaluated_in, acting = _evaluation(spec, source, venv, eval_venv, teams, policy)
     names = agent_names(venv)
     own = team_stages(teams, policy, critic, buffer, returns, updater)
@@ -87,7 +92,22 @@ def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: Vec
                                               f"{plays[t.name].summary}; reward {t.config.reward}")
                  for t in spec.teams}
     return Composition(Built(policy, critic, returns, buffer, collector, updater), world, evaluated_in, acting,
-                       described)
+                       described, save_buffer=bool(saved))
+
+
+def _world_steps(spec: PipelineSpec, source: str) -> int:
+    """The world's vector steps per iteration: the pipeline's collector's, which every learning team's
+    collector must take too (with its ``n_envs``), as each steps the same world."""
+    steps = world_steps(spec.collector)
+    for team in spec.learning_teams:
+        own = team.spec.collector
+        key = "rollout_length" if hasattr(own, "rollout_length") else "train_interval"
+        if own.n_envs != spec.collector.n_envs or world_steps(own) != steps:
+            raise ConfigError(f"{source}: teams.{team.name}.collector: n_envs = {own.n_envs} and {key} = "
+                              f"{world_steps(own)}, where the world ([collector]) takes n_envs = "
+                              f"{spec.collector.n_envs} and {steps} vector steps per iteration; the teams step "
+                              "one world, so set the team's n_envs and steps per iteration to the world's")
+    return steps
 
 
 def build_roles(spec: PipelineSpec, views: Mapping[str, TeamView], device: torch.device,

@@ -19,9 +19,11 @@ from harl.settings import one_of, setting
 
 ROLE_SLOT = "role"
 """The registry's slot of the roles (``register("role", Config, build, ...)``, ``harl.roles``)."""
-TEAM_SLOTS = ("policy", "critic", "updater", "buffer", "returns")
-"""The pipeline tables a learning team may replace with its own (the world's env, collector, run,
-evaluator, logging and checkpoint tables are shared: one world, one loop)."""
+TEAM_SLOTS = ("policy", "critic", "updater", "buffer", "returns", "collector")
+"""The pipeline tables a learning team may replace with its own (the world's env, run, evaluator,
+logging and checkpoint tables are shared: one world, one loop).  A team's own ``[collector]`` makes
+it of that collector's family (HASAC predators beside MAPPO prey); its ``n_envs`` and its vector
+steps per iteration must be the world's (``world_steps``)."""
 
 
 @attrs.frozen
@@ -78,6 +80,16 @@ def role_learns(role: Any) -> bool:
     return bool(registry.entry_of(role).extra("learns", False))
 
 
+def world_steps(collector: Any) -> int:
+    """Vector steps one iteration of a collector's config takes (``rollout_length``, or an off-policy
+    collector's ``train_interval``): a teams world steps every team's collector this many times."""
+    steps = getattr(collector, "rollout_length", None) or getattr(collector, "train_interval", None)
+    if not isinstance(steps, int):
+        raise TypeError(f"collector {registry.kind_name(collector)!r} names no vector steps per iteration "
+                        "(rollout_length or train_interval), which a [teams] world needs")
+    return steps
+
+
 def team_problems(teams: Sequence[TeamSpec]) -> list[tuple[list[str], str]]:
     """What the teams ask that cannot be, before anything is built: (key path, message); each role's
     own ``check(config, {"teams": teams, "team": team})`` among them, at paths inside its team's table.
@@ -94,15 +106,28 @@ def team_problems(teams: Sequence[TeamSpec]) -> list[tuple[list[str], str]]:
         check = registry.entry_of(c.role).check
         if check is not None:
             found.extend(([*at, *path], message) for path, message in check(c.role, {"teams": teams, "team": team}))
-        if team.spec is not None:
-            family = getattr(registry.family_of(team.spec.collector), "name", "")
-            if family != "on_policy":
-                found.append(([*at, "role"], f"a learning team needs an on-policy collector for now "
-                              f'(collector.kind = "on_policy": HAPPO, MAPPO, IPPO, ...), not the {family} '
-                              "family's; off-policy and value-based teams are refused until their collectors "
-                              "step one world for several teams (docs/teams.md)"))
-            elif getattr(team.spec.collector, "compile", "off") != "off":
-                found.append(([*at, "collector", "compile"], "the compiled collection step serves one team's "
-                              "collector stepping its own world, and a teams pipeline steps the world for every "
-                              'team at once; set collector.compile = "off" (the default) in a [teams] pipeline'))
+        if team.spec is not None and getattr(team.spec.collector, "compile", "off") != "off":
+            found.append(([*at, "collector", "compile"], "the compiled collection step serves one team's "
+                          "collector stepping its own world, and a teams pipeline steps the world for every "
+                          'team at once; set collector.compile = "off" (the default) in a [teams] pipeline'))
+    found.extend(_world_problems(learning_teams(teams)))
+    return found
+
+
+def _world_problems(learners: Sequence[TeamSpec]) -> list[tuple[list[str], str]]:
+    """The learning teams' collectors step one world: the same envs, the same steps per iteration."""
+    found: list[tuple[list[str], str]] = []
+    if not learners:
+        return found
+    first = learners[0]
+    for team in learners[1:]:
+        for key, mine, theirs in (("n_envs", team.spec.collector.n_envs, first.spec.collector.n_envs),
+                                  ("steps", world_steps(team.spec.collector), world_steps(first.spec.collector))):
+            if mine != theirs:
+                name = key if key == "n_envs" else ("rollout_length" if hasattr(team.spec.collector, "rollout_length")
+                                                    else "train_interval")
+                found.append((["teams", team.name, "collector", name],
+                              f"{mine} where team {first.name}'s collector has {theirs}: the teams step one world, so "
+                              f"every learning team's collector takes the same n_envs and vector steps per iteration "
+                              f"(rollout_length or train_interval); set it to {theirs}"))
     return found

@@ -99,6 +99,17 @@ class TeamsBuffer:
     """One buffer per learning team; a record of every team's goes to each team's buffer."""
 
     members: dict[str, Any]
+    saved: tuple[str, ...] = ()
+    """The teams whose buffer a checkpoint holds (their family saves its replay: ``[checkpoint] replay_buffer``)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The saved teams' buffers' contents, by team."""
+        return {name: self.members[name].state_dict() for name in self.saved}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for name in self.saved:
+            if name in state:
+                self.members[name].load_state_dict(state[name])
 
     def start(self, record: TeamsRecord) -> None:
         """Each team's first observations (``StartRecord``)."""
@@ -110,9 +121,10 @@ class TeamsBuffer:
             self.members[name].insert(step)
 
     def roll_over(self) -> None:
-        """Each team's buffer starts its next rollout where the last ended."""
+        """Each team's rollout buffer starts its next rollout where the last ended (a replay has no rollouts)."""
         for buffer in self.members.values():
-            buffer.roll_over()
+            if hasattr(buffer, "roll_over"):
+                buffer.roll_over()
 
 
 @attrs.define
