@@ -8,8 +8,9 @@
 #   benchmarks/suite_background.sh mpe --revise [COMMIT]   # move a stopped suite to COMMIT's suite file
 #
 # The commit: the one benchmarks/results/<suite>/provenance.json names when the suite has begun
-# (a resume keeps it), else COMMIT (default HEAD). Stop it with Ctrl-C (or kill -INT of the
-# `harl suite` process): its runs checkpoint; a later call resumes. On a fresh machine the
+# (a resume keeps it), else COMMIT (default HEAD). Stop it with kill -TERM of its `harl suite`
+# process (a background job ignores SIGINT, so kill -INT does nothing): its runs checkpoint; a later
+# call resumes. Do not edit this script while a suite runs: bash reads it as it goes. On a fresh machine the
 # worktree, its venv and the suite directory are made from the committed results alone
 # (unfinished runs start again). --revise moves a stopped suite to the suite file of a later commit
 # (default HEAD): unchanged entries keep their runs, changed ones start anew, the provenance records
