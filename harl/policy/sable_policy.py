@@ -93,7 +93,7 @@ class SablePolicy(SableNetwork):
         """The networks one learner trains: the whole of Sable (one learner, one optimiser)."""
         return [self]
 
-    def initial_hidden(self, n_envs: int, device: Any = "cpu") -> SableHidden | None:
+    def initial_hidden(self, n_envs: int, device: Any = "cpu") -> SableHidden | None:  # type: ignore[override]
         """Zero states for acting outside collection (evaluation, render); None: feed-forward."""
         return self.zero_hidden(n_envs) if self.memory else None
 
