@@ -88,7 +88,7 @@ class TeamsCollector:
         self.pools = list(pools)
         """The self-play teams' pools, whose games this collector scores (the results are the learner's)."""
         self.native = is_tensor_native(world.venv)
-        self.loop = RolloutLoop(world, seed, rollout_length)
+        self.loop = RolloutLoop(world, seed, rollout_length, self._learners_state)
         """The one rollout loop (``harl.collect.rollout``), stepping the world."""
         self._actor: TeamsActor | None = None
 
@@ -125,10 +125,18 @@ class TeamsCollector:
         state as of the end of the last whole ``collect`` (``RolloutLoop.state_dict``)."""
         return self.loop.state_dict()
 
+    def _learners_state(self) -> dict[str, Any]:
+        """Each learning team's collector's own state (an off-policy team's steps and generator: its
+        warm-up and exploration; a value team's epsilon schedule), by team."""
+        return {"learners": {name: learner.state_dict() for name, learner in self.learners.items()}}
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """As ``OnPolicyCollector``'s: the first collect continues the saved episodes where the world's
         env takes its saved state (``set_state``), or else restarts them from their starts."""
         self.loop.load_state_dict(_nested(dict(state)))
+        for name, learner in self.learners.items():
+            if name in state.get("learners", {}):
+                learner.load_state_dict(state["learners"][name])
 
     def close(self) -> None:
         self.world.close()

@@ -91,11 +91,16 @@ def test_agents_claimed_twice_or_by_none() -> None:
     assert teams == [TeamAgents("a", (0, 1), "sum"), TeamAgents("b", (2,), "own")]
 
 
-def test_off_policy_teams_are_refused(tmp_path: Path) -> None:
+def test_off_policy_teams_load_and_a_team_s_collector_must_step_the_world_s_steps(tmp_path: Path) -> None:
+    """Learning teams of the off-policy family load (they were refused before issue 55); a team's own
+    [collector] must take the other learning teams' n_envs and steps per iteration: one world."""
     path = tmp_path / "hasac.toml"
     path.write_text((ROOT / "pipelines" / "hasac_mpe_spread.toml").read_text()
                     + '\n[teams.a]\nagents = ["agent_0"]\n[teams.b]\nagents = ["agent_1", "agent_2"]\n')
-    with pytest.raises(ConfigError, match=r"teams\.a\.role: a learning team needs an on-policy collector"):
+    spec = load_spec_and_notes(path)[0]
+    assert [t.name for t in spec.learning_teams] == ["a", "b"]
+    path.write_text(path.read_text() + '[teams.b.collector]\nkind = "off_policy"\ntrain_interval = 7\n')
+    with pytest.raises(ConfigError, match=r"teams\.b\.collector\.train_interval: 7 where team a's collector has 50"):
         load_spec_and_notes(path)
 
 
