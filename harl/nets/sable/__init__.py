@@ -41,14 +41,13 @@ only "discrete") and no continuous trainer/executor; here the decoder reads the 
 raw action (zeros for the first agent) and the policy is a plain diagonal Gaussian
 (mean, exp(log_std)), not checked against Mava's later continuous executor.
 
-Next pieces: the ff variant (no decay, state summed, chunks over agents: retention.py:69-72,
-where 73c4611's ones also drop the decoder's causal mask and the later Mava keeps it;
-configs/network/ff_retention.yaml agents_chunk_size, sable_network.py:391-398, and its
-execute_encoder_chunkwise, discrete_trainer_executor.py:252-282); the joint updater objective
-(PPO, mava/systems/sable/anakin/{ff,rec}_sable.py) with per-step values and states in the step
-record's extras as MAT's ride; pipelines with Mava's defaults (configs/system/sable/*.yaml: lr
-2.5e-4, rollout 128, 4 epochs, 2 minibatches, clip 0.2, ent 0.01, vf 0.5, grad norm 0.5); and a
-replay parity check against Mava (network weights and a rollout).
+The feed-forward variant (ff_sable) is this network called on single timesteps from zero states
+(``harl.policy.sable_policy``, ``memory = false``): one timestep's decay is all ones, as 73c4611's
+ff retention (retention.py:69-72), and the decoder keeps its causal mask, which 73c4611's ff
+variant drops and Mava's later code keeps; ff_retention.yaml's agents_chunk_size (off by default)
+is not built. The stages over it: ``harl.policy.sable_policy`` (acting, states as step-record
+fields), ``harl.update.sable_values`` (critic), ``harl.update.objectives.sable`` (Mava's PPO);
+docs/sable.md.
 
 Mava's network defaults (configs/network/{ff,rec}_retention.yaml): n_block 1, embed_dim 64,
 n_head 1, decay_scaling_factor 0.8, no timestep encoding, no chunking.
