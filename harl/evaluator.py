@@ -1,8 +1,8 @@
-"""The Evaluator: the current team on separate envs, deterministic by default.
+"""The Evaluator: the current policy on separate envs, deterministic by default.
 
 ::
 
-    evaluator = Evaluator(config, eval_venv, team, device, seed)
+    evaluator = Evaluator(config, eval_venv, policy, device, seed)
     if iteration % config.every_iterations == 0:
         stats = evaluator.evaluate()        # mean/std return over `episodes` episodes
 """
@@ -73,14 +73,14 @@ def summarize_episodes(episodes: list[dict[str, Any]]) -> EvalStats:
 
 
 class ActingPolicy(Protocol):
-    """What evaluation, rendering and the population ask of a team, every family alike::
+    """What evaluation, rendering and the population ask of a policy, every family alike::
 
-        hidden = team.initial_hidden(n_envs, device)          # None: nothing carried (feed-forward)
-        actions, hidden = team.act(obs, avail, deterministic, hidden=hidden, starts=starts)
+        hidden = policy.initial_hidden(n_envs, device)          # None: nothing carried (feed-forward)
+        actions, hidden = policy.act(obs, avail, deterministic, hidden=hidden, starts=starts)
 
-    ``act`` returns the state to pass to the next step (GRU states, and a value-family team's
+    ``act`` returns the state to pass to the next step (GRU states, and a value-family policy's
     previous actions) and changes nothing in place: the caller carries it forward.  ``starts``
-    ``(n_envs,)`` is 1 where this step begins an episode; the team restarts those rows' state.
+    ``(n_envs,)`` is 1 where this step begins an episode; the policy restarts those rows' state.
     """
 
     def initial_hidden(self, n_envs: int, device: Any) -> Any: ...
@@ -91,11 +91,11 @@ class ActingPolicy(Protocol):
 
 
 class Evaluator:
-    def __init__(self, config: EvaluatorConfig, venv: VectorEnv, team: ActingPolicy,
+    def __init__(self, config: EvaluatorConfig, venv: VectorEnv, policy: ActingPolicy,
                  device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
-        self.policy = team
+        self.policy = policy
         self.device = device
         self.seed: int | None = seed
         self.native = is_tensor_native(venv)

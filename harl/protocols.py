@@ -10,7 +10,7 @@ A stage's ``buffer`` argument stays ``Any``: a family's collector, returns stage
 their own buffer class (``RolloutBuffer``, ``ReplayBuffer``, ``EpisodeBuffer``), which a protocol of
 this layer cannot name.  A user's stage need not inherit anything: mypy checks these structurally, and at build
 time ``harl.registry.check_protocol`` checks that the names in ``registry.PROTOCOLS`` exist
-(a test keeps the two lists in step).  The team and the critic network are ``torch.nn.Module``s.
+(a test keeps the two lists in step).  The policy and the critic network are ``torch.nn.Module``s.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Buffer(Protocol):
 
 
 class Collector(Protocol):
-    """Runs the team in the envs and hands the buffer its records."""
+    """Runs the policy in the envs and hands the buffer its records."""
 
     @property
     def steps_per_iteration(self) -> int: ...
@@ -67,7 +67,7 @@ class UpdateResult(Protocol):
 
 
 class Updater(Protocol):
-    """Turns a filled buffer into a better team and critic."""
+    """Turns a filled buffer into a better policy and critic."""
 
     def update(self, buffer: Any, progress: float) -> UpdateResult: ...
 

@@ -2,7 +2,7 @@
 
 ::
 
-    collector = EpisodeCollector(config, venv, team, device, seed, max_length)
+    collector = EpisodeCollector(config, venv, policy, device, seed, max_length)
     for iteration in range(n):
         stats = collector.collect(buffer)   # rollout_length vector steps; each episode that ends goes in whole
         updater.update(buffer, progress)    # gradient steps on batches of whole episodes
@@ -105,13 +105,13 @@ class EpisodeHook(Protocol):
 
 
 class EpisodeCollector:
-    """Steps the envs with the team's epsilon-greedy actions; see the module docstring."""
+    """Steps the envs with the policy's epsilon-greedy actions; see the module docstring."""
 
-    def __init__(self, config: EpisodeCollectorConfig, venv: VectorEnv, team: AgentQNetworks, device: torch.device,
+    def __init__(self, config: EpisodeCollectorConfig, venv: VectorEnv, policy: AgentQNetworks, device: torch.device,
                  seed: int, max_length: int) -> None:
         self.config = config
         self.venv = venv
-        self.policy = team
+        self.policy = policy
         self.device = device
         self.seed = seed
         self.max_length = max_length

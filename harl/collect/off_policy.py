@@ -2,13 +2,13 @@
 
 ::
 
-    collector = OffPolicyCollector(config, venv, team, device, seed)
+    collector = OffPolicyCollector(config, venv, policy, device, seed)
     for iteration in range(n):
         stats = collector.collect(buffer)   # train_interval x n_envs transitions
         updater.update(buffer, progress)    # updates_per_round gradient steps (none in warm-up)
 
 The first ``warmup_steps`` env steps take uniformly random actions (inside the Box,
-among the available categories); after that the team explores as its objective says
+among the available categories); after that the policy explores as its objective says
 (Gaussian noise for DDPG/TD3, sampling for SAC, epsilon-greedy for D3QN).  Every
 transition keeps what the step reached, the pre-reset observation and state where an
 episode ended, so truncated transitions can bootstrap.
@@ -79,11 +79,11 @@ def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.
 
 
 class OffPolicyCollector:
-    def __init__(self, config: OffPolicyCollectorConfig, venv: VectorEnv, team: OffPolicyActors,
+    def __init__(self, config: OffPolicyCollectorConfig, venv: VectorEnv, policy: OffPolicyActors,
                  device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
-        self.policy = team
+        self.policy = policy
         self.device = device
         self.seed = seed
         self.masked = [avail_size(s) > 0 for s in venv.action_spaces]

@@ -2,13 +2,13 @@
 
 ::
 
-    collector = OnPolicyCollector(config, venv, team, critic, device, seed)
+    collector = OnPolicyCollector(config, venv, policy, critic, device, seed)
     for iteration in range(n):
         stats = collector.collect(buffer)     # fills T steps, continues open episodes
         ...                                   # returns, update
 
 The collector hands the buffer one ``StepRecord`` per vector step and never writes its
-arrays (``harl.buffers.records``).  A tensor-native vector env (VMAS) gets the team's
+arrays (``harl.buffers.records``).  A tensor-native vector env (VMAS) gets the policy's
 action tensors as they are, and its tensors go into the record as they are; a numpy env
 gets numpy arrays (one device-to-host copy of the actions per step).  Both paths store
 the same numbers.
@@ -66,7 +66,7 @@ class OnPolicyCollectorConfig(EnvWorkers):
 
 @attrs.frozen
 class Acting:
-    """What the team and critic chose at one step, before the envs answered."""
+    """What the policy and critic chose at one step, before the envs answered."""
 
     actions: list[torch.Tensor]
     """Per agent ``(E, k_i)``."""
@@ -83,7 +83,7 @@ class Acting:
 
 
 class OnPolicyCollector:
-    """Steps the team in the envs; one ``collect`` is a rollout, or drive it a step at a time::
+    """Steps the policy in the envs; one ``collect`` is a rollout, or drive it a step at a time::
 
         collector.start(buffer)                         # or buffer.roll_over() for the next rollout
         for t in range(buffer.length):
@@ -93,11 +93,11 @@ class OnPolicyCollector:
         collector.finish(buffer)                        # V of the last state
     """
 
-    def __init__(self, config: OnPolicyCollectorConfig, venv: VectorEnv, team: OnPolicyActors,
+    def __init__(self, config: OnPolicyCollectorConfig, venv: VectorEnv, policy: OnPolicyActors,
                  critic: ValueFunction, device: torch.device, seed: int) -> None:
         self.config = config
         self.venv = venv
-        self.policy = team
+        self.policy = policy
         self.critic = critic
         self.device = device
         self.seed = seed
@@ -175,7 +175,7 @@ class OnPolicyCollector:
 
     @torch.no_grad()
     def act(self, buffer: RolloutBuffer, t: int) -> Acting:
-        """The team's actions and the critic's values at step ``t`` of the rollout in ``buffer``."""
+        """The policy's actions and the critic's values at step ``t`` of the rollout in ``buffer``."""
         inputs = buffer.inputs(t)
         carried: dict[str, Any] = {"carried": inputs.extras} if inputs.extras else {}  # the policy's own fields
         sampled = self.policy.sample(inputs.obs, inputs.avail, hidden=inputs.hidden, starts=inputs.starts, **carried)

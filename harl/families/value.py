@@ -100,9 +100,9 @@ def build(spec: Spec, parts: Parts) -> Built:
     _state_checks(spec, parts)
     objective = spec.updater.objective
     policy = spec.policy
-    team = AgentQNetworks(parts.obs_spaces, parts.act_spaces, policy.hidden_sizes[0], policy.recurrent != "none",
-                          policy.share_parameters, policy.agent_id, policy.last_action, parts.source)
-    parts = attrs.evolve(parts, policy=team.to(parts.device))
+    agent_qs = AgentQNetworks(parts.obs_spaces, parts.act_spaces, policy.hidden_sizes[0], policy.recurrent != "none",
+                              policy.share_parameters, policy.agent_id, policy.last_action, parts.source)
+    parts = attrs.evolve(parts, policy=agent_qs.to(parts.device))
     critic = registry.build(spec.critic, parts).to(parts.device)
     parts = attrs.evolve(parts, critic=critic)
     returns = registry.build(spec.returns, parts)
@@ -113,7 +113,7 @@ def build(spec: Spec, parts: Parts) -> Built:
     collector = registry.build(spec.collector, parts)
     if spec.updater.timing == "per_episode" and isinstance(collector, EpisodeCollector):
         collector.updates_with(updater)  # the gradient steps follow the episodes inside collection, as EPyMARL's loop
-    return Built(team, critic, returns, buffer, collector, updater)
+    return Built(agent_qs, critic, returns, buffer, collector, updater)
 
 
 def _per_episode(spec: Spec, spaces: EnvSpaces) -> int:
@@ -133,16 +133,16 @@ def save_buffer(spec: Spec) -> bool:
 
 
 def describe(stages: BuiltStages) -> dict[str, str]:
-    spec, team = stages.spec, stages.policy
-    if not isinstance(team, AgentQNetworks):
+    spec, agent_qs = stages.spec, stages.policy
+    if not isinstance(agent_qs, AgentQNetworks):
         return {}
     per, capacity = _per_episode(spec, stages.venv), spec.buffer.capacity
-    nets = "1 shared network" if team.share_parameters else f"{team.n_agents} networks"
-    body = f"GRU {team.hidden_dim}" if team.recurrent else f"MLP {team.hidden_dim}x{team.hidden_dim}"
+    nets = "1 shared network" if agent_qs.share_parameters else f"{agent_qs.n_agents} networks"
+    body = f"GRU {agent_qs.hidden_dim}" if agent_qs.recurrent else f"MLP {agent_qs.hidden_dim}x{agent_qs.hidden_dim}"
     return {
         "buffer": f"{capacity:,} episodes of up to {max_length(spec)} steps, batch {spec.buffer.batch_size}; memory "
                   f"when full: {per:,} bytes per episode x {capacity:,} = {human(per * capacity)}",
-        "policy": f"agent Qs: {nets}, {body}, {sum(p.numel() for p in team.parameters()):,} parameters, "
+        "policy": f"agent Qs: {nets}, {body}, {sum(p.numel() for p in agent_qs.parameters()):,} parameters, "
                   f"device {stages.device}",
         "updater": f"objective {registry.kind_name(spec.updater.objective)}, target copy every "
                    f"{spec.updater.target_update_interval} steps" if spec.updater.target_update_interval
