@@ -18,6 +18,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -124,7 +125,7 @@ def load_suite_results(folder: Path) -> tuple[Suite, dict[str, str], list[EntryR
         if entry.name in references:
             entry = attrs.evolve(entry, references=references[entry.name])
         runs = _finished(folder / entry.name)
-        task = "?"
+        task = "not started"
         pipelines = sorted((folder / entry.name).glob("*/pipeline.toml"))
         if pipelines:
             pipeline = read_toml(pipelines[0])
@@ -226,7 +227,7 @@ def render(results: Path, figures: Path | None, page: Path) -> str:
         commit = str(provenance.get("commit", "?"))[:10]
         lines += [f"## {suite.name}", "", suite.about, "",
                   f"Commit `{commit}`; {provenance.get('machine', 'machine not recorded')}; "
-                  f"results in `benchmarks/results/{folder.name}/`.", "",
+                  f"results in `benchmarks/results/{folder.name}/`.", *_revisions(provenance), "",
                   "| entry | task | budget | seeds done | metric | mean [95 % CI] | IQM | reference | verdict |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in reports:
@@ -242,7 +243,8 @@ def render(results: Path, figures: Path | None, page: Path) -> str:
         lines.append("")
         notes = [f"- **{e.label or e.name}**: {e.note}" for e in suite.entries if e.note]
         notes += [f"  - reference note: {ref.note}" for e in suite.entries for ref in e.references if ref.note]
-        lines += ["Settings and cuts:", "", *notes, ""]
+        lines += [f"Settings and cuts (each entry's note in `benchmarks/suites/{folder.name}.toml`, whose header gives "
+                  "the budgets' arithmetic):", "", *notes, ""]
         tasks: dict[str, list[EntryReport]] = {}
         for r in reports:
             tasks.setdefault(r.task, []).append(r)
@@ -254,6 +256,15 @@ def render(results: Path, figures: Path | None, page: Path) -> str:
                 rel = Path("results") / name
                 lines += [f"![{suite.name}: {task}]({rel.as_posix()})", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _revisions(provenance: dict[str, Any]) -> list[str]:
+    """A line per revision of the suite (``suite_results.py revise``): which entries' runs began at an
+    earlier commit, so that no run is presented as the current commit's without saying so."""
+    return [f"Moved from `{str(r.get('from', '?'))[:10]}` to `{str(r.get('to', '?'))[:10]}` on {r.get('date', '?')}: "
+            f"entries unchanged (the same resolved pipelines), whose runs begun at the earlier commit were kept: "
+            f"{', '.join(r.get('kept', [])) or 'none'}."
+            for r in provenance.get("revisions", [])]
 
 
 def report(results: Path, out: Path, check: bool = False) -> tuple[Path, bool]:

@@ -150,3 +150,12 @@ def test_the_committed_page_matches_the_committed_results():
     assert report(results, page, check=True)[1], (
         "docs/results.md disagrees with benchmarks/results: run "
         f"{sys.executable} -m harl suite report benchmarks/results --out docs/results.md")
+
+
+def test_a_revised_suite_says_which_entries_kept_runs_of_the_earlier_commit() -> None:
+    from harl.suite.report import _revisions
+
+    line, = _revisions({"commit": "b" * 40, "revisions": [{"from": "a" * 40, "to": "b" * 40, "date": "2026-12-07",
+                                                            "kept": ["happo-spread"]}]})
+    assert line.startswith(f"Moved from `{'a' * 10}` to `{'b' * 10}` on 2026-12-07") and line.endswith("happo-spread.")
+    assert _revisions({"commit": "c" * 40}) == []
