@@ -67,6 +67,7 @@ def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: Vec
     """Every team's stages (see the module docstring); ``wiring``: the pipeline family's ``wiring(spec)``."""
     if not spec.teams:
         return _one_team(spec, source, venv, eval_venv, device, wiring)
+    spec = _on_world(spec, venv.n_envs, source)
     teams = resolve(spec, venv, source)
     views = {t.name: team_view(venv, t) for t in teams}
     plays = build_roles(spec, views, device, source)
@@ -75,7 +76,14 @@ def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: Vec
     pools = pool_columns([play.pool for play in plays.values() if play.pool is not None])
     policy = TeamsPolicy(teams, {n: b.policy for n, b in learners.items()}, players, venv.n_agents)
     world = TeamWorld(venv, teams)
-    steps = _world_steps(spec, source)
+    steps = world_steps(spec.collector)
+    for name, built in learners.items():
+        if not callable(getattr(built.collector, "actor", None)):
+            kind = registry.kind_name(next(t for t in spec.learning_teams if t.name == name).spec.collector)
+            raise ConfigError(f"{source}: teams.{name}.collector: collector kind {kind!r} has no actor(buffer) "
+                              "method, which a learning team's collector needs so that the one rollout loop can step "
+                              "the world for every team (harl.collect.actor.Actor); use a collector of harl's or give "
+                              "yours that method")
     collector = TeamsCollector(world, teams, {n: b.collector for n, b in learners.items()}, policy, device,
                                spec.run.seed * 1000, steps, pools)
     updater = TeamsUpdater({n: b.updater for n, b in learners.items()}, {n: b.policy for n, b in learners.items()},
@@ -95,19 +103,24 @@ def build_teams(spec: PipelineSpec, source: str, venv: VectorEnv, eval_venv: Vec
                        described, save_buffer=bool(saved))
 
 
-def _world_steps(spec: PipelineSpec, source: str) -> int:
-    """The world's vector steps per iteration: the pipeline's collector's, which every learning team's
-    collector must take too (with its ``n_envs``), as each steps the same world."""
+def _on_world(spec: PipelineSpec, n_envs: int, source: str) -> PipelineSpec:
+    """``spec`` with every learning team's collector on the world's ``n_envs`` (its envs are the world's: a
+    run opened to play or export has one); a team whose steps per iteration are not the world's
+    (``[collector]``'s) is refused, as every team steps the same world."""
     steps = world_steps(spec.collector)
-    for team in spec.learning_teams:
-        own = team.spec.collector
-        key = "rollout_length" if hasattr(own, "rollout_length") else "train_interval"
-        if own.n_envs != spec.collector.n_envs or world_steps(own) != steps:
-            raise ConfigError(f"{source}: teams.{team.name}.collector: n_envs = {own.n_envs} and {key} = "
-                              f"{world_steps(own)}, where the world ([collector]) takes n_envs = "
-                              f"{spec.collector.n_envs} and {steps} vector steps per iteration; the teams step "
-                              "one world, so set the team's n_envs and steps per iteration to the world's")
-    return steps
+    teams = []
+    for team in spec.teams:
+        if team.learns:
+            own = team.spec.collector
+            if world_steps(own) != steps:
+                key = "rollout_length" if hasattr(own, "rollout_length") else "train_interval"
+                raise ConfigError(f"{source}: teams.{team.name}.collector.{key}: {world_steps(own)} vector steps per "
+                                  f"iteration, where the world ([collector]) takes {steps}; the teams step one world, "
+                                  f"so set it to {steps}")
+            if getattr(own, "n_envs", n_envs) != n_envs:
+                team = attrs.evolve(team, spec=attrs.evolve(team.spec, collector=attrs.evolve(own, n_envs=n_envs)))
+        teams.append(team)
+    return attrs.evolve(spec, teams=tuple(teams))
 
 
 def build_roles(spec: PipelineSpec, views: Mapping[str, TeamView], device: torch.device,
