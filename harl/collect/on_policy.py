@@ -83,7 +83,9 @@ class Acting:
 
 
 class OnPolicyCollector:
-    """Steps the policy in the envs; one ``collect`` is a rollout, or drive it a step at a time::
+    """Steps the policy in the envs: one ``collect`` is a rollout of the one rollout loop
+    (``harl.collect.rollout``) with this collector's actor (``actor(buffer)``: ``OnPolicyActor``); or
+    drive it a step at a time, as HARL's runner facades do::
 
         collector.start(buffer)                         # or buffer.roll_over() for the next rollout
         for t in range(buffer.length):
