@@ -147,3 +147,22 @@ def test_a_recurrent_sable_without_episode_starts_is_refused() -> None:
     with stages() as built:
         with pytest.raises(ConfigError, match="episode-start mask"):
             built.policy.sample([o[0] for o in built.buffer.obs], None, starts=None)
+
+
+def test_value_norm_option_works_in_the_normalisers_units() -> None:
+    """``[critic] value_norm`` (not Mava's): collection stores denormalised encoder values; the loss is
+    Mava's on normalize(R) after the statistics take in R, against the normalised old values."""
+    with stages("critic.value_norm=true") as built:
+        batch = rollout(built)
+        critic, loss = built.critic, built.updater.critic_learner
+        assert batch.hidden is not None
+        out = built.policy.evaluate(batch.obs, batch.actions, batch.hidden, batch.starts, batch.legal)
+        torch.testing.assert_close(critic.denormalize(out.values), batch.old_values, atol=2e-5, rtol=1e-5)
+        mb = built.updater.learner.team_batch(built.buffer, loss)
+        torch.testing.assert_close(mb.old_values, critic.normalize_targets(batch.old_values))
+        state = {k: v.clone() for k, v in critic.normalizer.state_dict().items()}
+        got = loss(out.values, mb)
+        critic.normalizer.load_state_dict(state)
+        critic.normalizer.update(mb.returns)
+        want = sable_value_loss(out.values, mb.old_values, critic.normalize_targets(mb.returns), 0.2)
+        torch.testing.assert_close(got, want)

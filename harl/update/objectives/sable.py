@@ -156,8 +156,10 @@ class SableLearner:
         self.base_lr = config.lr
 
     def team_batch(self, buffer: Any, critic_learner: Any) -> SableBatch:
-        """What the ``joint`` updater hands ``update``: the rollout, read once."""
-        return sable_batch(buffer, self.policy)
+        """What the ``joint`` updater hands ``update``: the rollout, read once (the collection-time values
+        in the critic's units: ``sable_v``'s ``value_norm``)."""
+        batch = sable_batch(buffer, self.policy)
+        return attrs.evolve(batch, old_values=critic_learner.old_values(batch.old_values))
 
     def loss(self, mb: SableBatch, value_loss: Any, value_loss_coef: float) -> tuple[torch.Tensor, ...]:
         """(loss, policy loss, value loss, entropy, mean ratio) of one minibatch."""
