@@ -220,7 +220,17 @@ class OffPolicyCollector:
         return {"obs": _copied(self._obs), "state": _copied(self._state), "avail": _copied(self._avail),
                 "active": _copied(self._active)}
 
-    def carry_in(self, carried: dict[str, Any]) -> None:
+    def take_resume(self) -> dict[str, Any] | None:
+        """The checkpoint's whole env state and where the envs were (``env_state``, ``next``), or None (and
+        forget them): for a caller that restores the envs itself (a population, ``harl.population``)."""
+        return self.loop.take_resume()
+
+    def carry_in(self, buffer: ReplayBuffer, carried: dict[str, Any]) -> None:
+        """Go on from a checkpoint's ``next`` (the envs restored by the caller)."""
+        self.loop.resumed(self.actor(buffer), carried)
+
+    def carry(self, carried: dict[str, Any]) -> None:
+        """Where the envs are, from ``carried()``'s value."""
         self._obs, self._state, self._avail = carried["obs"], carried["state"], carried["avail"]
         self._active = carried["active"]
 
@@ -270,7 +280,7 @@ class OffPolicyActor:
         return self.collector.carried()
 
     def carry_in(self, carried: dict[str, Any]) -> None:
-        self.collector.carry_in(carried)
+        self.collector.carry(carried)
 
     def compiled(self, eager_s: float) -> None:
         return None
