@@ -2,7 +2,8 @@
 
 Its stages are the pipeline's family's, built exactly as a one-team pipeline's are, on the team's
 side of the world (its agents' spaces), from the team's pipeline: the pipeline's tables with the
-team's own (``[teams.NAME.policy]``, ``.critic``, ``.updater``, ``.buffer``, ``.returns``) in their place.
+team's own (``[teams.NAME.policy]``, ``.critic``, ``.updater``, ``.buffer``, ``.returns``, ``.collector``) in their
+place: a team's own ``[collector]`` makes it of that collector's family, beside teams of another.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ SEED_STRIDE = 7919
 
 @attrs.frozen
 class LearningRole:
-    """``[teams.NAME] role = "learning"``: the default; trained by its own stages, the pipeline's tables with the team's own ([teams.NAME.policy], .critic, .updater, .buffer, .returns) in their place."""
+    """``[teams.NAME] role = "learning"``: the default; trained by its own stages, the pipeline's tables with the team's own ([teams.NAME.policy], .critic, .updater, .buffer, .returns, .collector: any family's) in their place."""
 
 
 def build(config: LearningRole, team: TeamContext) -> TeamPlay:
