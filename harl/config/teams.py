@@ -4,7 +4,8 @@ A team's table holds who its agents are, how it plays (its ``role``, a registere
 role's own keys beside it: ``harl.roles``) and its reward; its stage tables
 (``[teams.NAME.policy]``, ``.critic``, ``.updater``, ``.updater.objective``, ``.buffer``,
 ``.returns``, ``.collector``) replace the pipeline's tables of the same name for a team that learns, so a
-team reads like a pipeline (its own ``[collector]``: a team of that collector's family).  A pipeline without ``[teams]`` is one team of every agent, exactly as before.
+team reads like a pipeline (its own ``[collector]``: a team of that collector's family).  A pipeline
+without ``[teams]`` is one team of every agent, exactly as before.
 """
 
 from __future__ import annotations
