@@ -6,7 +6,9 @@ with every agent in a row (``TeamBatch``) and the critic's value loss, and the l
 gradient step on ``policy loss - entropy_coef * entropy + value_loss_coef * value loss`` over
 one network (the Multi-Agent Transformer, whose encoder's value head is the critic).  Built by the
 on-policy family like its other updaters (``harl.update.on_policy.build_on_policy_updater`` asks
-this kind's ``build``); its objective must provide ``joint_loss`` (``mat``, ``mat_dec``).
+this kind's ``build``); its objective must provide ``joint_loss`` (``mat``, ``mat_dec``, ``sable``).
+A learner with a ``team_batch(buffer, critic_learner)`` of its own (Sable's: env-major rollouts with
+their retention states) reads the rollout itself; MAT's get ``team_batch`` below.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class JointConfig:
     kind: str = kind_field("joint")
     lr_decay: str = setting("none", "learning-rate schedule over the run: none or linear (to 0), as MAT's "
                             "use_linear_lr_decay", one_of(("none", "linear")))
-    objective: Any = setting(factory=MATConfig, doc="the team's objective ([updater.objective]: mat or mat_dec)")
+    objective: Any = setting(factory=MATConfig, doc="the team's objective ([updater.objective]: mat, mat_dec or sable)")
 
 
 def team_batch(buffer: RolloutBuffer, critic_learner: TransformerValueLoss) -> TeamBatch:
