@@ -166,3 +166,21 @@ def test_value_norm_option_works_in_the_normalisers_units() -> None:
         critic.normalizer.update(mb.returns)
         want = sable_value_loss(out.values, mb.old_values, critic.normalize_targets(mb.returns), 0.2)
         torch.testing.assert_close(got, want)
+
+
+def test_advantages_are_mavas_gae() -> None:
+    """rec_sable.py:165-187 transcribed: backwards over the rollout, done_{t+1} = an episode ended at
+    step t (a time limit too), delta = r_t + gamma v_{t+1} (1 - done_{t+1}) - v_t and
+    gae_t = delta + gamma lambda (1 - done_{t+1}) gae_{t+1}, from (0, V(last state), its done)."""
+    with stages() as built:
+        rollout(built)
+        b = built.buffer
+        ended = (b.terminated | b.truncated).float().unsqueeze(-1)
+        gae, next_value = torch.zeros_like(b.values[0]), b.values[-1]
+        want = torch.zeros_like(b.advantages)
+        for t in reversed(range(b.length)):
+            delta = b.rewards[t] + 0.99 * next_value * (1 - ended[t]) - b.values[t]
+            gae = delta + 0.99 * 0.95 * (1 - ended[t]) * gae
+            want[t], next_value = gae, b.values[t]
+        torch.testing.assert_close(b.advantages, want)
+        torch.testing.assert_close(b.returns, want + b.values[:-1])
