@@ -19,6 +19,7 @@ from harl.errors import ConfigError
 from harl.update.batched import BatchedSimultaneous
 from harl.update.common import AgentStats, agent_order, lr_scale, set_lr
 from harl.update.compiled import AutoCompile
+from harl.update.fused import CompileSwitch
 from harl.update.sequential import PolicyLearner, SequentialConfig, sequential_update
 from harl.update.simultaneous import SimultaneousConfig, merge_batches, simultaneous_update
 from harl.update.v_critic import CriticStats, VCriticLearner
@@ -71,11 +72,14 @@ class OnPolicyUpdater:
                         if batch_agents and not self.sequential and len(self.learners) > 1 else None)
         self.auto_compile = AutoCompile([*self.learners, critic_learner])
         """``[policy] compile = "auto"``: whether the learners compile, decided at the second update."""
+        self.fused = CompileSwitch(getattr(config, "compile", "off"), [*self.learners, critic_learner])
+        """``[updater] compile``: which learners take the fused minibatch step (``harl.update.fused``), and when."""
 
     def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
         started = self.auto_compile.start()
         stats = self._update(buffer, progress)
         self.auto_compile.finish(started, progress)
+        self.fused.finish(started, (buffer.length, buffer.n_envs, self.n_agents))
         return stats
 
     def _update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
@@ -93,8 +97,8 @@ class OnPolicyUpdater:
             shared = simultaneous_update(self.learners, [merge_batches(batches)])[0]
             agents = [shared] * self.n_agents
         else:
-            stats = (simultaneous_update(self.learners, batches) if self.batched is None
-                     else self.batched.update(batches))
+            stats = (simultaneous_update(self.learners, batches) if self.batched is None or self.fused.active
+                     else self.batched.update(batches))  # the fused steps are per learner
             agents = [stats[i] for i in range(self.n_agents)]
         critic_stats = self.critic_learner.update(*buffer.critic_batch())
         return UpdateStats(agents, critic_stats, order, scale)

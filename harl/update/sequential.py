@@ -18,6 +18,7 @@ from harl.buffers.rollout import AgentBatch
 from harl.registry import register
 from harl.settings import kind_field, one_of, setting
 from harl.update.common import AgentStats
+from harl.update.fused import compile_checks, compile_setting
 from harl.update.objectives.ppo import PPOConfig
 
 
@@ -40,6 +41,7 @@ class SequentialConfig:
     lr_decay: str = setting("none", "learning-rate schedule over the run, one for every optimiser (the actors' "
                             "[updater.objective] lr and the critic's [critic] lr, as HARL's use_linear_lr_decay): "
                             "none or linear (to 0)", one_of(("none", "linear")))
+    compile: str = compile_setting()
     objective: Any = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
 
 
@@ -54,4 +56,4 @@ def sequential_update(learners: Sequence[PolicyLearner], batches: Sequence[Agent
     return stats
 
 
-register("updater", SequentialConfig, None, family=("on_policy", "off_policy"), default=True)
+register("updater", SequentialConfig, None, family=("on_policy", "off_policy"), default=True, check=compile_checks)

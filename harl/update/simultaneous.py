@@ -12,6 +12,7 @@ from harl.buffers.rollout import AgentBatch
 from harl.registry import register
 from harl.settings import kind_field, one_of, setting
 from harl.update.common import AgentStats
+from harl.update.fused import compile_checks, compile_setting
 from harl.update.objectives.ppo import PPOConfig
 from harl.update.sequential import PolicyLearner
 
@@ -27,6 +28,7 @@ class SimultaneousConfig:
     others_actions: str = setting(
         "replayed", "off-policy actor step: the other agents' actions in Q are the batch's replayed ones "
         "(HARL, MADDPG) or the current policies' (current)", one_of(("replayed", "current")))
+    compile: str = compile_setting()
     objective: Any = setting(factory=PPOConfig, doc="the per-agent objective ([updater.objective])")
 
 
@@ -52,4 +54,4 @@ def merge_batches(batches: Sequence[AgentBatch]) -> AgentBatch:
     )
 
 
-register("updater", SimultaneousConfig, None, family=("on_policy", "off_policy"))
+register("updater", SimultaneousConfig, None, family=("on_policy", "off_policy"), check=compile_checks)

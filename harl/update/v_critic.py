@@ -27,6 +27,7 @@ from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, own_first, positive, setting
 from harl.update.common import HUBER_ONE_SIDED_HELP, huber, optimizer_step
 from harl.update.compiled import CompiledStep, compile_mode, compiled
+from harl.update.fused import FusedStep, adam_defaults
 
 
 @attrs.frozen
@@ -209,6 +210,8 @@ class VCriticLearner:
         """``[policy] compile`` for this learner: a recurrent critic's update stays eager (its GRU's cuts)."""
         if self.compile == "on":
             self.enable_compile()
+        self.fused: FusedStep | None = None
+        """``[updater] compile``: the whole minibatch step as one function (``harl.update.fused``)."""
 
     def trainable(self) -> list[torch.Tensor]:
         """The parameters the optimiser steps."""
@@ -216,14 +219,30 @@ class VCriticLearner:
 
     def enable_compile(self) -> None:
         """From the next minibatch on, the compiled step (``"on"``, or ``"auto"`` once the run earns it)."""
-        self.compiled = compiled(self._loss)
+        self.compiled = compiled(lambda *data: self._loss(self.critic, *data))
         self.compiled_step = CompiledStep(self.optimizer, self.trainable(), self.config.max_grad_norm)
 
-    def _loss(self, states: torch.Tensor, old_norm: torch.Tensor, target: torch.Tensor,
+    def fusable(self) -> str | None:
+        """Why this learner cannot take the fused step (``[updater] compile``); None: it can."""
+        if getattr(self.critic, "hidden_size", 0):
+            return "a recurrent critic's update (its GRU's cuts at episode starts are data-dependent)"
+        return adam_defaults(self.optimizer)
+
+    def enable_fused(self, compile: bool = True) -> None:
+        """From the next minibatch on, the fused step (``compile``: as one compiled graph; else the same
+        function run eagerly, what the tests hold against the eager loop)."""
+        self.fused = FusedStep(self.critic, self.trainable(), self.optimizer, self._fused_loss,
+                               self.config.max_grad_norm, compile, "the critic's update")
+
+    def _fused_loss(self, critic: Any, *data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loss = self._loss(critic, *data)
+        return loss * self.config.value_loss_coef, loss.detach().reshape(1)
+
+    def _loss(self, critic: Any, states: torch.Tensor, old_norm: torch.Tensor, target: torch.Tensor,
               idx: torch.Tensor) -> torch.Tensor:
         """The eager loop's value loss of the rows ``idx``."""
         clip = self.config.value_clip if self.config.clip_value_loss else None
-        return value_loss(self.critic.normalized(states[idx]), old_norm[idx], target, clip,
+        return value_loss(critic.normalized(states[idx]), old_norm[idx], target, clip,
                           self.config.huber_delta, self.config.huber_one_sided).mean()
 
     def update(self, states: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
@@ -250,6 +269,11 @@ class VCriticLearner:
                 if critic.normalizer is not None:
                     critic.normalizer.update(target)
                 target = critic.normalize_targets(target)
+                if self.fused is not None and hidden is None:
+                    reported, step_norm = self.fused.step(states, old_norm, target, idx)
+                    norms.append(step_norm)
+                    losses.append(reported[0])
+                    continue
                 if self.compiled is not None and self.compiled_step is not None and hidden is None:
                     loss = self.compiled(states, old_norm, target, idx)
                     norms.append(self.compiled_step.step(loss * cfg.value_loss_coef))

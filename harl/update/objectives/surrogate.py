@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import torch
@@ -12,6 +13,7 @@ from harl.policy.on_policy import Actor
 from harl.settings import in_range, one_of, positive, setting
 from harl.update.common import AgentStats, aggregate_ratio, masked_mean, optimizer_step, ratio_aggregation
 from harl.update.compiled import CompiledStep, compile_mode, compiled
+from harl.update.fused import FusedStep, adam_defaults
 
 Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -56,17 +58,35 @@ class SurrogateLearner:
         """``[policy] compile`` for this learner: a recurrent actor's update stays eager (its GRU's cuts)."""
         if self.compile == "on":
             self.enable_compile()
+        self.fused: FusedStep | None = None
+        """``[updater] compile``: the whole minibatch step as one function (``harl.update.fused``)."""
 
     def enable_compile(self) -> None:
         """From the next minibatch on, the compiled step (``"on"``, or ``"auto"`` once the run earns it)."""
-        self.compiled = compiled(self._terms)
+        self.compiled = compiled(lambda *data: self._terms(self.actor, *data))
         self.compiled_step = CompiledStep(self.optimizer, self.actor.parameters(), self.config.max_grad_norm)
 
-    def _terms(self, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None, old: torch.Tensor,
-               advantages: torch.Tensor, factor: torch.Tensor, active: torch.Tensor, idx: torch.Tensor
-               ) -> tuple[torch.Tensor, ...]:
+    def fusable(self) -> str | None:
+        """Why this learner cannot take the fused step (``[updater] compile``); None: it can."""
+        if getattr(self.actor, "hidden_size", 0):
+            return "a recurrent actor's update (its GRU's cuts at episode starts are data-dependent)"
+        return adam_defaults(self.optimizer)
+
+    def enable_fused(self, compile: bool = True) -> None:
+        """From the next minibatch on, the fused step (``compile``: as one compiled graph; else the same
+        function run eagerly, what the tests hold against the eager loop)."""
+        self.fused = FusedStep(self.actor, list(self.actor.parameters()), self.optimizer, self._fused_terms,
+                               self.config.max_grad_norm, compile, "the actors' update")
+
+    def _fused_terms(self, actor: Actor, *data: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        loss, policy_loss, mean_entropy, mean_ratio = self._terms(actor, *data)
+        return loss, torch.stack([policy_loss, mean_entropy, mean_ratio]).detach()
+
+    def _terms(self, actor: Actor, obs: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor | None,
+               old: torch.Tensor, advantages: torch.Tensor, factor: torch.Tensor, active: torch.Tensor,
+               idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(loss, policy loss, mean entropy, mean ratio) of the rows ``idx``: the eager loop's arithmetic."""
-        log_probs, entropy = self.actor.evaluate(obs[idx], actions[idx], None if avail is None else avail[idx])
+        log_probs, entropy = actor.evaluate(obs[idx], actions[idx], None if avail is None else avail[idx])
         ratio = aggregate_ratio(log_probs - old[idx], self.aggregation)
         policy_loss = self.loss(ratio, advantages[idx], factor[idx], active[idx])
         mean_entropy = masked_mean(entropy.unsqueeze(-1), active[idx])
@@ -79,6 +99,11 @@ class SurrogateLearner:
         rows: list[torch.Tensor] = []
         for _ in range(cfg.epochs if epochs is None else epochs):
             for idx in minibatch_rows(batch, cfg.minibatches, self.generator):
+                if self.fused is not None:
+                    stats, norm = self.fused.step(batch.obs, batch.actions, batch.avail, batch.old_log_probs,
+                                                  batch.advantages, factor, batch.active, idx)
+                    rows.append(torch.cat([stats, norm.reshape(1)]))
+                    continue
                 if self.compiled is not None and self.compiled_step is not None:
                     loss, policy_loss, mean_entropy, mean_ratio = self.compiled(
                         batch.obs, batch.actions, batch.avail, batch.old_log_probs, batch.advantages, factor,
