@@ -541,17 +541,26 @@ def load() -> str:
 
 
 def speed(src: Path, repeats: int, num_envs: int, rollout: int, obs_dim: int, n_actions: int) -> None:
-    """Mava's jitted minibatch update vs harl's (network + Mava's loss + clip + Adam in torch) at
-    Mava's rec_sable defaults (embed 64, 1 head, 1 block, rollout 128, 16 envs, 2 minibatches, so
-    a minibatch of 8 envs x 128 timesteps x 3 agents), one CPU thread each."""
+    """Mava's jitted minibatch update and acting step vs harl's, at Mava's rec_sable defaults
+    (embed 64, 1 head, 1 block, 16 envs, rollout 128, 2 minibatches: a minibatch of 8 envs x 128
+    timesteps x 3 agents; acting: one timestep of the 16 envs), one CPU thread each, the two
+    sides timed in alternation so that a change of load falls on both."""
     import jax
     import torch
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tests" / "sable"))
     from test_mava_replay import HarlUpdate  # harl's side of the replay, as the test runs it
 
+    from harl.nets.sable.network import SableHidden, SableNetwork
+
+    # Mava's update at 128 timesteps takes minutes to compile (its masks are Python loops over
+    # the timesteps): keep the compiled program for the next run.
+    jax.config.update("jax_compilation_cache_dir", os.environ.get("SABLE_JAX_CACHE", "/tmp/sable-jax-cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
     global EMBED, OBS_DIM, N_ACTIONS
     EMBED, OBS_DIM, N_ACTIONS = 64, obs_dim, n_actions
+    torch.set_num_threads(1)
     case = {"variant": "rec", "n_block": 1, "batch": num_envs // 2, "timesteps": rollout, "chunk": None, "pos": False}
     CASES["speed"] = case
     x = make_inputs("speed", case, 0)
@@ -562,34 +571,67 @@ def speed(src: Path, repeats: int, num_envs: int, rollout: int, obs_dim: int, n_
     step, opt_init, config = side.updater(src)
     bi = side.batch_info(x, old)
     o = opt_init(params)
+    t0 = time.perf_counter()
     p, o, _ = step(params, o, bi)
     jax.block_until_ready(p)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        p, o, _ = step(p, o, bi)
-        jax.block_until_ready(p)
-        times.append(time.perf_counter() - t0)
-    mava_ms, mava_load = 1e3 * float(np.median(times)), load()
+    compile_s = time.perf_counter() - t0
 
-    torch.set_num_threads(1)
     settings = {**case, "n_agents": N_AGENTS, "obs_dim": OBS_DIM, "action_dim": N_ACTIONS, "embed_dim": EMBED,
                 "n_head": N_HEAD, "decay_scaling_factor": 0.8}
     system = {k: float(config.system[k]) for k in ("actor_lr", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm")}
     system["adam_eps"] = 1e-5
-    ours = HarlUpdate(settings, system, harl_names(params, 1), x, old)
+    ours = HarlUpdate(settings, system, harl_names(params, 1), x, old, objective="harl")
     ours.step()
-    times = []
+
+    # Acting: one timestep of num_envs envs (Mava's get_actions, jitted, as its rollout scan runs it).
+    act_x = make_inputs("speed", {**case, "batch": num_envs, "timesteps": 6}, 1)  # its act_* part
+    obs = side.Observation(agents_view=side.jnp.asarray(act_x["act_obs"]),
+                           action_mask=side.jnp.asarray(act_x["act_legal"]),
+                           step_count=side.jnp.asarray(act_x["act_step_count"]))
+    hs = side.hidden(act_x)
+    mava_act = jax.jit(partial(side.net.apply, method="get_actions"))
+    key = jax.random.PRNGKey(0)
+    jax.block_until_ready(mava_act(params, obs, hs, key))
+    t_obs, t_legal = torch.from_numpy(act_x["act_obs"]), torch.from_numpy(act_x["act_legal"])
+    t_hidden = SableHidden(*(torch.from_numpy(act_x[k]) for k in ("hidden_encoder", "hidden_decoder_self",
+                                                                     "hidden_decoder_cross")))
+    t_starts = torch.zeros(num_envs, dtype=torch.bool)
+    gen = torch.Generator().manual_seed(0)
+
+    def harl_act() -> None:
+        with torch.no_grad():
+            SableNetwork.act(ours.net, t_obs, t_hidden, t_starts, t_legal, generator=gen)  # the network's call
+
+    harl_act()
+    loads = [load()]
+    times: dict[str, list[float]] = {k: [] for k in ("mava_update", "harl_update", "mava_act", "harl_act")}
     for _ in range(repeats):
         t0 = time.perf_counter()
+        p, o, _ = step(p, o, bi)
+        jax.block_until_ready(p)
+        times["mava_update"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
         ours.step()
-        times.append(time.perf_counter() - t0)
-    harl_ms, harl_load = 1e3 * float(np.median(times)), load()
-    print(f"minibatch update, {case['batch']} envs x {rollout} timesteps x {N_AGENTS} agents, embed {EMBED}, "
-          f"1 head, 1 block, obs {OBS_DIM}, actions {N_ACTIONS}; median of {repeats}, one thread each:")
-    print(f"  Mava 73c4611 (jax {jax.__version__}, jitted, XLA CPU): {mava_ms:8.1f} ms   load {mava_load}")
-    print(f"  harl (torch {torch.__version__}):                       {harl_ms:8.1f} ms   load {harl_load}")
-    print(f"  harl / Mava time ratio: {harl_ms / mava_ms:.2f} (provisional: shared 2-core machine)")
+        times["harl_update"].append(time.perf_counter() - t0)
+        for _ in range(10):
+            key, sub = jax.random.split(key)
+            t0 = time.perf_counter()
+            jax.block_until_ready(mava_act(params, obs, hs, sub))
+            times["mava_act"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            harl_act()
+            times["harl_act"].append(time.perf_counter() - t0)
+    loads.append(load())
+    ms = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
+    print(f"Sable, {N_AGENTS} agents, obs {OBS_DIM}, {N_ACTIONS} actions, embed {EMBED}, 1 head, 1 block; "
+          f"Mava 73c4611 (jax {jax.__version__}, jitted, XLA CPU) vs harl (torch {torch.__version__}); one thread "
+          f"each, medians of {repeats} (acting {10 * repeats}), sides alternated; load {loads[0]} -> {loads[1]}:")
+    print(f"  minibatch update ({case['batch']} envs x {rollout} timesteps): Mava {ms['mava_update']:8.1f} ms, "
+          f"harl {ms['harl_update']:8.1f} ms, harl/Mava {ms['harl_update'] / ms['mava_update']:.2f} "
+          f"(Mava's first call, compiling: {compile_s:.0f} s)")
+    print(f"  acting step ({num_envs} envs):                   Mava {ms['mava_act']:8.2f} ms, "
+          f"harl {ms['harl_act']:8.2f} ms, harl/Mava {ms['harl_act'] / ms['mava_act']:.2f}")
+    print("  provisional: a shared 2-core machine (other jobs running; load above)")
 
 
 def main() -> None:
@@ -600,6 +642,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DATA)
     parser.add_argument("--speed", action="store_true", help="time Mava's and harl's update step instead")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--rollout", type=int, default=128, help="--speed: timesteps per rollout (Mava's 128)")
     parser.add_argument("--compare", action="store_true",
                         help="also run harl's side (needs torch here) and print the largest differences")
     args = parser.parse_args()
@@ -608,7 +651,7 @@ def main() -> None:
         return
     if args.speed:
         os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
-        speed(args.mava_src, args.repeats, 16, 128, 30, 5)
+        speed(args.mava_src, args.repeats, 16, args.rollout, 30, 5)
         return
     import jax
     args.out.mkdir(parents=True, exist_ok=True)

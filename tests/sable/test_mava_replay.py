@@ -56,7 +56,7 @@ def build_net(settings: dict[str, Any], weights: dict[str, np.ndarray]) -> Sable
                        n_block=settings["n_block"], embed_dim=settings["embed_dim"], n_head=settings["n_head"],
                        decay_scaling_factor=settings["decay_scaling_factor"], positional_encoding=settings["pos"],
                        chunk_timesteps=settings["chunk"])
-    net.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()}, strict=True)
+    net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()}, strict=True)
     return net
 
 
@@ -125,7 +125,7 @@ class HarlUpdate:
                              [spaces.Discrete(st["action_dim"])] * st["n_agents"], memory=memory, agent_id=False,
                              n_block=st["n_block"], embed_dim=st["embed_dim"], n_head=st["n_head"],
                              decay_scaling_factor=st["decay_scaling_factor"], chunk_timesteps=st["chunk"])
-        policy.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()}, strict=True)
+        policy.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()}, strict=True)
         config = SableConfig(memory=memory, n_block=st["n_block"], embed_dim=st["embed_dim"], n_head=st["n_head"],
                              decay_scaling_factor=st["decay_scaling_factor"], chunk_timesteps=st["chunk"] or 0,
                              agent_id=False, clip=sy["clip_eps"], epochs=1, minibatches=1,
