@@ -15,8 +15,10 @@ the modes alternating within each round.  An iteration is timed phase by phase (
 
 - **collect**: ``collector.collect`` (the rollout: env steps, acting, critic values, buffer writes);
 - **env**: the same number of vector steps of the pipeline's env alone (a third copy of the stages'
-  env, uniformly random actions), timed in the same round; **act** is collect minus env (acting,
-  V(s), the buffer's writes and the collector's own work);
+  env, eager, uniformly random actions), timed after each iteration; **act** is collect minus env
+  (acting, V(s), the buffer's writes and the collector's own work).  With ``--collect on`` the env
+  runs inside the compiled collection graph, so there only **collect** is a measurement of its own
+  (act can come out below zero);
 - **returns**: ``returns.compute`` (GAE, the advantages' normalisation);
 - **update**: ``updater.update``; its **arithmetic** is measured, not assumed: one eager update is
   run under a ``TorchDispatchMode`` that records every matmul (``mm``, ``addmm``, ``bmm``,
@@ -57,7 +59,6 @@ from harl.config.loading import load_spec_and_notes  # noqa: E402
 PIPELINES = ("pipelines/ippo_mpe_spread_jaxmarl.toml", "pipelines/happo_mpe_torch_spread.toml")
 MODES = ("off", "on")
 MATMULS = {"mm", "addmm", "bmm", "baddbmm"}
-PHASES = ("env", "act", "returns", "update_arith", "update_overhead")
 
 
 def load() -> float:
@@ -219,7 +220,8 @@ def profile(pipeline: str, overrides: list[str], modes: tuple[str, ...], collect
         for mode in modes:
             med = {k: statistics.median(s[k] for s in samples[mode]) for k in ("collect", "returns", "update", "env")}
             whole = med["collect"] + med["returns"] + med["update"]
-            us = {"env": med["env"], "act": med["collect"] - med["env"], "returns": med["returns"],
+            us = {"collect": med["collect"], "env": med["env"], "act": med["collect"] - med["env"],
+                  "returns": med["returns"],
                   "update_arith": arith, "update_overhead": med["update"] - arith}
             rows.append({"pipeline": Path(pipeline).name, "mode": mode, "collect": collect,
                          **{k: v / per_iteration * 1e6 for k, v in us.items()},
@@ -233,14 +235,14 @@ def profile(pipeline: str, overrides: list[str], modes: tuple[str, ...], collect
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| pipeline | updater.compile | env | act | returns | update arithmetic | update overhead | total "
-            "(µs per env step) | env-steps/s | x eager | threads | load |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    head = ("| pipeline | updater.compile | collect | env | act | returns | update arithmetic | update overhead | "
+            "total (µs per env step) | env-steps/s | x eager | threads | load |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     eager = {r["pipeline"]: r["rate"] for r in rows if r["mode"] == "off"}
     lines = []
     for r in rows:
         ratio = r["rate"] / eager[r["pipeline"]] if r["pipeline"] in eager else float("nan")
-        lines.append(f"| `{r['pipeline']}` | {r['mode']} | {r['env']:.1f} | {r['act']:.1f} | {r['returns']:.1f} | "
+        lines.append(f"| `{r['pipeline']}` | {r['mode']} | {r['collect']:.1f} | {r['env']:.1f} | {r['act']:.1f} | {r['returns']:.1f} | "
                      f"{r['update_arith']:.1f} | {r['update_overhead']:.1f} | {r['total']:.1f} | {r['rate']:,.0f} | "
                      f"x{ratio:.2f} | {r['threads']} | {r['load']} |")
     return head + "\n".join(lines) + "\n"
