@@ -140,8 +140,11 @@ class FusedStep:
         return ([state[p]["step"] for p in self.parameters], [state[p]["exp_avg"] for p in self.parameters],
                 [state[p]["exp_avg_sq"] for p in self.parameters])
 
-    def step(self, *data: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """One minibatch step on ``data`` (what ``loss`` takes after the module); ``(stats, norm)``."""
+    def step(self, *data: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """One minibatch step on ``data`` (what ``loss`` takes after the module); ``(stats, norm)``.
+
+        None: the compile failed (a network torch.compile cannot take whole), said in one line (a
+        ``RuntimeWarning``); nothing was changed, and the learner takes its eager step instead."""
         steps, exp_avgs, exp_avg_sqs = self._state()
         count = float(steps[0]) + 1
         lr = float(self.optimizer.param_groups[0]["lr"])
@@ -153,6 +156,11 @@ class FusedStep:
             _announce(f"compiling {self.label}")
             try:
                 out = self.function(params, exp_avgs, exp_avg_sqs, coefs, *data)
+            except Exception as exc:  # noqa: BLE001 - any compile failure: eager instead, said once
+                first = (str(exc).strip().splitlines() or [""])[0][:200]
+                warnings.warn(f"updater.compile: {self.label} stays eager: the compile failed "
+                              f"({type(exc).__name__}: {first})", RuntimeWarning, stacklevel=3)
+                return None
             finally:
                 _announce(None)
             self.compile_s = time.perf_counter() - began

@@ -270,10 +270,12 @@ class VCriticLearner:
                     critic.normalizer.update(target)
                 target = critic.normalize_targets(target)
                 if self.fused is not None and hidden is None:
-                    reported, step_norm = self.fused.step(states, old_norm, target, idx)
-                    norms.append(step_norm)
-                    losses.append(reported[0])
-                    continue
+                    fused = self.fused.step(states, old_norm, target, idx)
+                    if fused is not None:
+                        norms.append(fused[1])
+                        losses.append(fused[0][0])
+                        continue
+                    self.fused = None  # it could not compile: eager from here on
                 if self.compiled is not None and self.compiled_step is not None and hidden is None:
                     loss = self.compiled(states, old_norm, target, idx)
                     norms.append(self.compiled_step.step(loss * cfg.value_loss_coef))

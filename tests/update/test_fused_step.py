@@ -125,6 +125,31 @@ def test_eager_after_fused_and_fused_after_eager() -> None:
     assert float(saved["state"][0]["step"]) == 4
 
 
+def test_a_failed_compile_leaves_the_eager_step(monkeypatch: Any) -> None:
+    """A network the compiler cannot take: one warning line, nothing changed by the failed call, and the
+    learner's eager steps from then on (the same weights as a learner that never tried, bit for bit)."""
+    def broken(fn: Any) -> Any:
+        def call(*args: Any) -> Any:
+            raise RuntimeError("Unsupported: a made-up reason\nwith a second line")
+        return call
+    monkeypatch.setattr(fused_module, "compiled", broken)
+    monkeypatch.setattr(fused_module, "use_cache_dir", lambda: None)
+    torch.manual_seed(0)
+    eager = Actor(6, spaces.Box(-1, 1, (2,), np.float32), PolicyConfig(hidden_sizes=(16, 16)))
+    fast = copy.deepcopy(eager)
+    config = PPOConfig(epochs=2, minibatches=2)
+    a = ppo_learner(eager, config, torch.Generator().manual_seed(1))
+    b = ppo_learner(fast, config, torch.Generator().manual_seed(1))
+    b.enable_fused()
+    batch, factor = actor_batch(False)
+    with pytest.warns(RuntimeWarning, match="the actors' update stays eager: the compile failed "
+                                            "\\(RuntimeError: Unsupported: a made-up reason\\)"):
+        sb = b.update(batch, factor)
+    assert b.fused is None and a.update(batch, factor) == sb
+    for p, q in zip(eager.parameters(), fast.parameters()):
+        assert torch.equal(p, q)
+
+
 @pytest.mark.parametrize("value_norm", [True, False])
 def test_fused_v_critic_steps_equal_eager(value_norm: bool) -> None:
     """The V critic (value clip, Huber, value normaliser updated per minibatch outside the step): losses,

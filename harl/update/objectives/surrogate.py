@@ -100,10 +100,12 @@ class SurrogateLearner:
         for _ in range(cfg.epochs if epochs is None else epochs):
             for idx in minibatch_rows(batch, cfg.minibatches, self.generator):
                 if self.fused is not None:
-                    stats, norm = self.fused.step(batch.obs, batch.actions, batch.avail, batch.old_log_probs,
-                                                  batch.advantages, factor, batch.active, idx)
-                    rows.append(torch.cat([stats, norm.reshape(1)]))
-                    continue
+                    fused = self.fused.step(batch.obs, batch.actions, batch.avail, batch.old_log_probs,
+                                            batch.advantages, factor, batch.active, idx)
+                    if fused is not None:
+                        rows.append(torch.cat([fused[0], fused[1].reshape(1)]))
+                        continue
+                    self.fused = None  # it could not compile: eager from here on
                 if self.compiled is not None and self.compiled_step is not None:
                     loss, policy_loss, mean_entropy, mean_ratio = self.compiled(
                         batch.obs, batch.actions, batch.avail, batch.old_log_probs, batch.advantages, factor,
