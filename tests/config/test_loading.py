@@ -65,7 +65,7 @@ class TestShippedPipelines:
         text = dump_pipeline(load_spec_and_notes(HAPPO)[0])
         assert "hidden_sizes = [128, 128]\n" in text
         assert "total_env_steps = 10_000_000\n" in text
-        assert '[updater]\nkind = "sequential"\norder = "random"\nlr_decay = "none"\n\n[updater.objective]\n' in text
+        assert '[updater]\nkind = "sequential"\norder = "random"\nlr_decay = "none"\ncompile = "off"\n\n[updater.objective]\n' in text
 
     def test_dump_leaves_out_unset_optional_keys(self, tmp_path: Path) -> None:
         """An optional key that is not set is left out of the dump (TOML has no null) and stays unset."""
