@@ -286,6 +286,10 @@ class CompileSwitch:
     def _enable(self, on: bool) -> None:
         if on:
             use_cache_dir()
+            # every learner's step is the one function FusedStep._function, which dynamo compiles once per
+            # learner (its guards on the learner): more learners than dynamo's limit would run uncompiled
+            dynamo = torch._dynamo.config
+            dynamo.recompile_limit = max(dynamo.recompile_limit, len(self.learners) + 8)
         for learner in self.learners:
             if on:
                 learner.enable_fused()
