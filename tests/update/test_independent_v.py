@@ -177,7 +177,7 @@ def test_harl_stages_lists_every_key_with_its_doc() -> None:
     for field in attrs.fields(IndependentVConfig):
         if field.name != "kind":
             assert field.name in out
-    assert "one network for all agents" in out and "each agent's own observation" in out
+    assert "one V network for all agents" in out and "each agent's own observation" in out
 
 
 def test_ippo_resumes_exactly(tmp_path: Path) -> None:
