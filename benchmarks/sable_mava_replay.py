@@ -45,6 +45,20 @@ gives too (``mava_as_is``):
    network returns ``(values, log_probs, entropy)``: as-is the ratio is taken of values and the
    value loss of log-probs.  Patched: ``value, log_prob, entropy = ...``.
 
+Measured here (2026-12-07, the shared 2-core CPU, one thread a side; provisional):
+
+* the replay: harl's network and update give Mava's numbers to float32 rounding, the largest
+  differences over every output and weight: forward 3.6e-7, acting 3.1e-7, losses 3.6e-7,
+  weights 1.2e-7 after 1 step and 2.4e-7 after 10 (``--compare``);
+* ``--speed`` (Mava's rec_sable defaults, obs 30, 5 actions, a minibatch of 8 envs): harl's
+  update step 144 / 252 / 575 ms at 32 / 64 / 128 timesteps (load 5.4); Mava's jitted step 173 ms
+  at 32 (load ~6), 1,953 ms at 64 (load ~5) and 75,642 ms at 128 (load 10-15; compiling 198 s):
+  harl / Mava time 0.8, 0.13 and about 0.01.  Mava's step grows far faster than its
+  ``jax.grad`` of the training call alone (125 ms at 32, 280 ms at 64 timesteps); the cause
+  (XLA on the timestep masks 73c4611 builds in Python loops, under the vmapped update) is not
+  pinned down.  Acting, one timestep of 16 envs: Mava 9.0 ms, harl 32.9 ms (harl / Mava 3.7,
+  load 10-15): harl's decoder steps agent by agent in eager torch.
+
 Mava 73c4611 cannot express more than one head (its W_G is (E, head_size), W_O (head_size, E), and the
 joined output is head_size wide), so the replay uses one head, Mava's default.  Mava's Dense,
 RMSNorm, GroupNorm and SwiGLU initialisers give constant leaves (zero SwiGLU weights and biases,
