@@ -253,7 +253,7 @@ class CompiledCollection:
         """Fill the buffer's ``T`` steps (its slot 0 already set: ``start`` or ``roll_over``); the
         episodes that ended, as the env's ``step`` reports them."""
         episodes: list[dict[str, Any]] = []
-        limit = self.venv.config.max_cycles
+        limit = self.venv.config.max_episode_steps
         for t in range(self.buffer.length):
             ended = self.venv.plan_ends()
             if not len(ended):

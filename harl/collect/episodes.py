@@ -253,7 +253,7 @@ class EpisodeCollector:
             raise ConfigError(
                 f"buffer.max_length = {self.max_length}: an episode ran {self.max_length} steps without ending, so "
                 "it does not fit the episode replay; set buffer.max_length to the env's episode limit (or set "
-                "the env's time limit: max_steps, max_cycles or max_episode_steps)")
+                "the env's time limit, [env] max_episode_steps)")
         done = ended.nonzero().flatten()
         if done.numel():
             final_obs = step.final_obs if step.final_obs is not None else step.obs

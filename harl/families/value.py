@@ -34,8 +34,9 @@ from harl.update.q_learning import JointTD, QUpdater
 
 NAME = "value"
 
-LIMIT_KEYS = ("max_steps", "max_cycles", "max_episode_steps")
-"""``[env]`` keys that state an episode's time limit, in the order they are read."""
+LIMIT_KEYS = ("max_episode_steps", "max_steps", "max_cycles")
+"""``[env]`` keys that state an episode's time limit, in the order they are read (harl's own name first;
+the others are what a user's env kind may still call it)."""
 
 
 @attrs.frozen
@@ -111,7 +112,7 @@ def build(spec: Spec, parts: Parts) -> Built:
     updater = QUpdater(spec.updater, learner, spec.buffer.batch_size, parts.generator)
     buffer = registry.build(spec.buffer, parts)
     collector = registry.build(spec.collector, parts)
-    if spec.updater.timing == "per_episode" and isinstance(collector, EpisodeCollector):
+    if spec.updater.update_timing == "per_episode" and isinstance(collector, EpisodeCollector):
         collector.updates_with(updater)  # the gradient steps follow the episodes inside collection, as EPyMARL's loop
     return Built(agent_qs, critic, returns, buffer, collector, updater)
 

@@ -86,12 +86,6 @@ class QUpdaterConfig:
                             in_range(0, 1, low_open=True))
     objective: Any = setting(factory=JointTDConfig, doc="the agents' networks and the loss ([updater.objective])")
 
-    @property
-    def timing(self) -> str:
-        """``update_timing`` by its name before issue 55, for harl/families/value.py until it reads the new one
-        (not a key: a pipeline's ``[updater] timing`` is moved by harl/config/renames.py, with a warning)."""
-        return self.update_timing
-
 
 LOSS_STATS = ("loss", "td_error_abs", "q_taken_mean", "target_mean", "grad_norm")
 

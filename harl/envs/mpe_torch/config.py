@@ -52,9 +52,3 @@ class MPETorchConfig:
         "float64 agrees with mpe2 (float64 numpy) to 1e-6; float32 drifts to ~1e-4 within an "
         "episode where agents touch (stiff contact forces)", one_of(("float64", "float32")),
     )
-
-    @property
-    def max_cycles(self) -> int:
-        """``max_episode_steps`` by its name before issue 55, for harl/collect/compiled.py until it reads the new
-        one (not a key: a pipeline's ``[env] max_cycles`` is moved by harl/config/renames.py, with a warning)."""
-        return self.max_episode_steps
