@@ -33,12 +33,13 @@ def test_switches_with_one_line(path: Path) -> None:
     spec, _ = load_spec_and_notes(path, ["env.kind=mpe_torch", "collector.n_envs=2", "evaluator.n_envs=2"])
     stages = build_stages(spec, str(path))
     try:
-        assert isinstance(stages.venv, MPETorchVectorEnv)
+        world = stages.venv.venv if spec.teams else stages.venv  # a [teams] pipeline's TeamWorld wraps the world
+        assert isinstance(world, MPETorchVectorEnv)
         env = spec.env
         ref = make_mpe_env(MPEConfig(scenario=env.scenario, continuous_actions=env.continuous_actions,
                                      max_episode_steps=env.max_episode_steps, n_agents=env.n_agents))
-        assert stages.venv.observation_spaces == ref.observation_spaces
-        assert stages.venv.action_spaces == ref.action_spaces
+        assert world.observation_spaces == ref.observation_spaces
+        assert world.action_spaces == ref.action_spaces
     finally:
         stages.close()
 
