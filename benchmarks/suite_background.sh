@@ -92,6 +92,10 @@ fi
 SAVER=$!
 trap 'kill $SAVER 2>/dev/null || true' EXIT
 status=0
+# nice alone is not enough where the kernel groups processes by session (autogroup, Linux's default):
+# a suite started with setsid is a group of its own and gets a fair share against the whole of the
+# interactive session, whatever its nice; the group's own nice makes it yield to other work.
+if [ -w /proc/self/autogroup ]; then echo 19 > /proc/self/autogroup 2>/dev/null || true; fi
 nice -n 19 "$VENV/bin/harl" suite "${ARGS[@]}" --quiet || status=$?
 save
 exit "$status"
