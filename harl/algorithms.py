@@ -160,7 +160,7 @@ _on("MAT", "mat_v", "joint", "mat", "the Multi-Agent Transformer: an encoder's p
 _on("MAT-Dec", "mat_v", "joint", "mat_dec", "MAT's encoder and values, an MLP decoder on each agent's own "
     "observation (one shared by all, as MAT)", "matdec_smax_3m")
 _on("Sable", "sable_v", "joint", "sable", "retention over agents and time: an encoder's per-agent values, actions "
-    "decoded one agent after another, memory linear in agents, one PPO loss", "sable_mpe_spread")
+    "decoded one agent after another, memory linear in agents, one PPO loss", "sable_mpe_torch_spread")
 _off("HASAC", "q", True, "sequential", "sac", "soft actor-critic with twin Q critics, agents one after another",
      "hasac_mpe_spread")
 _off("HATD3", "q", True, "sequential", "td3", "TD3 (twin Q, delayed, smoothed targets), agents one after another",

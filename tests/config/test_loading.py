@@ -206,7 +206,7 @@ class TestKindsAndRanges:
         """The objective, a table inside [updater], is dispatched on its kind too."""
         path = edited(tmp_path, 'kind = "ppo"', 'kind = "ppoo"')
         assert error_of(path) == (
-            f'{path}: updater.objective.kind: unknown kind "ppoo" (expected one of: ppo, a2c, mat, mat_dec, trpo, '
+            f'{path}: updater.objective.kind: unknown kind "ppoo" (expected one of: ppo, a2c, mat, mat_dec, sable, trpo, '
             'd3qn, ddpg, sac, td3, joint_td, or "module:Name" of your own); did you mean "ppo"?'
         )
 

@@ -14,7 +14,7 @@ from harl.api import load_pipeline
 from harl.cli import main
 
 PIPELINES = Path(__file__).parents[2] / "pipelines"
-REC, FF, SMAX = (PIPELINES / f"{name}.toml" for name in ("sable_mpe_spread", "sable_ff_mpe_spread", "sable_smax_3m"))
+REC, FF, SMAX = (PIPELINES / f"{name}.toml" for name in ("sable_mpe_torch_spread", "sable-ff_mpe_torch_spread", "sable_smax_3m"))
 needs_smax = pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None,
                                 reason='SMAX needs jaxmarl (pip install "harl[smax]")')
 

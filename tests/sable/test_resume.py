@@ -12,7 +12,7 @@ import pytest
 from harl.cli import main
 from tests.test_determinism import rows, same_final_state
 
-PIPELINE = Path(__file__).parents[2] / "pipelines" / "sable_mpe_spread.toml"
+PIPELINE = Path(__file__).parents[2] / "pipelines" / "sable_mpe_torch_spread.toml"
 
 
 @pytest.mark.parametrize("memory", ["true", "false"], ids=["rec", "ff"])

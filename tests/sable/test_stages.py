@@ -18,7 +18,7 @@ from harl.policy.sable_policy import FIELDS, SablePolicy
 from harl.update.objectives.sable import SableBatch, sable_batch, standardize
 from harl.update.sable_values import sable_value_loss
 
-PIPELINE = Path(__file__).parents[2] / "pipelines" / "sable_mpe_spread.toml"
+PIPELINE = Path(__file__).parents[2] / "pipelines" / "sable_mpe_torch_spread.toml"
 SMALL = ["collector.n_envs=4", "collector.rollout_length=40", "updater.objective.embed_dim=16",
          "run.device=\"cpu\"", "updater.objective.minibatches=2"]
 
