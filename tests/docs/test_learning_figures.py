@@ -42,10 +42,7 @@ GENERATED = {
     "docs/results.md": "written by harl suite report from benchmarks/results/ (checked against them in tests/suite)",
     "docs/compare-spread/results.md": "harl compare's tables, shown and labelled by docs/compare.md",
 }
-AWAITING = {
-    "docs/teams.md": "its owner is rewriting it (issue 55); its figures need labels: the tag run (6a33484), the "
-    "SMAX self-play table, curves and the both-armies check (2d93d79)",
-}
+AWAITING: dict[str, str] = {}
 """Pages whose unlabelled figures are known and with their owners: xfail (not strict) until labelled."""
 
 CS = "compare-spread/mpe_torch_simple_spread-"
