@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tracemalloc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -139,14 +139,37 @@ def _observation_bytes(observation_spaces: Sequence[spaces.Box], state_dim: int,
 
 def rollout_bytes_per_step(observation_spaces: Sequence[spaces.Box], action_spaces: Sequence[spaces.Space],
                            state_dim: int, fp_state: bool, hidden_size: int, critic_hidden_size: int,
-                           state_space: spaces.Space | None = None) -> int:
-    """Bytes the rollout buffer holds per env step (all agents; see ``RolloutBuffer``)."""
+                           state_space: spaces.Space | None = None, record_bytes: int = 0) -> int:
+    """Bytes the rollout buffer holds per env step (all agents; see ``RolloutBuffer``); ``record_bytes``:
+    the policy's own step-record fields (``record_field_bytes``)."""
     agents = len(action_spaces)
     values = agents if fp_state else 1
     floats = (sum(avail_size(s) + 2 * action_width(s) for s in action_spaces)
               + 2 * agents + 4 * values + 1
               + agents * hidden_size + values * critic_hidden_size)
-    return _observation_bytes(observation_spaces, state_dim, state_space) + 4 * floats + 2
+    return _observation_bytes(observation_spaces, state_dim, state_space) + 4 * floats + 2 + record_bytes
+
+
+FieldSpecs = Mapping[str, tuple[tuple[int, ...], torch.dtype, Any]]
+"""A policy's ``record_fields``: name -> (per-env shape, dtype, fill)."""
+
+
+def record_field_bytes(fields: FieldSpecs | None) -> int:
+    """Bytes per env step of a policy's own step-record fields (``StepRecord.extras``: a recurrent Sable's
+    three retention states, 48 KiB at its defaults; MAT's decoding orders), as the rollout buffer stores them."""
+    return sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype, _ in (fields or {}).values())
+
+
+def planned_record_bytes(objective: Any, n_agents: int) -> int:
+    """``record_field_bytes`` of the policy an ``[updater.objective]`` will build, from its config alone: its
+    ``record_fields(n_agents)`` where it has one (Sable's); MAT's decoding orders (``order`` random or episode:
+    one int64 per agent); else 0."""
+    fields = getattr(objective, "record_fields", None)
+    if callable(fields):
+        return record_field_bytes(fields(n_agents))
+    if getattr(objective, "order", "fixed") != "fixed" and not getattr(objective, "decentralised", False):
+        return 8 * n_agents
+    return 0
 
 
 def check_rollout(per_step: int, rollout_length: int, n_envs: int, source: str, device: torch.device) -> None:
@@ -304,3 +327,43 @@ def allocating(what: str, source: str) -> Iterator[None]:
         detail = str(exc).strip().splitlines()[0]
         raise ResourceError(f"{source}: out of memory while building {what} ({detail}); lower the sizes "
                             f"({LOWER})") from None
+
+
+MAT_SQUARE_PER_BLOCK = 3
+"""(B, heads, N, N) tensors a MAT block keeps for its backward pass: each attention's softmax output (the
+encoder's one, the decoder's self- and cross-attention)."""
+SABLE_SQUARE_PER_BLOCK = 9
+"""(B, heads, S, S) tensors an unchunked Sable block keeps: per retention (encoder's one, the decoder's two)
+the decay matrix, Q K^T and their product."""
+SQUARE_TRANSIENT = 3
+"""(B, heads, N, N) tensors alive at once beyond those kept: the scores being masked and normalised, and the
+backward pass's gradients of them."""
+TOKEN_FLOATS_PER_BLOCK = 40
+"""Floats per token and width kept by one block of either network for its backward pass (projections, norms,
+gates, the feed-forward part), counted from their layers and rounded up."""
+TOKEN_FLOATS_FIXED = 24
+"""The same for the embeddings and heads outside the blocks."""
+
+
+def team_model_train_bytes(kind: str, steps: int, n_agents: int, width: int, n_head: int, n_block: int,
+                           obs_dim: int, chunk: int = 0, timesteps: int = 1) -> int:
+    """Predicted activation bytes of one training minibatch of ``steps`` env steps through a team sequence
+    model (``kind``: "mat" or "sable"): the linear part, ``steps x n_agents`` tokens of ``width`` floats kept
+    per layer, and the quadratic part, the (heads, S, S) products of attention or unchunked retention over
+    S tokens (MAT: the N agents of a step; Sable: the T x N tokens of a rollout of ``timesteps`` steps, the
+    feed-forward variant's T = 1).  ``chunk`` (Sable's ``agents_chunk_size``) replaces S x S by chunk x chunk:
+    Sable's memory is then linear in the agents.  A prediction to refuse or skip what cannot fit, not an exact
+    count (``benchmarks/sable_scale.py`` sets it beside the measured peaks)."""
+    tokens = steps * n_agents
+    linear = 4 * tokens * (width * (TOKEN_FLOATS_PER_BLOCK * n_block + TOKEN_FLOATS_FIXED) + 3 * obs_dim)
+    if kind == "mat":
+        square = (MAT_SQUARE_PER_BLOCK * n_block + SQUARE_TRANSIENT) * steps * n_head * n_agents ** 2
+    elif kind == "sable":
+        if chunk:
+            square = (SABLE_SQUARE_PER_BLOCK * n_block + SQUARE_TRANSIENT) * steps * n_head * chunk * n_agents
+        else:
+            seq = timesteps * n_agents
+            square = (SABLE_SQUARE_PER_BLOCK * n_block + SQUARE_TRANSIENT) * (steps // timesteps) * n_head * seq ** 2
+    else:
+        raise ValueError(f"team_model_train_bytes: kind must be mat or sable, got {kind!r}")
+    return linear + 4 * square

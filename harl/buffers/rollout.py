@@ -46,7 +46,7 @@ from harl.nets.image import storage_dtype
 from harl.policy.on_policy import with_agent_id
 from harl.registry import register
 from harl.settings import kind_field, one_of, setting
-from harl.sizes import check_rollout, rollout_bytes_per_step
+from harl.sizes import check_rollout, record_field_bytes, rollout_bytes_per_step
 
 
 @attrs.frozen
@@ -427,7 +427,8 @@ def _rollout_buffer(config: RolloutConfig, parts: Any) -> RolloutBuffer:
     w = parts.wiring
     per_agent = w.fp_state or getattr(parts.critic, "per_agent_values", False)  # FP state, independent critics
     check_rollout(rollout_bytes_per_step(parts.obs_spaces, parts.act_spaces, parts.state_dim, per_agent,
-                                         parts.policy.hidden_size, parts.critic.hidden_size, parts.state_space),
+                                         parts.policy.hidden_size, parts.critic.hidden_size, parts.state_space,
+                                         record_field_bytes(getattr(parts.policy, "record_fields", None))),
                   w.rollout_length, w.n_envs, parts.source, parts.device)
     return RolloutBuffer(parts.obs_spaces, parts.act_spaces, parts.state_dim, w.n_envs, w.rollout_length,
                          fp_state=per_agent, device=parts.device, critic_reads=getattr(parts.critic, "reads", None),

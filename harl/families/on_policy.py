@@ -21,7 +21,7 @@ from harl.families import Family, Need, Population, Problem, Spec
 from harl.families.actor_critic import Wiring, build_actor_critic, build_policy, sequential_needs_own_actors
 from harl.nets.population import Stack
 from harl.parts import EnvSpaces
-from harl.sizes import UPDATE_FACTOR, human, rollout_bytes_per_step
+from harl.sizes import UPDATE_FACTOR, human, planned_record_bytes, record_field_bytes, rollout_bytes_per_step
 from harl.update.on_policy import build_on_policy_updater
 
 NAME = "on_policy"
@@ -60,12 +60,14 @@ def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
 
 
 def _per_step(spec: Spec, spaces: EnvSpaces) -> int:
-    """Bytes the rollout buffer holds per env step (GRU states counted at the actors' width)."""
+    """Bytes the rollout buffer holds per env step (GRU states counted at the actors' width, the policy's
+    own step-record fields from the objective's config)."""
     hidden = spec.policy.hidden_sizes[-1] if spec.policy.recurrent != "none" else 0
     state_dim = int(np.prod(spaces.state_space.shape))
+    extras = planned_record_bytes(getattr(spec.updater, "objective", None), len(spaces.action_spaces))
     return rollout_bytes_per_step(spaces.observation_spaces, spaces.action_spaces, state_dim,
                                   getattr(spec.critic, "state_type", "EP") == "FP", hidden, hidden,
-                                  spaces.state_space)
+                                  spaces.state_space, extras)
 
 
 def _rollout_need(spec: Spec, spaces: EnvSpaces, members: int = 1) -> Need:
@@ -88,7 +90,7 @@ def describe(stages: Any) -> dict[str, str]:  # reads the on-policy stages' own 
         return {}
     per = rollout_bytes_per_step(venv.observation_spaces, venv.action_spaces, int(np.prod(venv.state_space.shape)),
                                  buffer.fp_state, stages.policy.hidden_size, stages.critic.hidden_size,
-                                 venv.state_space)
+                                 venv.state_space, record_field_bytes(getattr(stages.policy, "record_fields", None)))
     return {"buffer": f"{per:,} bytes per env step, {buffer.length} x {buffer.n_envs} steps"}
 
 

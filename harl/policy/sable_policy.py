@@ -9,6 +9,11 @@ carries them over rollouts and checkpoints, and gives the update the states its 
 from); where a step begins an episode the network starts from zero (``starts``).  The
 feed-forward variant (Mava's ff_sable) starts every step from zero and records nothing.
 
+With ``positional_encoding`` (Mava's ``timestep_positional_encoding``, the recurrent variant's only)
+the network adds a sinusoid of each env's step count in its episode to retention's inputs; the count
+is one more step-record field (``STEP_FIELD``): 0 where a step begins an episode, else the previous
+step's plus one, so the update reads each step's count as collection used it.
+
 Observations are stacked ``(E, A, d)``, zero-padded to the widest, with each agent's one-hot id
 appended where ``agent_id`` is on (Mava's ``add_agent_id``).  Box actions: the buffer keeps
 per-dimension log-probabilities ``(E, k)``; Sable's Gaussian gives one per agent, stored in the
@@ -30,6 +35,18 @@ from harl.nets.sable.retention import network_hidden_shape
 
 FIELDS = tuple(f"sable_{name}" for name in SableHidden._fields)
 """The step record's fields of a recurrent Sable: its three retention states after the step."""
+STEP_FIELD = "sable_step_count"
+"""The step record's field of a recurrent Sable with the timestep encoding: each env's step count in its
+episode at the step (0 at an episode's first step; Mava's ``Observation.step_count``)."""
+
+
+class SableCarry(NamedTuple):
+    """What a recurrent Sable with the timestep encoding carries from step to step outside collection
+    (``act``'s hidden): the network's states and each env's step count at the last step."""
+
+    network: SableHidden
+    steps: torch.Tensor
+    """``(E,)`` int64, the step count of the step just taken."""
 
 
 class SableSample(NamedTuple):
@@ -45,6 +62,21 @@ class SableSample(NamedTuple):
     """``(E, A)`` the encoder's values (env units: Sable normalises no values)."""
     extras: dict[str, torch.Tensor]
     """The recurrent variant's states after this step (``FIELDS``); nothing for the feed-forward one."""
+
+
+def record_fields(memory: bool, n_head: int, n_block: int, embed_dim: int, positional_encoding: bool
+                  ) -> dict[str, tuple[tuple[int, ...], torch.dtype, float]]:
+    """A Sable policy's step-record fields (its ``record_fields``; ``harl.sizes`` counts them from the
+    config): the recurrent variant's three states, each ``(n_head, n_block, hs, hs)`` float32 per env, and
+    with the timestep encoding one int64 step count; the feed-forward variant's: none."""
+    if not memory:
+        return {}
+    shape = network_hidden_shape(1, n_head, n_block, embed_dim)[1:]
+    fields: dict[str, tuple[tuple[int, ...], torch.dtype, float]] = {name: (shape, torch.float32, 0.0)
+                                                                      for name in FIELDS}
+    if positional_encoding:
+        fields[STEP_FIELD] = ((), torch.int64, 0)
+    return fields
 
 
 def _team_spaces(observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space]
@@ -70,32 +102,42 @@ class SablePolicy(SableNetwork):
     def __init__(self, observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
                  memory: bool = True, agent_id: bool = True, n_block: int = 1, embed_dim: int = 64,
                  n_head: int = 1, decay_scaling_factor: float = 0.8, positional_encoding: bool = False,
-                 chunk_timesteps: int | None = None) -> None:
+                 chunk_timesteps: int | None = None, chunk_agents: int | None = None) -> None:
         width, action_dim, discrete = _team_spaces(observation_spaces, action_spaces)
         n_agents = len(action_spaces)
         self.obs_width = width
+        if positional_encoding and not memory:
+            raise ConfigError("the timestep encoding encodes each step's place in its episode for the recurrent "
+                              "Sable (memory = true); the feed-forward one has none (Mava encodes rec_sable only)")
         super().__init__(width + (n_agents if agent_id else 0), action_dim, n_agents, discrete, n_block,
-                         embed_dim, n_head, decay_scaling_factor, positional_encoding, chunk_timesteps)
+                         embed_dim, n_head, decay_scaling_factor, positional_encoding, chunk_timesteps, chunk_agents)
         self.memory, self.agent_id = memory, agent_id
+        self.positional_encoding = positional_encoding
         self.bootstrap_hidden: SableHidden | None = None
         """The states after the latest ``sample`` (before any reset): what V of the state it reached reads."""
+        self.bootstrap_steps: torch.Tensor | None = None
+        """``(E,)`` the step count of the state the latest ``sample`` reached (its step's plus one)."""
 
     @property
     def record_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype, float]]:
         """The recurrent variant's three states, each ``(n_head, n_block, hs, hs)`` per env, zero at first."""
-        if not self.memory:
-            return {}
-        shape = network_hidden_shape(1, self.n_head, self.n_block, self.embed_dim)[1:]
-        return {name: (shape, torch.float32, 0.0) for name in FIELDS}
+        return record_fields(self.memory, self.n_head, self.n_block, self.embed_dim, self.positional_encoding)
 
     @property
     def actors(self) -> list[nn.Module]:
         """The networks one learner trains: the whole of Sable (one learner, one optimiser)."""
         return [self]
 
-    def initial_hidden(self, n_envs: int, device: Any = "cpu") -> SableHidden | None:  # type: ignore[override]
-        """Zero states for acting outside collection (evaluation, render); None: feed-forward."""
-        return self.zero_hidden(n_envs) if self.memory else None
+    def initial_hidden(self, n_envs: int, device: Any = "cpu"  # type: ignore[override]
+                       ) -> SableHidden | SableCarry | None:
+        """Zero states for acting outside collection (evaluation, render); None: feed-forward; with the
+        timestep encoding, the states and a step count (``SableCarry``)."""
+        if not self.memory:
+            return None
+        if self.positional_encoding:
+            return SableCarry(self.zero_hidden(n_envs), torch.zeros(n_envs, dtype=torch.long,
+                                                                     device=self.enc_ln.weight.device))
+        return self.zero_hidden(n_envs)
 
     def zero_hidden(self, batch: int) -> SableHidden:
         return SableNetwork.initial_hidden(self, batch)
@@ -133,6 +175,18 @@ class SablePolicy(SableNetwork):
                               "(ff_sable)")
         return torch.as_tensor(starts, device=device).reshape(n_envs).bool()
 
+    def step_counts(self, previous: torch.Tensor | None, starts: torch.Tensor) -> torch.Tensor | None:
+        """``(E,)`` each env's step count at this step: 0 where ``starts``, else ``previous`` + 1;
+        None without the timestep encoding."""
+        if not self.positional_encoding:
+            return None
+        before = torch.zeros_like(starts, dtype=torch.long) if previous is None else previous.to(starts.device).long()
+        return torch.where(starts, torch.zeros_like(before), before + 1)
+
+    def per_agent(self, steps: torch.Tensor | None) -> torch.Tensor | None:
+        """``(E,)`` step counts -> ``(E, A)``: every agent of an env shares its step (Mava repeats it)."""
+        return None if steps is None else steps[:, None].expand(-1, self.n_agents)
+
     def _hidden_in(self, carried: Mapping[str, torch.Tensor] | None, n_envs: int) -> SableHidden:
         if not self.memory or not carried or FIELDS[0] not in carried:
             return self.zero_hidden(n_envs)
@@ -154,24 +208,36 @@ class SablePolicy(SableNetwork):
         states the step before recorded (the rollout buffer's ``StepInputs.extras``)."""
         x = self.stack_obs(obs)
         n_envs = x.shape[0]
-        out = SableNetwork.act(self, x, self._hidden_in(carried, n_envs), self._starts(starts, n_envs, x.device),
-                               self.stack_avail(avail), deterministic)
+        begins = self._starts(starts, n_envs, x.device)
+        steps = self.step_counts(None if carried is None else carried.get(STEP_FIELD), begins)
+        out = SableNetwork.act(self, x, self._hidden_in(carried, n_envs), begins, self.stack_avail(avail),
+                               deterministic, step_count=self.per_agent(steps))
         self.bootstrap_hidden = out.hidden if self.memory else None
+        self.bootstrap_steps = None if steps is None else steps + 1
         extras = dict(zip(FIELDS, out.hidden, strict=True)) if self.memory else {}
+        if steps is not None:
+            extras[STEP_FIELD] = steps
         actions, log_probs = self.per_dimension(out.actions, out.log_probs)
         return SableSample(actions, log_probs, None, out.values, extras)
 
     @torch.no_grad()
     def act(self, obs: Sequence[Any], avail: Sequence[Any] | None, deterministic: bool = True,  # type: ignore[override]
-            hidden: Any = None, starts: Any = None) -> tuple[list[torch.Tensor], SableHidden | None]:
+            hidden: Any = None, starts: Any = None) -> tuple[list[torch.Tensor], SableHidden | SableCarry | None]:
         """``(actions, next hidden)`` as every family's policy acts (``harl.evaluator.ActingPolicy``)."""
         x = self.stack_obs(obs)
         n_envs = x.shape[0]
+        previous = hidden.steps if isinstance(hidden, SableCarry) else None
+        if isinstance(hidden, SableCarry):
+            hidden = hidden.network
         state = hidden if self.memory and hidden is not None else self.zero_hidden(n_envs)
-        out = SableNetwork.act(self, x, state, self._starts(starts, n_envs, x.device), self.stack_avail(avail),
-                               deterministic)
+        begins = self._starts(starts, n_envs, x.device)
+        steps = self.step_counts(previous, begins)
+        out = SableNetwork.act(self, x, state, begins, self.stack_avail(avail), deterministic,
+                               step_count=self.per_agent(steps))
         actions, _ = self.per_dimension(out.actions, out.log_probs)
-        return actions, (out.hidden if self.memory else None)
+        if not self.memory:
+            return actions, None
+        return actions, (out.hidden if steps is None else SableCarry(out.hidden, steps))
 
     @torch.no_grad()
     def bootstrap_values(self, x: torch.Tensor) -> torch.Tensor:
@@ -182,13 +248,23 @@ class SablePolicy(SableNetwork):
         if state is None or state.encoder.shape[0] != n_envs:
             state = self.zero_hidden(n_envs)
         starts = torch.full((n_envs,), not self.memory, dtype=torch.bool, device=x.device)
-        return self.encode_step(x, state.encoder, starts)[0]
+        steps = self.bootstrap_steps
+        if self.positional_encoding and (steps is None or steps.shape[0] != n_envs):
+            steps = torch.zeros(n_envs, dtype=torch.long, device=x.device)
+        return self.encode_step(x, state.encoder, starts, self.per_agent(steps))[0]
 
 
 def sable_policy(config: Any, parts: Any) -> SablePolicy:
     """The policy an ``updater.objective`` of kind ``sable`` trains."""
     chunk = config.chunk_timesteps or None
+    agents = len(parts.act_spaces)
+    if config.agents_chunk_size and agents % config.agents_chunk_size:
+        near = max(d for d in range(1, min(config.agents_chunk_size, agents) + 1) if agents % d == 0)
+        raise ConfigError(f"{parts.source}: updater.objective.agents_chunk_size: expected a divisor of the env's "
+                          f"{agents} agents, got {config.agents_chunk_size}: every chunk holds as many agents (Mava "
+                          f"asserts it too); for example agents_chunk_size = {near}, or 0 for no chunks")
     return SablePolicy(parts.obs_spaces, parts.act_spaces, memory=config.memory, agent_id=config.agent_id,
                        n_block=config.n_block, embed_dim=config.embed_dim, n_head=config.n_head,
                        decay_scaling_factor=config.decay_scaling_factor,
-                       chunk_timesteps=chunk)
+                       positional_encoding=config.timestep_positional_encoding,
+                       chunk_timesteps=chunk, chunk_agents=config.agents_chunk_size or None)

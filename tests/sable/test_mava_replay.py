@@ -29,8 +29,7 @@ minibatch (``SableLearner.loss`` with the ``sable_v`` value loss, ``optimizer_st
 out by hand in torch beside optax's ``clip_by_global_norm`` (``t / norm * max_norm`` when
 norm >= max_norm; the clip acts here, the gradient norms 0.8-5 against 0.5; torch's clip divides by
 norm + 1e-6, a difference below these tolerances).
-The hand-written loss also reproduces 73c4611 as-is (swapped inputs), and covers the timestep
-encoding, which harl's Sable policy does not take.
+The hand-written loss also reproduces 73c4611 as-is (swapped inputs).
 """
 
 from __future__ import annotations
@@ -92,8 +91,8 @@ class HarlUpdate:
 
     * ``objective="harl"``: harl's Sable objective as its ``update`` runs each minibatch
       (``SableLearner.loss`` with ``sable_v``'s ``SableValueLoss``, then ``optimizer_step``: torch's
-      ``clip_grad_norm_`` and Adam), on a ``SablePolicy`` holding the weights; the policy reads no
-      step counts, so not with the timestep encoding;
+      ``clip_grad_norm_`` and Adam), on a ``SablePolicy`` holding the weights, the timestep encoding
+      (``timestep_positional_encoding``) on where the case has it, the batch's step counts Mava's;
     * ``objective="hand"``: ``mava_ppo_loss``, optax's clip written out, torch's Adam; ``swapped``
       feeds the loss values as log-probs and log-probs as values (73c4611 as-is).
     """
@@ -119,16 +118,16 @@ class HarlUpdate:
         from harl.update.sable_values import SableValueLoss, SableValues, SableValuesConfig
 
         st, sy, x = self.settings, self.system, self.x
-        assert not st["pos"], "harl's Sable policy reads no step counts"
         memory = st["variant"] == "rec"
         policy = SablePolicy([spaces.Box(-np.inf, np.inf, (st["obs_dim"],))] * st["n_agents"],
                              [spaces.Discrete(st["action_dim"])] * st["n_agents"], memory=memory, agent_id=False,
                              n_block=st["n_block"], embed_dim=st["embed_dim"], n_head=st["n_head"],
-                             decay_scaling_factor=st["decay_scaling_factor"], chunk_timesteps=st["chunk"])
+                             decay_scaling_factor=st["decay_scaling_factor"], positional_encoding=st["pos"],
+                             chunk_timesteps=st["chunk"])
         policy.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()}, strict=True)
         config = SableConfig(memory=memory, n_block=st["n_block"], embed_dim=st["embed_dim"], n_head=st["n_head"],
                              decay_scaling_factor=st["decay_scaling_factor"], chunk_timesteps=st["chunk"] or 0,
-                             agent_id=False, clip=sy["clip_eps"], epochs=1, minibatches=1,
+                             timestep_positional_encoding=st["pos"], agent_id=False, clip=sy["clip_eps"], epochs=1, minibatches=1,
                              entropy_coef=sy["ent_coef"], lr=sy["actor_lr"], adam_eps=sy["adam_eps"],
                              max_grad_norm=sy["max_grad_norm"])
         self.net, self.learner = policy, SableLearner(policy, config, torch.Generator().manual_seed(0))
@@ -136,7 +135,8 @@ class HarlUpdate:
         batch = SableBatch(obs=x["obs"], actions=x["actions"].long(), old_log_probs=self.old["old_log_probs"],
                            legal=x["legal"].bool(), starts=x["starts"].bool(), advantages=self.old["advantages"],
                            old_values=self.old["old_values"], returns=self.old["targets"],
-                           hidden=SableHidden(*(x[k] for k in HIDDEN)) if memory else None)
+                           hidden=SableHidden(*(x[k] for k in HIDDEN)) if memory else None,
+                           step_count=x["step_count"].long() if st["pos"] else None)
         self.batch = batch if memory else batch.single_steps()  # as SableLearner.minibatches
 
     def evaluate(self) -> Any:
@@ -255,8 +255,6 @@ def test_update_matches_mava_after_1_and_10_steps(record: dict[str, Any]) -> Non
 def test_harl_sable_objective_matches_mava_after_1_and_10_steps(record: dict[str, Any]) -> None:
     """harl's own Sable objective, value loss, clip and Adam (harl/update/objectives/sable.py) as its
     update runs one minibatch."""
-    if record["settings"]["pos"]:
-        pytest.skip("harl's Sable policy takes no timestep encoding (no step counts reach it)")
     _check_update(record, "mava", swapped=False, objective="harl")
 
 

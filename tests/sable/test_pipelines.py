@@ -38,6 +38,7 @@ def test_pipelines_hold_mavas_defaults(path: Path) -> None:
     assert (spec.returns.gamma, spec.returns.lam, spec.returns.proper_time_limits) == (0.99, 0.95, False)
     assert (spec.collector.rollout_length, spec.collector.n_envs) == (128, 32)
     assert o.memory == (path == REC)
+    assert (o.agents_chunk_size, o.timestep_positional_encoding) == (0, False)  # use_chunkwise False; :11
 
 
 @pytest.mark.parametrize(("setting", "said"), [

@@ -44,8 +44,10 @@ raw action (zeros for the first agent) and the policy is a plain diagonal Gaussi
 The feed-forward variant (ff_sable) is this network called on single timesteps from zero states
 (``harl.policy.sable_policy``, ``memory = false``): one timestep's decay is all ones, as 73c4611's
 ff retention (retention.py:69-72), and the decoder keeps its causal mask, which 73c4611's ff
-variant drops and Mava's later code keeps; ff_retention.yaml's agents_chunk_size (off by default)
-is not built. The stages over it: ``harl.policy.sable_policy`` (acting, states as step-record
+variant drops and Mava's later code keeps. ff_retention.yaml's agents_chunk_size (off by default) is
+``chunk_agents``: retention over chunks of agents, the state carried from chunk to chunk
+(``MultiScaleRetention.agent_chunks``), the same function as one pass (Mava's chunked encoder lets an
+agent read only its own and earlier chunks, a different function; harl's does not). The stages over it: ``harl.policy.sable_policy`` (acting, states as step-record
 fields), ``harl.update.sable_values`` (critic), ``harl.update.objectives.sable`` (Mava's PPO);
 docs/sable.md.
 

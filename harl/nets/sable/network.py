@@ -114,6 +114,11 @@ class EncodeBlock(nn.Module):
         ret, h = self.retn.recurrent(x, x, x, h, starts, True, steps)
         return self._finish(x, ret), h
 
+    def agent_chunks(self, x: torch.Tensor, h: torch.Tensor, starts: torch.Tensor, chunk: int,
+                     steps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        ret, h = self.retn.agent_chunks(x, x, x, h, starts, chunk, steps)
+        return self._finish(x, ret), h
+
 
 class DecodeBlock(nn.Module):
     """r = ln1(x + self_retention(x)); y = ln2(obs_rep + cross_retention(key=r, query=obs_rep,
@@ -144,6 +149,16 @@ class DecodeBlock(nn.Module):
         y = self.ln2(obs_rep + ret2)
         return self.ln3(y + self.ffn(y)), h1, h2
 
+    def agent_chunks(self, x: torch.Tensor, obs_rep: torch.Tensor, h1: torch.Tensor, h2: torch.Tensor,
+                     starts: torch.Tensor, chunk: int, steps: torch.Tensor | None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One timestep of every agent, retention in chunks of ``chunk`` agents (``forward``'s function)."""
+        ret, h1 = self.retn1.agent_chunks(x, x, x, h1, starts, chunk, steps)
+        ret = self.ln1(x + ret)
+        ret2, h2 = self.retn2.agent_chunks(ret, obs_rep, ret, h2, starts, chunk, steps)
+        y = self.ln2(obs_rep + ret2)
+        return self.ln3(y + self.ffn(y)), h1, h2
+
     def recurrent(self, x: torch.Tensor, obs_rep: torch.Tensor, h1: torch.Tensor, h2: torch.Tensor,
                   starts: torch.Tensor, new_timestep: bool, steps: torch.Tensor | None
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -160,14 +175,17 @@ class SableNetwork(nn.Module):
     no timestep encoding, no chunking).
 
     ``chunk_timesteps`` (Mava's timestep_chunk_size) makes ``evaluate`` chunkwise over that many
-    timesteps at a time. Continuous actions: the decoder's input is the previous agent's action
+    timesteps at a time. ``chunk_agents`` (Mava's agents_chunk_size, the feed-forward variant's) makes
+    ``evaluate`` run one timestep after another, retention over that many agents at a time
+    (``agent_chunks``): the same function, its largest product (B, H, chunk, chunk) instead of
+    (B, H, T*N, T*N); for the recurrent variant (Mava chunks it over timesteps only) this is harl's own. Continuous actions: the decoder's input is the previous agent's action
     (zeros for the first agent), the head gives the mean, and a state-independent log-std starts at 0.
     """
 
     def __init__(self, obs_dim: int, action_dim: int, n_agents: int, discrete: bool = True,
                  n_block: int = 1, embed_dim: int = 64, n_head: int = 1,
                  decay_scaling_factor: float = 0.8, positional_encoding: bool = False,
-                 chunk_timesteps: int | None = None) -> None:
+                 chunk_timesteps: int | None = None, chunk_agents: int | None = None) -> None:
         super().__init__()
         for name, value in (("obs_dim", obs_dim), ("action_dim", action_dim), ("n_agents", n_agents),
                             ("n_block", n_block)):
@@ -175,6 +193,13 @@ class SableNetwork(nn.Module):
                 raise ValueError(f"sable network: {name} must be positive, got {value}")
         if chunk_timesteps is not None and chunk_timesteps < 1:
             raise ValueError(f"sable network: chunk_timesteps must be positive, got {chunk_timesteps}")
+        if chunk_agents is not None and (chunk_agents < 1 or n_agents % chunk_agents):
+            raise ValueError(f"sable network: chunk_agents must be a positive divisor of the {n_agents} agents, "
+                             f"got {chunk_agents}")
+        if chunk_agents is not None and chunk_timesteps is not None:
+            raise ValueError("sable network: chunk_agents (single timesteps) and chunk_timesteps (rollouts) "
+                             "exclude each other")
+        self.chunk_agents = chunk_agents
         self.obs_dim, self.action_dim, self.n_agents, self.discrete = obs_dim, action_dim, n_agents, discrete
         self.n_block, self.embed_dim, self.n_head = n_block, embed_dim, n_head
         self.chunk_timesteps = chunk_timesteps
@@ -292,6 +317,16 @@ class SableNetwork(nn.Module):
         self._check_hidden(hidden, b)
         if self.chunk_timesteps is not None and t % self.chunk_timesteps:
             raise ValueError(f"sable network: {t} timesteps are not whole chunks of {self.chunk_timesteps}")
+        if self.chunk_agents is not None:  # timestep by timestep, the state carried, agents in chunks
+            steps_out = []
+            for j in range(t):
+                steps_out.append(self._evaluate_agent_chunks(
+                    obs[:, j], actions[:, j], hidden, starts[:, j], None if legal is None else legal[:, j],
+                    None if step_count is None else step_count[:, j]))
+                hidden = steps_out[-1].hidden
+            return SableEvaluation(torch.cat([e.values for e in steps_out], 1),
+                                   torch.cat([e.log_probs for e in steps_out], 1),
+                                   torch.cat([e.entropy for e in steps_out], 1), hidden)
         chunk = None if self.chunk_timesteps is None else self.chunk_timesteps * n
         tok_starts = starts.bool().repeat_interleave(n, dim=1)
         steps = None if step_count is None else step_count.reshape(b, t * n)
@@ -317,6 +352,28 @@ class SableNetwork(nn.Module):
         dist = self._distribution(out, legal)
         new_hidden = SableHidden(torch.stack(enc_h, 2), torch.stack(self_h, 2), torch.stack(cross_h, 2))
         return SableEvaluation(values, dist.log_prob(actions), dist.entropy(), new_hidden)
+
+    def _evaluate_agent_chunks(self, obs: torch.Tensor, actions: torch.Tensor, hidden: SableHidden,
+                               starts: torch.Tensor, legal: torch.Tensor | None, steps: torch.Tensor | None
+                               ) -> SableEvaluation:
+        """``evaluate`` of one timestep per row (obs (B, N, d)), retention over ``chunk_agents`` agents at a time."""
+        b, n, _ = obs.shape
+        chunk = cast(int, self.chunk_agents)
+        starts = starts.bool()
+        values, obs_rep, enc_state = self.encode_step(obs, hidden.encoder, starts, steps, chunk)
+        taken = self._action_input(actions, obs_rep.dtype)
+        shifted = torch.cat([self._start_token((b, 1), obs_rep), taken[:, :-1]], dim=1)
+        y = self._embed_actions(shifted)
+        self_h, cross_h = [], []
+        for i, dblock in enumerate(self._decode_blocks()):
+            y, h1, h2 = dblock.agent_chunks(y, obs_rep, hidden.decoder_self[:, :, i], hidden.decoder_cross[:, :, i],
+                                            starts, chunk, steps)
+            self_h.append(h1)
+            cross_h.append(h2)
+        out = self.action_head(y)
+        dist = self._distribution(out, legal)
+        new_hidden = SableHidden(enc_state, torch.stack(self_h, 2), torch.stack(cross_h, 2))
+        return SableEvaluation(values[:, None], dist.log_prob(actions)[:, None], dist.entropy()[:, None], new_hidden)
 
     # -- acting call --------------------------------------------------------------------------
 
@@ -355,13 +412,18 @@ class SableNetwork(nn.Module):
         return SableAction(torch.stack(acts, 1), torch.stack(logps, 1), values, new_hidden)
 
     def encode_step(self, obs: torch.Tensor, encoder: torch.Tensor, starts: torch.Tensor,
-                    step_count: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    step_count: torch.Tensor | None = None, chunk: int | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The encoder's recurrent call over one timestep, all agents at once: (values (B, N), its
-        output (B, N, E), its state after the timestep) (Mava's execute_encoder_parallel)."""
+        output (B, N, E), its state after the timestep) (Mava's execute_encoder_parallel); ``chunk``:
+        through ``agent_chunks`` (the same function)."""
         x = self._embed_obs(obs)
         enc_h = []
         for i, eblock in enumerate(self._encode_blocks()):
-            x, h = eblock.recurrent(self.enc_ln(x), encoder[:, :, i], starts.bool(), step_count)
+            if chunk is None:
+                x, h = eblock.recurrent(self.enc_ln(x), encoder[:, :, i], starts.bool(), step_count)
+            else:
+                x, h = eblock.agent_chunks(self.enc_ln(x), encoder[:, :, i], starts.bool(), chunk, step_count)
             enc_h.append(h)
         return self.value_head(x).squeeze(-1), x, torch.stack(enc_h, 2)
 

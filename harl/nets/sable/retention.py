@@ -3,6 +3,9 @@
 * ``forward``: parallel, one pass over a whole (B, T*N, E) sequence, for training.
 * ``chunkwise``: ``forward`` over consecutive chunks, carrying the state, for long sequences.
 * ``recurrent``: one timestep at a time (all its agents, or agent by agent), for acting.
+* ``agent_chunks``: one timestep of many agents in chunks of agents, the state carried from chunk to
+  chunk, for training the feed-forward Sable with memory linear in the agents (Mava's
+  ff_retention.yaml ``agents_chunk_size``).
 
 Each head h keeps a (head_size, head_size) state; the layer's state is (B, n_head, hs, hs).
 Mirrors Mava 73c4611 mava/networks/retention.py (SimpleRetention, MultiScaleRetention).
@@ -122,6 +125,43 @@ class MultiScaleRetention(nn.Module):
             out, hstate = self.forward(key[:, part], query[:, part], value[:, part], hstate, starts[:, part], steps)
             outs.append(out)
         return torch.cat(outs, dim=1), hstate
+
+    def agent_chunks(self, key: torch.Tensor, query: torch.Tensor, value: torch.Tensor, hstate: torch.Tensor,
+                     starts: torch.Tensor | None, chunk_size: int, step_count: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One timestep of tokens (B, N, E) in chunks of ``chunk_size`` agents: (output, state), equal
+        to ``forward`` on that timestep (its output to float rounding, no (N, N) matrix made).
+
+        The state entering the timestep is decayed by kappa, or dropped where ``starts`` (B,) says an
+        episode begins, as ``recurrent`` does.  Not causal (the encoder): every agent reads the whole
+        timestep, Q (h + K^T V), which needs no chunks.  Causal (the decoder): chunk c gives
+        (tril(Q_c K_c^T)) V_c + Q_c h, then h += K_c^T V_c, so the largest product is (B, H, c, c).
+        Mava 73c4611 instead runs its parallel form on each chunk in turn (train_encoder_chunkwise,
+        act_chunkwise, execute_encoder_chunkwise), which for the encoder lets an agent read only its own
+        chunk and the chunks before it: a different function from the unchunked one.
+        """
+        starts = self._check(value, hstate, starts)
+        n = value.shape[1]
+        if chunk_size < 1 or n % chunk_size:
+            raise ValueError(f"retention: agents_chunk_size {chunk_size} must divide the {n} agents")
+        if starts.shape != (value.shape[0],):
+            raise ValueError(f"retention: agent chunks take one start flag per row, shape ({value.shape[0]},), "
+                             f"got {tuple(starts.shape)}")
+        kappa = self.kappa.to(hstate.dtype)[None, :, None, None]
+        state = torch.where(starts.bool()[:, None, None, None], torch.zeros_like(hstate), hstate * kappa)
+        key, query, value = self._encode_steps(key, query, value, step_count)
+        q, k, v = self._split(query, self.w_q), self._split(key, self.w_k), self._split(value, self.w_v)
+        if not self.causal:
+            state = state + k.transpose(-1, -2) @ v
+            return self._gate(key, q @ state), state
+        mask = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).tril()
+        outs = []
+        for lo in range(0, n, chunk_size):
+            qc, kc, vc = (x[:, :, lo:lo + chunk_size] for x in (q, k, v))
+            scores = (qc @ kc.transpose(-1, -2)).masked_fill(~mask, 0.0)
+            outs.append(scores @ vc + qc @ state)
+            state = state + kc.transpose(-1, -2) @ vc
+        return self._gate(key, torch.cat(outs, dim=2)), state
 
     def recurrent(self, key: torch.Tensor, query: torch.Tensor, value: torch.Tensor, hstate: torch.Tensor,
                   starts: torch.Tensor | None, new_timestep: bool = True, step_count: torch.Tensor | None = None

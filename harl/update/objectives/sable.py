@@ -20,7 +20,10 @@ shuffles single steps (ff_sable.py:282-309).  Each epoch draws one permutation o
 trains every row in that decoding order (rec_sable.py:314-316, ff_sable.py:292-296), while
 collection decodes agent 0 first.
 
-Defaults are Mava's configs/system/sable/{rec,ff}_sable.yaml and configs/network/{rec,ff}_retention.yaml.
+``agents_chunk_size`` trains retention over chunks of agents (memory linear in the agents, the same
+function); ``timestep_positional_encoding`` adds the sinusoid of each step's count in its episode (the
+counts ride the step record).  Defaults are Mava's configs/system/sable/{rec,ff}_sable.yaml and
+configs/network/{rec,ff}_retention.yaml.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import attrs
 import torch
 
 from harl.nets.sable.network import SableHidden
-from harl.policy.sable_policy import FIELDS, SablePolicy, sable_policy
+from harl.policy.sable_policy import FIELDS, STEP_FIELD, SablePolicy, record_fields, sable_policy
 from harl.registry import register
 from harl.settings import in_range, kind_field, positive, setting
 from harl.update.common import optimizer_step
@@ -53,6 +56,14 @@ class SableConfig:
     chunk_timesteps: int = setting(0, "train over chunks of this many timesteps, the state carried between "
                                    "them (Mava's timestep_chunk_size with use_chunkwise); 0: the whole rollout "
                                    "in one parallel pass (a divisor of collector.rollout_length)", in_range(0, None))
+    agents_chunk_size: int = setting(0, "train retention over chunks of this many agents of a step, the state "
+                                     "carried from chunk to chunk, so memory grows linearly in the agents (Mava's "
+                                     "ff_config agents_chunk_size with use_chunkwise; for the recurrent variant "
+                                     "harl's own, one timestep after another); the same function as unchunked; "
+                                     "0: all agents in one pass (a divisor of the agent count)", in_range(0, None))
+    timestep_positional_encoding: bool = setting(False, "recurrent Sable: add a sinusoid of each step's count in "
+                                                 "its episode to retention's key, query and value (Mava's "
+                                                 "rec_config timestep_positional_encoding, off by default)")
     agent_id: bool = setting(True, "append each agent's one-hot id to its observation (Mava's add_agent_id)")
     clip: float = setting(0.2, "clip range of each agent's probability ratio (Mava's clip_eps)",
                           in_range(0, 1, low_open=True))
@@ -63,6 +74,12 @@ class SableConfig:
     lr: float = setting(2.5e-4, "Adam learning rate of the whole network (Mava's actor_lr)", positive())
     adam_eps: float = setting(1e-5, "Adam epsilon", positive())
     max_grad_norm: float = setting(0.5, "gradient-norm clip over the whole network; 0 disables", in_range(0, None))
+
+    def record_fields(self, n_agents: int) -> dict[str, tuple[tuple[int, ...], torch.dtype, float]]:
+        """The step-record fields its policy will declare (``harl.sizes.planned_record_bytes`` counts them
+        before anything is built); the agent count does not change them."""
+        return record_fields(self.memory, self.n_head, self.n_block, self.embed_dim,
+                             self.timestep_positional_encoding)
 
 
 @attrs.frozen
@@ -87,6 +104,8 @@ class SableBatch:
     """``(E, T, A)`` value targets."""
     hidden: SableHidden | None
     """The recurrent variant's states before each env's first step; None: start from zero."""
+    step_count: torch.Tensor | None = None
+    """``(E, T, A)`` each step's count in its episode (the timestep encoding's input); None: no encoding."""
 
     def rows(self, envs: torch.Tensor, agents: torch.Tensor) -> SableBatch:
         """The rollouts of ``envs``, their agents in the order ``agents``."""
@@ -96,7 +115,8 @@ class SableBatch:
         return SableBatch(pick(self.obs), pick(self.actions), pick(self.old_log_probs),
                           None if self.legal is None else pick(self.legal), self.starts[envs], pick(self.advantages),
                           pick(self.old_values), pick(self.returns),
-                          None if self.hidden is None else SableHidden(*(h[envs] for h in self.hidden)))
+                          None if self.hidden is None else SableHidden(*(h[envs] for h in self.hidden)),
+                          None if self.step_count is None else pick(self.step_count))
 
     def single_steps(self) -> SableBatch:
         """Every (env, step) as a rollout of one step from zero states (the feed-forward variant)."""
@@ -138,11 +158,14 @@ def sable_batch(buffer: Any, policy: SablePolicy) -> SableBatch:
     hidden = None
     if policy.memory:
         hidden = SableHidden(*(buffer.extras[name][0] for name in FIELDS))
+    steps = None
+    if policy.positional_encoding:  # slot t + 1 holds step t's count
+        steps = buffer.extras[STEP_FIELD][1:].T[..., None].expand(-1, -1, policy.n_agents)
     return SableBatch(
         obs=policy.stack_obs([o[:-1] for o in buffer.obs]).transpose(0, 1), actions=actions,
         old_log_probs=team(buffer.log_probs).sum(-1), legal=legal, starts=buffer.starts[:-1].T.bool(),
         advantages=buffer.advantages.transpose(0, 1), old_values=buffer.values[:-1].transpose(0, 1),
-        returns=buffer.returns.transpose(0, 1), hidden=hidden)
+        returns=buffer.returns.transpose(0, 1), hidden=hidden, step_count=steps)
 
 
 class SableLearner:
@@ -164,7 +187,7 @@ class SableLearner:
     def loss(self, mb: SableBatch, value_loss: Any, value_loss_coef: float) -> tuple[torch.Tensor, ...]:
         """(loss, policy loss, value loss, entropy, mean ratio) of one minibatch."""
         hidden = mb.hidden if mb.hidden is not None else self.policy.zero_hidden(mb.obs.shape[0])
-        out = self.policy.evaluate(mb.obs, mb.actions, hidden, mb.starts, mb.legal)
+        out = self.policy.evaluate(mb.obs, mb.actions, hidden, mb.starts, mb.legal, mb.step_count)
         policy_loss, ratio = sable_policy_loss(out.log_probs, mb.old_log_probs, standardize(mb.advantages),
                                                self.config.clip)
         entropy = out.entropy.mean()
@@ -203,7 +226,7 @@ class SableLearner:
         """``(E, T, A)`` each agent's new/old probability ratio, agents in collection's order."""
         units = batch if self.config.memory else batch.single_steps()
         hidden = units.hidden if units.hidden is not None else self.policy.zero_hidden(units.obs.shape[0])
-        out = self.policy.evaluate(units.obs, units.actions, hidden, units.starts, units.legal)
+        out = self.policy.evaluate(units.obs, units.actions, hidden, units.starts, units.legal, units.step_count)
         return (out.log_probs - units.old_log_probs).exp().reshape(batch.old_log_probs.shape)
 
 
@@ -223,6 +246,14 @@ def _check(config: SableConfig, built: Mapping[str, Any]) -> Iterable[tuple[list
         yield (["updater", "objective", "chunk_timesteps"],
                f"expected a divisor of collector.rollout_length ({length}), got {config.chunk_timesteps}: the "
                "rollout is trained in whole chunks")
+    if config.agents_chunk_size and config.chunk_timesteps:
+        yield (["updater", "objective", "agents_chunk_size"],
+               f"{config.agents_chunk_size} with chunk_timesteps = {config.chunk_timesteps}: agent chunks already "
+               "train one timestep after another; set one of the two to 0")
+    if config.timestep_positional_encoding and not config.memory:
+        yield (["updater", "objective", "timestep_positional_encoding"],
+               "true: the timestep encoding is the recurrent Sable's (memory = true; Mava encodes rec_sable only, "
+               "mava/utils/sable_utils.py:108-111); the feed-forward one sees single steps: set it to false")
     units = n_envs if config.memory else (None if n_envs is None or length is None else n_envs * length)
     what = "collector.n_envs" if config.memory else "collector.n_envs x collector.rollout_length"
     if units is not None and units % config.minibatches:
