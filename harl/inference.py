@@ -133,8 +133,9 @@ class TeamActor:
 
 
 class JointTeamActor:
-    """A team that acts through one module (MAT: ``"joint"`` in the manifest): every agent's
-    observations stacked ``(B, A, obs_dim)`` in, every agent's deterministic action out."""
+    """A team that acts through one module (MAT, Sable: ``"joint"`` in the manifest): every agent's
+    observations stacked ``(B, A, obs_dim)`` in, every agent's deterministic action out; a recurrent
+    Sable's states (the manifest's ``state``) carried from call to call as ``hidden``."""
 
     def __init__(self, module: Any, joint: dict[str, Any], agents: Sequence[dict[str, Any]]) -> None:
         self.module = module
@@ -145,16 +146,21 @@ class JointTeamActor:
         self.hidden_size = 0
         names = [t["name"] for t in joint["inputs"]]
         self.mask_width = int(joint["inputs"][names.index("avail")]["shape"][2]) if "avail" in names else 0
+        self.state = [t for t in joint["inputs"] if t["name"] in joint.get("state", [])]
+        """The carried inputs (a recurrent Sable's retention states), each output again after the actions."""
 
-    def initial_hidden(self, n_envs: int = 1, device: Any = None) -> None:
-        """None: nothing is carried from step to step."""
-        return None
+    def initial_hidden(self, n_envs: int = 1, device: Any = None) -> tuple[torch.Tensor, ...] | None:
+        """None: nothing is carried from step to step; a recurrent Sable: its zero states."""
+        if not self.state:
+            return None
+        return tuple(torch.zeros(n_envs, *t["shape"][1:], dtype=torch.long if t["dtype"] == "int64" else torch.float32)
+                     for t in self.state)
 
     @torch.no_grad()
     def act(self, obs: Sequence[Any], avail: Sequence[Any] | None = None, deterministic: Any = True,
-            hidden: Any = None, starts: Any = None) -> tuple[list[np.ndarray], None]:
-        """(one action per agent, None): ``TeamActor.act``'s contract; the joint module takes the
-        deterministic actions only (``deterministic=False`` is refused)."""
+            hidden: Any = None, starts: Any = None) -> tuple[list[np.ndarray], tuple[torch.Tensor, ...] | None]:
+        """(one action per agent, the states after the step or None): ``TeamActor.act``'s contract; the
+        joint module takes the deterministic actions only (``deterministic=False`` is refused)."""
         if not deterministic:
             raise HarlError("this team acts through one joint module (MAT) whose export takes the "
                             "deterministic actions only; call act(..., deterministic=True)")
@@ -172,8 +178,18 @@ class JointTeamActor:
                     if avail[i] is not None:
                         mask[:, i] = np.asarray(avail[i], np.float32).reshape(batch, self.mask_width)
             inputs.append(torch.as_tensor(mask))
-        actions = self.module(*inputs).numpy()
-        return [actions[0, i] if single else actions[:, i] for i in range(self.n_agents)], None
+        new_state = None
+        if self.state:
+            if hidden is None:  # an episode's start
+                begins = np.ones(batch, np.float32)
+            else:
+                begins = np.zeros(batch, np.float32) if starts is None else np.asarray(starts, np.float32).reshape(batch)
+            carried = tuple(hidden) if hidden is not None else self.initial_hidden(batch) or ()
+            outputs = self.module(*inputs, torch.as_tensor(begins), *carried)
+            actions, new_state = outputs[0].numpy(), tuple(outputs[1:])
+        else:
+            actions = self.module(*inputs).numpy()
+        return [actions[0, i] if single else actions[:, i] for i in range(self.n_agents)], new_state
 
 
 _PARAM_NAMES = {"gaussian": ("mean", "std"), "squashed_gaussian": ("mu", "log_std"),
@@ -203,6 +219,8 @@ def load_policy(path: str | Path, checkpoint: str | Path | None = None) -> TeamA
         from harl.export.deploy import deploy_team
         from harl.export.joint import deploy_joint, joint_entry, joint_policy
         from harl.export.manifest import agent_entry, joint_agent_entry
+        from harl.export.sable import deploy_sable, sable_entry
+        from harl.policy.sable_policy import SablePolicy
 
         team = load_team(folder, Path(checkpoint) if checkpoint else None)
         policy = joint_policy(team.policy)
@@ -211,6 +229,11 @@ def load_policy(path: str | Path, checkpoint: str | Path | None = None) -> TeamA
             agents = [joint_agent_entry(i, "", d, s) for i, (d, s)
                       in enumerate(zip(team.observation_dims, team.action_spaces))]
             return JointTeamActor(joint, joint_entry("", joint, team.action_spaces[0]), agents)
+        if isinstance(team.policy, SablePolicy):
+            sable = deploy_sable(team.policy, team.action_spaces[0], team.masked)
+            agents = [joint_agent_entry(i, "", d, s) for i, (d, s)
+                      in enumerate(zip(team.observation_dims, team.action_spaces))]
+            return JointTeamActor(sable, sable_entry("", sable, team.action_spaces[0]), agents)
         modules = deploy_team(team.policy, team.action_spaces, team.masked, with_params=True)
         entries = [agent_entry(i, "", m, d, s) for i, (m, d, s)
                    in enumerate(zip(modules, team.observation_dims, team.action_spaces))]

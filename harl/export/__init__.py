@@ -7,8 +7,8 @@
                                                     # of what team.policy.export_actors() gives
     agent<i>.onnx / agent<i>.pt + policy.json       # one file per agent, the manifest beside them
 
-A team that acts through one network (MAT, MAT-Dec) ships as one TorchScript file instead,
-``team.pt``, of its whole auto-regressive acting (joint.py; the manifest's ``"joint"``).
+A team that acts through one network (MAT, MAT-Dec; Sable, sable.py) ships as one TorchScript file
+instead, ``team.pt``, of its whole auto-regressive acting (joint.py; the manifest's ``"joint"``).
 
 Each file computes the deterministic action in the env's own action space, as harl's
 ``evaluate`` would take it; ``with_params`` adds the distribution's parameters.
@@ -29,9 +29,11 @@ from harl.errors import HarlError, MissingExtraError
 from harl.export.deploy import DeployActor, deploy_team
 from harl.export.joint import deploy_joint, joint_entry, joint_example, joint_policy
 from harl.export.manifest import agent_entry, joint_agent_entry, write_manifest
+from harl.export.sable import deploy_sable, sable_entry, sable_example
 from harl.fs import writing
 from harl.nets.heads import avail_size
 from harl.policy.mat import MultiAgentTransformer
+from harl.policy.sable_policy import SablePolicy
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 ONNX_OPSET = 17
@@ -131,6 +133,8 @@ def export_team(team: LoadedTeam, fmt: str, out: Path, with_params: bool = False
     policy = joint_policy(team.policy)
     if policy is not None:  # one network for the whole team (MAT)
         return export_joint(team, policy, fmt, out, with_params)
+    if isinstance(team.policy, SablePolicy):
+        return export_sable(team, team.policy, fmt, out, with_params)
     if fmt == "onnx":
         require_onnx()
     make_out(out)
@@ -165,6 +169,28 @@ def export_joint(team: LoadedTeam, policy: MultiAgentTransformer, fmt: str, out:
     return write_manifest(out, fmt, entries, team.pipeline, team.checkpoint, joint_entry(file, module, team.action_spaces[0]))
 
 
+SABLE_ONNX = ("Sable's agents act through one network that decodes one agent after another; harl export ships "
+              "it as one TorchScript module only: use --format torchscript")
+
+
+def export_sable(team: LoadedTeam, policy: SablePolicy, fmt: str, out: Path, with_params: bool) -> Path:
+    """A Sable team: one file, ``team.pt``, every agent's deterministic actions (and, recurrent, the
+    retention states carried in and out; harl.export.sable)."""
+    if fmt != "torchscript":
+        raise HarlError(SABLE_ONNX)
+    if with_params:
+        raise HarlError("Sable's export takes the deterministic actions only (its decoding feeds each agent's "
+                        "action to the next); export it without --with-distribution")
+    module = deploy_sable(policy, team.action_spaces[0], team.masked)
+    make_out(out)
+    file = "team.pt"
+    write_torchscript(module, sable_example(module), out / file)
+    entries = [joint_agent_entry(i, file, dim, space)
+               for i, (dim, space) in enumerate(zip(team.observation_dims, team.action_spaces))]
+    return write_manifest(out, fmt, entries, team.pipeline, team.checkpoint,
+                          sable_entry(file, module, team.action_spaces[0]))
+
+
 def check_out(out: Path) -> None:
     """Refuse an ``--out`` that cannot be the export's folder (a file, or a path under one), before
     anything is loaded or written."""
@@ -184,17 +210,21 @@ def make_out(out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
 
 
-def acts_jointly(run_dir: Path, team: str | None) -> bool:
-    """Whether the run's (or its learning ``team``'s) policy is one network for the whole team (MAT,
-    MAT-Dec), told from its pipeline.toml alone (nothing built)."""
+def acts_jointly(run_dir: Path, team: str | None) -> str | None:
+    """Why the run's (or its learning ``team``'s) policy exports as TorchScript only, when it is one network
+    for the whole team (MAT, MAT-Dec, Sable), told from its pipeline.toml alone (nothing built); else None."""
     from harl.run.open import spec_of_run
     from harl.update.objectives.mat import TransformerPPOConfig
+    from harl.update.objectives.sable import SableConfig
 
     spec, _ = spec_of_run(run_dir)
     specs = [spec]
     if spec.teams:
         specs = [t.spec for t in spec.learning_teams if t.spec is not None and (team is None or t.name == team)][:1]
-    return any(isinstance(getattr(s.updater, "objective", None), TransformerPPOConfig) for s in specs)
+    objectives = [getattr(s.updater, "objective", None) for s in specs]
+    if any(isinstance(o, TransformerPPOConfig) for o in objectives):
+        return JOINT_ONNX
+    return SABLE_ONNX if any(isinstance(o, SableConfig) for o in objectives) else None
 
 
 def export_run(run_dir: Path, checkpoint: Path | None, fmt: str, out: Path, with_params: bool = False,
@@ -204,7 +234,8 @@ def export_run(run_dir: Path, checkpoint: Path | None, fmt: str, out: Path, with
         raise HarlError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     check_out(out)  # before anything is built
     if fmt == "onnx":
-        if acts_jointly(run_dir, team):  # a format the policy cannot take: no package would help
-            raise HarlError(f"{run_dir}: {JOINT_ONNX}")
+        reason = acts_jointly(run_dir, team)
+        if reason is not None:  # a format the policy cannot take: no package would help
+            raise HarlError(f"{run_dir}: {reason}")
         require_onnx()
     return export_team(load_team(run_dir, checkpoint, team), fmt, out, with_params)
