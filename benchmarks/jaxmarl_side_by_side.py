@@ -6,13 +6,15 @@
     python benchmarks/jaxmarl_side_by_side.py --jaxmarl-dir ... --baseline mappo_smax --map 3m \\
         --steps 300_000 --win-target 0.8
     python benchmarks/jaxmarl_side_by_side.py --jaxmarl-dir ... --baseline qmix_smax --map 3m --steps 300_000
+    python benchmarks/jaxmarl_side_by_side.py --jaxmarl-dir ... --baseline pqn_vdn_mpe --steps 200_000
 
 ``--baseline`` (``PRESETS``): ``ippo_mpe`` is JaxMARL's ``IPPO/ippo_ff_mpe.py`` beside
 ``pipelines/ippo_mpe_spread_jaxmarl.toml``; ``mappo_smax`` its ``MAPPO/mappo_rnn_smax.py``
 (``config/mappo_homogenous_rnn_smax.yaml``) beside ``pipelines/mappo_smax_3m.toml``;
 ``qmix_smax`` its ``QLearning/qmix_rnn.py`` (``config/config.yaml`` with
 ``config/alg/ql_rnn_smax.yaml``, as its hydra defaults compose them) beside
-``pipelines/qmix_smax_3m.toml``.
+``pipelines/qmix_smax_3m.toml``; ``pqn_vdn_mpe`` its ``QLearning/pqn_vdn_ff.py`` (``config/config.yaml``
+with ``config/alg/pqn_vdn_ff_mpe.yaml``) beside ``pipelines/pqn-vdn_mpe_torch_spread.toml``.
 
 JaxMARL side: its own baseline file, unmodified, with its own config (read next to it),
 ``TOTAL_TIMESTEPS`` set to ``--steps`` and ``MAP_NAME`` to ``--map``, one seed: this runs its
@@ -20,8 +22,8 @@ JaxMARL side: its own baseline file, unmodified, with its own config (read next 
 as its ``single_run``).  The only change is to logging: the file's ``wandb.log``, called once per
 update from inside the compiled program, is a stub that records the wall time and the update's
 returns, win rate and env steps (``env_step`` where it logs one, else ``NUM_ENVS x NUM_STEPS`` per
-update); QMIX's callback runs only when ``WANDB_MODE`` is not "disabled", so it is set to
-"online" (the stub logs nowhere).  ``hydra`` and ``omegaconf`` get stubs too (used only by its
+update); QMIX's and PQN's callbacks run only when ``WANDB_MODE`` is not "disabled", so it is set
+to "online" (the stub logs nowhere).  ``hydra`` and ``omegaconf`` get stubs too (used only by its
 ``main``).  It needs jaxmarl and what its baselines import: jax, flax, optax, distrax, gymnax,
 pyyaml, matplotlib (``pip install jaxmarl distrax gymnax pyyaml matplotlib`` in a venv of its
 own, given as ``--jaxmarl-python``); XLA uses every core.
@@ -106,6 +108,11 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "call": "single_run", "set": {"WANDB_MODE": "online"},  # its callback logs only when not disabled
                   "return": "returned_episode_returns", "win": "test_returned_won_episode",
                   "pipeline": "pipelines/qmix_smax_3m.toml"},
+    "pqn_vdn_mpe": {"file": "QLearning/pqn_vdn_ff.py", "configs": ["config/config.yaml"],
+                    "alg": "config/alg/pqn_vdn_ff_mpe.yaml", "call": "single_run",
+                    "set": {"WANDB_MODE": "online"},  # its callback, as QMIX's, logs only when not disabled
+                    "return": "returned_episode_returns", "win": "",
+                    "pipeline": "pipelines/pqn-vdn_mpe_torch_spread.toml"},
 }
 '''JaxMARL baseline files (relative to its ``baselines/``) with their own configs, and harl's pipeline beside each.'''
 

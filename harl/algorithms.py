@@ -183,3 +183,14 @@ _value("IQL", "none", "independent Q-learners: each agent's Q, no mixer", "iql_l
 _value("VDN", "vdn", "the team's Q as the sum of the agents' Qs", "vdn_lbf")
 _value("QMIX", "qmix", "the team's Q as a monotonic mix of the agents' Qs, conditioned on the state",
        "qmix_mpe_spread_discrete")
+
+
+def _pqn(name: str, mixer: str, description: str, example: str) -> None:
+    register_algorithm(Algorithm(name, "pqn", "pqn", "pqn", "q_lambda", mixer, "pqn", "pqn_q", description,
+                                 f"pipelines/{example}.toml"))
+
+
+_pqn("PQN-VDN", "vdn", "parallelised Q-learning: many envs, lambda-returns from max Q, no replay or target "
+     "network; the team's Q as the sum of the agents'", "pqn-vdn_mpe_torch_spread")
+_pqn("PQN-IQL", "none", "parallelised Q-learning with each agent's own Q on the team's return",
+     "pqn-iql_mpe_torch_spread")

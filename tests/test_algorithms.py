@@ -23,7 +23,7 @@ from harl.config.loading import load_spec_and_notes
 
 ROOT = Path(__file__).parent.parent
 README_ROWS = ("HAPPO", "HATRPO", "HAA2C", "MAPPO", "MAA2C", "IPPO", "IA2C", "MAT", "MAT-Dec", "Sable", "HASAC", "HATD3", "HADDPG", "HAD3QN",
-               "MASAC", "MATD3", "MADDPG", "ISAC", "IDDPG", "ITD3", "IQL", "VDN", "QMIX")
+               "MASAC", "MATD3", "MADDPG", "ISAC", "IDDPG", "ITD3", "IQL", "VDN", "QMIX", "PQN-VDN", "PQN-IQL")
 
 
 def table_in(text: str) -> str:

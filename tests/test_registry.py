@@ -156,7 +156,8 @@ class TestBadUserStages:
          f'returns.kind: "{M}:ScaledReturnsConfig" belongs to the on-policy family, but collector.kind = '
          '"off_policy"; set returns.kind = "n_step" (or collector.kind = "on_policy")'),
         (returns("td_lamda"),
-         'returns.kind: unknown kind "td_lamda" (expected one of: gae, n_step_v, n_step, episode_td, or "module:Name" of your own)'),
+         'returns.kind: unknown kind "td_lamda" (expected one of: gae, n_step_v, n_step, episode_td, q_lambda, or '
+         '"module:Name" of your own); did you mean "q_lambda"?'),
     ], ids=["missing module", "missing name", "empty name", "import raises", "not attrs", "not a class",
             "unregistered", "wrong slot", "wrong nested slot", "unknown key", "quoted number", "float for int",
             "out of range", "number for string", "wrong family", "unknown name"])

@@ -36,7 +36,7 @@ def test_two_iterations(path: Path, tmp_path: Path) -> None:
         overrides += ["collector.n_envs=4", "collector.rollout_length=50"]
     if env_kind in LONG_EPISODES:
         overrides.append(f"{LONG_EPISODES[env_kind]}=50")
-        if collector.get("kind", "on_policy") == "on_policy":
+        if collector.get("kind", "on_policy") in ("on_policy", "pqn"):
             overrides.append(f"collector.rollout_length={min(collector.get('rollout_length', 200), 50)}")
     if collector.get("kind") == "off_policy":  # warm-up is the first iteration; then a short update round
         one_iteration = collector.get("n_envs", 20) * collector.get("train_interval", 50)

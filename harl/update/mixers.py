@@ -115,6 +115,6 @@ def _mixer(config: Any, parts: Any) -> nn.Module:
     return make_mixer(config, parts.n_agents, parts.state_dim)
 
 
-register("critic", NoMixerConfig, _mixer, family="value", provides=("mixer",))
-register("critic", VDNConfig, _mixer, family="value", provides=("mixer",))
+register("critic", NoMixerConfig, _mixer, family=("value", "pqn"), provides=("mixer",))  # PQN-IQL's too
+register("critic", VDNConfig, _mixer, family=("value", "pqn"), provides=("mixer",))  # PQN-VDN's too
 register("critic", QMixConfig, _mixer, family="value", provides=("mixer",))
