@@ -332,17 +332,19 @@ def allocating(what: str, source: str) -> Iterator[None]:
 MAT_SQUARE_PER_BLOCK = 3
 """(B, heads, N, N) tensors a MAT block keeps for its backward pass: each attention's softmax output (the
 encoder's one, the decoder's self- and cross-attention)."""
-SABLE_SQUARE_PER_BLOCK = 9
-"""(B, heads, S, S) tensors an unchunked Sable block keeps: per retention (encoder's one, the decoder's two)
-the decay matrix, Q K^T and their product."""
+SABLE_SQUARE_PER_BLOCK = 4
+"""(B, heads, S, S) tensors an unchunked Sable block keeps (the decay matrices and Q K^T products its three
+retentions save, some shared)."""
 SQUARE_TRANSIENT = 3
 """(B, heads, N, N) tensors alive at once beyond those kept: the scores being masked and normalised, and the
 backward pass's gradients of them."""
-TOKEN_FLOATS_PER_BLOCK = 40
-"""Floats per token and width kept by one block of either network for its backward pass (projections, norms,
-gates, the feed-forward part), counted from their layers and rounded up."""
+TOKEN_FLOATS_PER_BLOCK = {"mat": 40, "sable": 80}
+"""Floats per token and width one block keeps for its backward pass (projections, norms, gates, the feed-forward
+part; Sable's: three RMSNorms, gated retention with its group norm, a SwiGLU of three matrices)."""
 TOKEN_FLOATS_FIXED = 24
-"""The same for the embeddings and heads outside the blocks."""
+"""The same for the embeddings and heads outside the blocks.  These constants were set from
+``benchmarks/sable_scale.py``'s peaks at 512 and 1,024 agents (width 64, one block: MAT 60 floats per token and
+width and 5.6 N^2 floats per step measured, predicted 64 and 6; Sable 106 and 6.4, predicted 104 and 7)."""
 
 
 def team_model_train_bytes(kind: str, steps: int, n_agents: int, width: int, n_head: int, n_block: int,
@@ -355,15 +357,15 @@ def team_model_train_bytes(kind: str, steps: int, n_agents: int, width: int, n_h
     Sable's memory is then linear in the agents.  A prediction to refuse or skip what cannot fit, not an exact
     count (``benchmarks/sable_scale.py`` sets it beside the measured peaks)."""
     tokens = steps * n_agents
-    linear = 4 * tokens * (width * (TOKEN_FLOATS_PER_BLOCK * n_block + TOKEN_FLOATS_FIXED) + 3 * obs_dim)
+    if kind not in TOKEN_FLOATS_PER_BLOCK:
+        raise ValueError(f"team_model_train_bytes: kind must be mat or sable, got {kind!r}")
+    linear = 4 * tokens * (width * (TOKEN_FLOATS_PER_BLOCK[kind] * n_block + TOKEN_FLOATS_FIXED) + 3 * obs_dim)
     if kind == "mat":
         square = (MAT_SQUARE_PER_BLOCK * n_block + SQUARE_TRANSIENT) * steps * n_head * n_agents ** 2
-    elif kind == "sable":
+    else:
         if chunk:
             square = (SABLE_SQUARE_PER_BLOCK * n_block + SQUARE_TRANSIENT) * steps * n_head * chunk * n_agents
         else:
             seq = timesteps * n_agents
             square = (SABLE_SQUARE_PER_BLOCK * n_block + SQUARE_TRANSIENT) * (steps // timesteps) * n_head * seq ** 2
-    else:
-        raise ValueError(f"team_model_train_bytes: kind must be mat or sable, got {kind!r}")
     return linear + 4 * square
