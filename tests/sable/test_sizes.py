@@ -72,3 +72,17 @@ def test_check_reports_the_fields_in_bytes_per_step(capsys: pytest.CaptureFixtur
     out = " ".join(capsys.readouterr().out.split())
     per_step = [w for w in out.split("bytes per env step")[0].split()][-1]
     assert int(per_step.replace(",", "")) > 49_152
+
+
+def test_team_model_prediction_by_hand() -> None:
+    """32 env steps of 1,024 agents, width 64, 1 block, 1 head, 18-float observations.  MAT: 32,768 tokens x
+    (64 x (40 + 24) + 3 x 18) floats + (3 + 3) x 32 x 1,024^2 floats, 4 bytes each = 543,948,800 + 805,306,368;
+    Sable in chunks of 32: 32,768 x (64 x (80 + 24) + 54) floats + (4 + 3) x 32 x 32 x 1,024 = 879,493,120 +
+    29,360,128; unchunked: (4 + 3) x 32 x 1,024^2 floats = 939,524,096 bytes for the square part."""
+    from harl.sizes import team_model_train_bytes
+
+    assert team_model_train_bytes("mat", 32, 1024, 64, 1, 1, 18) == 543_948_800 + 805_306_368
+    assert team_model_train_bytes("sable", 32, 1024, 64, 1, 1, 18, chunk=32) == 879_493_120 + 29_360_128
+    assert team_model_train_bytes("sable", 32, 1024, 64, 1, 1, 18) == 879_493_120 + 939_524_096
+    with pytest.raises(ValueError, match="kind must be mat or sable"):
+        team_model_train_bytes("qmix", 1, 1, 1, 1, 1, 1)
