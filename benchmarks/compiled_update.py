@@ -1,4 +1,5 @@
-"""The on-policy minibatch step eager against compiled (``[policy] compile``; issue 49, item 2).
+"""The on-policy minibatch step eager against compiled (``[updater] compile``, the fused step; issue 49,
+item 2; until issue 58 ``[policy] compile``'s two graphs, which the figures in docs/performance.md measured).
 
     python benchmarks/compiled_update.py [--rounds 2] [--updates 8] [--cases happo_actor,...] [--modes eager,on,on_py]
     python benchmarks/compiled_update.py --threads [--rounds 2] [--iterations 6]   # [run] torch_threads 1 vs 2
@@ -11,8 +12,8 @@ Each case is one learner of a shipped pipeline, its shapes as that pipeline's up
     mappo_critic   its EP V critic, 128x3, 3,200 rows, 4 minibatches
 
 and each mode a fresh process (``OMP_NUM_THREADS=1``) with an empty inductor cache (a cold compile,
-what a first run pays): ``eager``; ``on`` (the loss with its backward and the clip + Adam step
-compiled, ``harl.update.compiled``, with inductor's C++ wrapper as harl sets it); ``on_py`` (the same
+what a first run pays): ``eager``; ``on`` (the fused minibatch step, forward, backward, clip and Adam,
+compiled as one graph, ``harl.update.fused``, with inductor's C++ wrapper as harl sets it); ``on_py`` (the same
 with inductor's default Python wrapper, ``cpp_wrapper = False``).  Reported per mode: the seconds of the first update (the compile), and the median wall and CPU (this process's,
 less sensitive to a loaded machine) milliseconds per minibatch step after it; modes interleaved
 per round, the load beside each line.
@@ -62,7 +63,7 @@ def learner(case: str, mode: str) -> tuple[object, object]:
 
     if mode == "on_py":
         compiled_module.INDUCTOR_OPTIONS["cpp_wrapper"] = False
-    switch = "off" if mode == "eager" else "on"
+    fused = mode != "eager"
     g = torch.Generator().manual_seed(0)
     happo = case.startswith("happo")
     widths = (128, 128) if happo else (128, 128, 128)
@@ -70,8 +71,9 @@ def learner(case: str, mode: str) -> tuple[object, object]:
         obs_dim, rows, minibatches = (18, 4096, 1) if happo else (30, 9600, 4)
         space = spaces.Box(-1, 1, (5,), np.float32) if happo else spaces.Discrete(9)
         actor = Actor(obs_dim, space, PolicyConfig(hidden_sizes=widths))
-        actor.compile_update = switch  # type: ignore[assignment]
         learn = ppo_learner(actor, PPOConfig(epochs=5, minibatches=minibatches), g)
+        if fused:
+            learn.enable_fused()
         width = 5 if happo else 1
         actions = torch.rand(rows, 5) * 2 - 1 if happo else torch.randint(0, 9, (rows, 1)).float()
         avail = None if happo else (torch.rand(rows, 9) > 0.2).float()
@@ -85,7 +87,9 @@ def learner(case: str, mode: str) -> tuple[object, object]:
     state_dim, rows, minibatches = (54, 4096, 1) if happo else (48, 3200, 4)
     config = VCriticConfig(hidden_sizes=widths, epochs=5, minibatches=minibatches)
     critic = VCritic(state_dim, 3, config, state_space=spaces.Box(-1, 1, (state_dim,), np.float32))
-    learn_v = VCriticLearner(critic, config, g, compile=switch)
+    learn_v = VCriticLearner(critic, config, g)
+    if fused:
+        learn_v.enable_fused()
     states, old, returns = torch.randn(rows, state_dim), torch.randn(rows), torch.randn(rows)
     return learn_v, lambda: learn_v.update(states, old, returns)
 

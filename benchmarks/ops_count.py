@@ -25,7 +25,7 @@ phase come from a separate, uncounted iteration (the counters slow what they cou
 
 An off-policy pipeline first fills its random warm-up (uncounted), so the counted iterations
 act with the team and take gradient steps; its update is counted per env step collected in the
-iteration (``train_interval x n_envs``), whatever its ``updates_per_round`` and batch size.
+iteration (``rollout_length x n_envs``), whatever its ``updates_per_round`` and batch size.
 
 One JSON line per variant (the baseline first: the pipeline as given), then a table.
 """

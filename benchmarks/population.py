@@ -133,7 +133,7 @@ def main() -> int:
     from harl.config.loading import load_spec_and_notes
 
     collector = load_spec_and_notes(Path(args.pipeline), sets)[0].collector
-    per_iteration = collector.n_envs * getattr(collector, "rollout_length", getattr(collector, "train_interval", 1))
+    per_iteration = collector.n_envs * getattr(collector, "rollout_length", 1)
     budget = per_iteration * args.iterations
     total = budget * args.seeds
     common = [sys.executable, "-m", "harl", "train", args.pipeline, "--seeds", f"1-{args.seeds}", "--quiet",

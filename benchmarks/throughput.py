@@ -5,7 +5,7 @@
     python benchmarks/throughput.py pipelines/happo_vmas_transport.toml --iterations 2 \
         --set collector.n_envs=1024 --set run.device=cpu      # VMAS on tensors end to end
     python benchmarks/throughput.py pipelines/happo_mpe_torch_spread.toml --rounds 5 \
-        --variant policy.batch_agents=true --variant policy.compile=true   # interleaved rounds, medians
+        --variant policy.batch_agents=true --variant updater.compile=on   # interleaved rounds, medians
 
 For each pipeline, one JSON line per figure, each with the 1-minute load average at the
 time it was taken (``load``: on a shared machine wall-clock rates move with it; the CPU

@@ -190,14 +190,14 @@ def render_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path 
         stages.close()
         raise
     stages.policy.eval()
-    team = stages.evaluator.policy  # typed by what acting asks of it (ActingPolicy)
+    policy = stages.evaluator.policy  # typed by what acting asks of it (ActingPolicy)
     returns: list[float] = []
     lengths: list[int] = []
     try:
         video = Video(out, fps or int(getattr(env, "render_fps", DEFAULT_FPS)))
         try:
             for episode in range(episodes):
-                total, steps = play_episode(env, team, spec.run.seed * 1000 + 900 + episode,
+                total, steps = play_episode(env, policy, spec.run.seed * 1000 + 900 + episode,
                                             lambda: video.add(_frame(env)))
                 returns.append(total)
                 lengths.append(steps)
@@ -251,21 +251,21 @@ def record_run(run_dir: Path, checkpoint: Path | None, episodes: int, out: Path,
 
 
 @torch.no_grad()
-def play_episode(env: Any, team: ActingPolicy, seed: int, after: Callable[[], None] = lambda: None
+def play_episode(env: Any, policy: ActingPolicy, seed: int, after: Callable[[], None] = lambda: None
                  ) -> tuple[float, int]:
-    """One episode of ``env`` (a single env, not a vector) with ``team``'s deterministic actions,
-    the state ``team.act`` returns carried to its next step; ``after()`` once after the reset and
+    """One episode of ``env`` (a single env, not a vector) with ``policy``'s deterministic actions,
+    the state ``policy.act`` returns carried to its next step; ``after()`` once after the reset and
     once after every step (a frame).  Returns (the return, the length)."""
     obs, _, avail = env.reset(seed=seed)
     after()
-    hidden = team.initial_hidden(1, "cpu")  # None: nothing carried (feed-forward actors)
+    hidden = policy.initial_hidden(1, "cpu")  # None: nothing carried (feed-forward actors)
     starts = torch.ones(1)
     total, steps, done = 0.0, 0, False
     while not done:
         # copies (torch.tensor): an env may hand out read-only arrays (MPE's masks)
         obs_t = [torch.tensor(o, dtype=torch.float32).unsqueeze(0) for o in obs]
         avail_t = None if avail is None else [torch.tensor(a, dtype=torch.float32).unsqueeze(0) for a in avail]
-        actions, hidden = team.act(obs_t, avail_t, deterministic=True, hidden=hidden, starts=starts)
+        actions, hidden = policy.act(obs_t, avail_t, deterministic=True, hidden=hidden, starts=starts)
         starts = torch.zeros(1)
         step = env.step([a[0].numpy() for a in actions])
         obs, avail = step.obs, step.avail

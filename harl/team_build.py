@@ -113,10 +113,9 @@ def _on_world(spec: PipelineSpec, n_envs: int, source: str) -> PipelineSpec:
         if team.learns:
             own = team.spec.collector
             if world_steps(own) != steps:
-                key = "rollout_length" if hasattr(own, "rollout_length") else "train_interval"
-                raise ConfigError(f"{source}: teams.{team.name}.collector.{key}: {world_steps(own)} vector steps per "
-                                  f"iteration, where the world ([collector]) takes {steps}; the teams step one world, "
-                                  f"so set it to {steps}")
+                raise ConfigError(f"{source}: teams.{team.name}.collector.rollout_length: {world_steps(own)} vector "
+                                  f"steps per iteration, where the world ([collector]) takes {steps}; the teams step "
+                                  f"one world, so set it to {steps}")
             if getattr(own, "n_envs", n_envs) != n_envs:
                 team = attrs.evolve(team, spec=attrs.evolve(team.spec, collector=attrs.evolve(own, n_envs=n_envs)))
         teams.append(team)

@@ -167,9 +167,9 @@ def _pipeline(name: str) -> dict:  # type: ignore[type-arg]
 @pytest.mark.parametrize(("pipeline", "table", "old", "value", "new_table", "new", "expected"), [
     ("qmix_mpe_spread_discrete.toml", "updater", "tau", 0.05, "updater", "polyak", 0.05),
     ("ippo_lbf.toml", "critic", "target_tau", 0.02, "critic", "polyak", 0.02),
-    ("had3qn_mpe_spread_discrete.toml", "updater.objective", "epsilon_end", 0.1, "updater.objective",
+    ("had3qn_mpe_spread_discrete.toml", "updater.objective", "epsilon_end", 0.1, "collector",
      "epsilon_finish", 0.1),
-    ("had3qn_mpe_spread_discrete.toml", "updater.objective", "epsilon_decay_steps", 700, "updater.objective",
+    ("had3qn_mpe_spread_discrete.toml", "updater.objective", "epsilon_decay_steps", 700, "collector",
      "epsilon_anneal_steps", 700),
     ("qmix_mpe_spread_discrete.toml", "updater.objective", "hidden_dim", 32, "policy", "hidden_sizes", (32,)),
     ("qmix_mpe_spread_discrete.toml", "updater.objective", "recurrent", True, "policy", "recurrent", "naive"),

@@ -170,7 +170,7 @@ def off_policy_settings(**extra: object) -> list[str]:
     """Five iterations of 2 envs x 25 steps (one episode each), warm-up over after two,
     small batches and networks, a checkpoint after every iteration."""
     values: dict[str, object] = {
-        "collector.n_envs": 2, "collector.train_interval": 25, "collector.updates_per_round": 4,
+        "collector.n_envs": 2, "collector.rollout_length": 25, "collector.updates_per_round": 4,
         "collector.warmup_steps": 100, "buffer.capacity": 10_000, "buffer.batch_size": 32,
         "run.total_env_steps": 250, "evaluator.episodes": 2, "evaluator.n_envs": 2,
         "evaluator.every_iterations": 2, "policy.hidden_sizes": "[32,32]", "critic.hidden_sizes": "[32,32]",

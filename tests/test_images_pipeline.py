@@ -21,7 +21,7 @@ from tests.fakes import images
 ON = {"env": {"kind": "images"}, "collector": {"n_envs": 2, "rollout_length": 8, "backend": "inline"},
       "policy": {"hidden_sizes": [16, 16]}, "critic": {"hidden_sizes": [16, 16]},
       "evaluator": {"episodes": 2, "n_envs": 2}}
-OFF = {**ON, "collector": {"kind": "off_policy", "n_envs": 2, "warmup_steps": 8, "train_interval": 4,
+OFF = {**ON, "collector": {"kind": "off_policy", "n_envs": 2, "warmup_steps": 8, "rollout_length": 4,
                            "backend": "inline"},
        "buffer": {"kind": "replay", "capacity": 64, "batch_size": 8}, "returns": {"kind": "n_step"}}
 

@@ -95,7 +95,7 @@ def train_sac_on_matrix_game(seed: int) -> float:
     data = {
         "run": {"seed": seed},
         "env": {"kind": "matrix"},
-        "collector": {"kind": "off_policy", "n_envs": 32, "train_interval": 1, "warmup_steps": 128,
+        "collector": {"kind": "off_policy", "n_envs": 32, "rollout_length": 1, "warmup_steps": 128,
                       "updates_per_round": 8},
         "buffer": {"kind": "replay", "capacity": 1024, "batch_size": 64},
         "returns": {"kind": "n_step"},
@@ -129,7 +129,7 @@ def test_resume_restores_networks_optimisers_and_counters(tmp_path: Path) -> Non
     assert counting.CountingConfig
     text = "\n".join([
         '[run]\ntotal_env_steps = 40', '[env]\nkind = "counting"',
-        '[collector]\nkind = "off_policy"\nn_envs = 2\ntrain_interval = 5\nwarmup_steps = 10\nupdates_per_round = 2',
+        '[collector]\nkind = "off_policy"\nn_envs = 2\nrollout_length = 5\nwarmup_steps = 10\nupdates_per_round = 2',
         '[buffer]\nkind = "replay"\ncapacity = 40\nbatch_size = 8', '[returns]\nkind = "n_step"\nn_step = 2',
         '[critic]\nkind = "q"\ntwin = true\nhidden_sizes = [8]', '[updater.objective]\nkind = "sac"',
         '[policy]\nhidden_sizes = [8]', '[evaluator]\nepisodes = 2\nn_envs = 2', '[logging]\nprogress = false',
@@ -163,7 +163,7 @@ def first_critic_loss(precision: str) -> float:
     data = {
         "run": {"precision": precision},
         "env": {"kind": "matrix"},
-        "collector": {"kind": "off_policy", "n_envs": 32, "train_interval": 4, "warmup_steps": 64,
+        "collector": {"kind": "off_policy", "n_envs": 32, "rollout_length": 4, "warmup_steps": 64,
                       "updates_per_round": 1},
         "buffer": {"kind": "replay", "capacity": 1024, "batch_size": 128},
         "returns": {"kind": "n_step"},

@@ -41,7 +41,7 @@ RUNS: dict[str, tuple[str, dict[str, object]]] = {
     # 6 iterations of 2 envs x 10 steps; random actions for the first 40 env steps, then 4 updates an
     # iteration on batches of 16 with 5-step targets
     "hasac": ("hasac_mpe_spread.toml", {
-        "collector.train_interval": 10, "collector.updates_per_round": 4, "collector.warmup_steps": 40,
+        "collector.rollout_length": 10, "collector.updates_per_round": 4, "collector.warmup_steps": 40,
         "run.total_env_steps": 120, "buffer.capacity": 1000, "buffer.batch_size": 16, "returns.n_step": 5,
         "policy.hidden_sizes": "[16,16]", "critic.hidden_sizes": "[16,16]"}),
     # 3 iterations of 2 envs x 25 steps; epsilon 1 -> 0.05 over 100 env steps, a gradient step per

@@ -116,7 +116,7 @@ def test_off_policy_run_in_a_gymnasium_env(tmp_path: Path, capsys: pytest.Captur
     """An off-policy (HATD3) run on gymnasium's Pendulum renders too: one frame per step plus the reset's."""
     pytest.importorskip("imageio", reason="harl render needs imageio (pip install harl[video])")
     pytest.importorskip("pygame", reason="Pendulum-v1 draws its frames with pygame")
-    settings = {"run.total_env_steps": 20, "collector.train_interval": 10, "env.max_episode_steps": 10,
+    settings = {"run.total_env_steps": 20, "collector.rollout_length": 10, "env.max_episode_steps": 10,
                 "evaluator.episodes": 1, "evaluator.n_envs": 1, "logging.progress": "false",
                 "critic.hidden_sizes": "[16,16]", "policy.hidden_sizes": "[16,16]"}
     sets = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]

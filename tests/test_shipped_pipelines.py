@@ -39,7 +39,7 @@ def test_two_iterations(path: Path, tmp_path: Path) -> None:
         if collector.get("kind", "on_policy") in ("on_policy", "pqn"):
             overrides.append(f"collector.rollout_length={min(collector.get('rollout_length', 200), 50)}")
     if collector.get("kind") == "off_policy":  # warm-up is the first iteration; then a short update round
-        one_iteration = collector.get("n_envs", 20) * collector.get("train_interval", 50)
+        one_iteration = collector.get("n_envs", 20) * collector.get("rollout_length", 50)
         overrides += [f"collector.warmup_steps={one_iteration}", "collector.updates_per_round=2"]
     try:
         trainer, _ = start_run(path, overrides, run_dir=tmp_path / "run")

@@ -1,15 +1,16 @@
-"""The off-policy Collector: ``train_interval`` vector steps into the replay buffer.
+"""The off-policy Collector: ``rollout_length`` vector steps into the replay buffer.
 
 ::
 
     collector = OffPolicyCollector(config, venv, policy, device, seed)
     for iteration in range(n):
-        stats = collector.collect(buffer)   # train_interval x n_envs transitions
+        stats = collector.collect(buffer)   # rollout_length x n_envs transitions
         updater.update(buffer, progress)    # updates_per_round gradient steps (none in warm-up)
 
 The first ``warmup_steps`` env steps take uniformly random actions (inside the Box,
 among the available categories); after that the policy explores as its objective says
-(Gaussian noise for DDPG/TD3, sampling for SAC, epsilon-greedy for D3QN).  Every
+(Gaussian noise for DDPG/TD3, sampling for SAC, epsilon-greedy for D3QN, on this collector's
+``epsilon_*`` schedule, where the value family's collector keeps its own).  Every
 transition keeps what the step reached, the pre-reset observation and state where an
 episode ended, so truncated transitions can bootstrap.
 
@@ -37,7 +38,9 @@ from harl.envs.protocol import VectorEnv, VectorStep, is_tensor_native
 from harl.nets.heads import avail_size
 from harl.policy.off_policy import OffPolicyActors, masked_uniform
 from harl.registry import register
-from harl.settings import in_range, kind_field, own_first, positive, setting
+from harl.settings import in_range, kind_field, one_of, own_first, positive, setting
+
+EPSILON_COINS = ("per_env", "per_step")
 
 
 @attrs.frozen(field_transformer=own_first)
@@ -46,9 +49,27 @@ class OffPolicyCollectorConfig(EnvWorkers):
 
     kind: str = kind_field("off_policy")
     n_envs: int = setting(20, "environments stepped together", positive())
-    train_interval: int = setting(50, "vector steps per iteration (each followed by an update round)", positive())
-    updates_per_round: int = setting(50, "gradient steps per iteration (HARL: update_per_train x train_interval)", positive())
+    rollout_length: int = setting(
+        50, "vector steps per iteration, each iteration followed by an update round (the on-policy collectors' "
+        "name; harl convert maps HARL's own key here)", positive())
+    updates_per_round: int = setting(
+        50, "gradient steps per iteration (HARL: update_per_train x its vector steps per iteration)", positive())
     warmup_steps: int = setting(10_000, "env steps of uniformly random actions before learning starts", in_range(0, None))
+    epsilon_start: float = setting(
+        0.05, "D3QN's exploration rate right after warm-up (the objectives that explore otherwise do not read "
+        "it)", in_range(0, 1))
+    epsilon_finish: float = setting(0.05, "D3QN's exploration rate after the anneal", in_range(0, 1))
+    epsilon_anneal_steps: int = setting(
+        0, "env steps after warm-up over which D3QN's epsilon falls linearly from epsilon_start to "
+        "epsilon_finish (0: epsilon_finish throughout)", in_range(0, None))
+    epsilon_coin: str = setting(
+        "per_env", "D3QN's draw: per_env, each env explores on its own coin; per_step, one coin per vector step "
+        "decides for every env (HARL's HAD3QN)", one_of(EPSILON_COINS))
+
+
+EPSILON_KEYS = ("epsilon_start", "epsilon_finish", "epsilon_anneal_steps", "epsilon_coin")
+"""The keys of the epsilon-greedy schedule, which only an objective registered ``epsilon_greedy=True``
+(D3QN) reads."""
 
 
 def random_actions(action_spaces: Sequence[spaces.Space], avail: Sequence[torch.Tensor | None],
@@ -98,7 +119,7 @@ class OffPolicyCollector:
         self._avail: Sequence[Any] | None = None
         self._active: Any = (torch.ones(config.n_envs, venv.n_agents, device=venv.device)
                              if is_tensor_native(venv) else np.ones((config.n_envs, venv.n_agents), dtype=np.float32))
-        self.loop = RolloutLoop(venv, seed, config.train_interval, self._own_state)
+        self.loop = RolloutLoop(venv, seed, config.rollout_length, self._own_state)
         """The one rollout loop (``harl.collect.rollout``): resets, restarts, resumes and steps the envs."""
         self._actor: OffPolicyActor | None = None
 
@@ -110,8 +131,8 @@ class OffPolicyCollector:
 
     @property
     def steps_per_iteration(self) -> int:
-        """Env steps one ``collect`` call takes (train_interval x n_envs)."""
-        return self.config.train_interval * self.config.n_envs
+        """Env steps one ``collect`` call takes (rollout_length x n_envs)."""
+        return self.config.rollout_length * self.config.n_envs
 
     @property
     def warming_up(self) -> bool:

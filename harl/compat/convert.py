@@ -310,9 +310,12 @@ def _off_policy(algo: str, v: dict[str, Any], part: EnvPart, notes: list[str]) -
     t = _common(v, part, notes)
     interval = v["train.train_interval"]
     t["run"]["total_env_steps"] = v["train.num_env_steps"] + v["train.warmup_steps"]
-    t["collector"] = {"kind": "off_policy", "n_envs": v["train.n_rollout_threads"], "train_interval": interval,
+    t["collector"] = {"kind": "off_policy", "n_envs": v["train.n_rollout_threads"], "rollout_length": interval,
                       "updates_per_round": int(v["train.update_per_train"] * interval),
                       "warmup_steps": v["train.warmup_steps"]}
+    if objective == "d3qn":  # HARL's constant epsilon, one coin per vector step
+        t["collector"].update(epsilon_start=v["algo.epsilon"], epsilon_finish=v["algo.epsilon"],
+                              epsilon_coin="per_step")
     t["buffer"] = {"kind": "replay", "capacity": v["algo.buffer_size"], "batch_size": v["algo.batch_size"],
                    "replacement": False}
     t["returns"] = {"kind": "n_step", "gamma": v["algo.gamma"], "n_step": v["algo.n_step"],
@@ -323,10 +326,8 @@ def _off_policy(algo: str, v: dict[str, Any], part: EnvPart, notes: list[str]) -
         t["critic"] = {"kind": "joint_q", "hidden_sizes": v["model.base_hidden_sizes"],
                        "activation": v["model.base_activation_func"], "dueling_hidden_sizes": dueling[0],
                        "dueling_activation": dueling[1], "lr": v["model.critic_lr"], "polyak": v["algo.polyak"]}
-        t["updater"]["objective"] = {"kind": "d3qn", "lr": v["model.lr"], "epsilon_start": v["algo.epsilon"],
-                                     "epsilon_finish": v["algo.epsilon"], "epsilon_coin": "per_step",
-                                     "dueling_hidden_sizes": dueling[0], "dueling_activation": dueling[1],
-                                     "polyak": v["algo.polyak"]}
+        t["updater"]["objective"] = {"kind": "d3qn", "lr": v["model.lr"], "dueling_hidden_sizes": dueling[0],
+                                     "dueling_activation": dueling[1], "polyak": v["algo.polyak"]}
         t["policy"] = {"hidden_sizes": v["model.base_hidden_sizes"], "activation": v["model.base_activation_func"],
                        "input_norm": False}
     else:
@@ -351,7 +352,7 @@ def _off_policy(algo: str, v: dict[str, Any], part: EnvPart, notes: list[str]) -
     every, rest = divmod(v["train.eval_interval"], interval)
     if rest or not every:
         every = max(1, round(v["train.eval_interval"] / interval))
-        notes.append(f"train.eval_interval {v['train.eval_interval']} is not a multiple of train_interval "
+        notes.append(f"train.eval_interval {v['train.eval_interval']} is not a multiple of train.train_interval "
                      f"{interval}: harl evaluates every {every} iterations ({every * interval} vector steps)")
     t["evaluator"]["every_iterations"] = every if v["eval.use_eval"] else 0
     return t
@@ -383,8 +384,9 @@ def _validate(conversion: Conversion) -> None:
 
 ORIGINS: dict[str, str] = {
     "run.total_env_steps": "train.num_env_steps", "run.torch_threads": "device.torch_threads",
-    "collector.n_envs": "train.n_rollout_threads", "collector.rollout_length": "train.episode_length",
-    "collector.train_interval": "train.train_interval", "collector.warmup_steps": "train.warmup_steps",
+    "collector.n_envs": "train.n_rollout_threads",
+    "collector.rollout_length": "train.episode_length (on-policy) / train.train_interval (off-policy)",
+    "collector.warmup_steps": "train.warmup_steps",
     "collector.updates_per_round": "train.update_per_train", "buffer.capacity": "algo.buffer_size",
     "buffer.batch_size": "algo.batch_size", "returns.gamma": "algo.gamma", "returns.lam": "algo.gae_lambda",
     "returns.n_step": "algo.n_step", "critic.lr": "model.critic_lr", "critic.epochs": "algo.critic_epoch",
@@ -407,7 +409,7 @@ ORIGINS: dict[str, str] = {
     "updater.objective.alpha_lr": "algo.alpha_lr", "updater.objective.expl_noise": "algo.expl_noise",
     "updater.objective.policy_noise": "algo.policy_noise", "updater.objective.noise_clip": "algo.noise_clip",
     "updater.objective.policy_freq": "algo.policy_freq", "updater.objective.polyak": "algo.polyak",
-    "updater.objective.epsilon_start": "algo.epsilon", "updater.objective.epsilon_finish": "algo.epsilon",
+    "collector.epsilon_start": "algo.epsilon", "collector.epsilon_finish": "algo.epsilon",
     "evaluator.episodes": "eval.eval_episodes", "evaluator.n_envs": "eval.n_eval_rollout_threads",
     "evaluator.every_iterations": "train.eval_interval", "run.seed": "seed.seed",
     "env.scenario": "env_args", "env.agent_conf": "env_args.agent_conf", "env.n_agents": "env_args.N",

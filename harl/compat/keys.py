@@ -52,8 +52,8 @@ ALGO_KEYS: tuple[Key, ...] = (
     _k("train.model_dir", MAPPED, "the checkpoint the run starts from (a harl run directory or "
        "checkpoint file; HARL's own .pt files are refused)"),
     _k("train.warmup_steps", MAPPED, "collector.warmup_steps"),
-    _k("train.train_interval", MAPPED, "collector.train_interval"),
-    _k("train.update_per_train", MAPPED, "collector.updates_per_round (= update_per_train x train_interval)"),
+    _k("train.train_interval", MAPPED, "collector.rollout_length (off-policy: vector steps per iteration)"),
+    _k("train.update_per_train", MAPPED, "collector.updates_per_round (= update_per_train x train.train_interval)"),
     _k("eval.use_eval", MAPPED, "evaluator.every_iterations (false: 0; harl still evaluates once at the end)"),
     _k("eval.n_eval_rollout_threads", MAPPED, "evaluator.n_envs"),
     _k("eval.eval_episodes", MAPPED, "evaluator.episodes"),
@@ -126,7 +126,7 @@ ALGO_KEYS: tuple[Key, ...] = (
     _k("algo.alpha", MAPPED, "updater.objective.alpha"),
     _k("algo.auto_alpha", MAPPED, "updater.objective.auto_alpha"),
     _k("algo.alpha_lr", MAPPED, "updater.objective.alpha_lr"),
-    _k("algo.epsilon", MAPPED, "updater.objective.epsilon_start, epsilon_finish (constant, as HARL)"),
+    _k("algo.epsilon", MAPPED, "collector.epsilon_start, epsilon_finish (constant, as HARL)"),
     _k("logger.log_dir", MAPPED, "logging.dir, with HARL's <env>/<task>/<algo> below it"),
 )
 

@@ -31,6 +31,17 @@ SMAX's state scaled into [0, 1]             ``[env] state_norm``  <-  ``normalis
 a target network's rate                     ``polyak``  <-  ``tau``, ``target_tau`` (issue 44)
 epsilon's schedule                          ``epsilon_finish``, ``epsilon_anneal_steps``  <-
                                             ``epsilon_end``, ``epsilon_decay_steps`` (issue 44)
+vector steps per iteration                  ``[collector] rollout_length``  <-  ``train_interval``
+                                            (off_policy)
+a schedule in iterations                    ``*_every_iterations``  <-  ``[teams.NAME]
+                                            snapshot_every`` (self_play)
+where epsilon-greedy exploration is set     ``[collector] epsilon_*``  <-  D3QN's
+                                            ``[updater.objective] epsilon_start``, ``epsilon_finish``,
+                                            ``epsilon_anneal_steps``, ``epsilon_coin``
+what compiles the on-policy update          ``[updater] compile``  <-  ``[policy] compile`` (issue
+                                            58; where both are set, the one that is not "off"; "on"
+                                            against "auto" is refused; dropped under an updater
+                                            without the key, where it did nothing)
 ==========================================  =====================================================
 
 Kept in two tables on purpose (each stage's own): ``share_parameters`` and ``agent_id`` ([policy]
@@ -41,12 +52,14 @@ the actors', [critic] an independent critic's), ``polyak`` ([critic] the critic'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 
+from harl import registry
 from harl.config.messages import show
+from harl.config.teams import ROLE_SLOT
 from harl.errors import ConfigError, deprecated
 from harl.settings import InvalidSetting
 
@@ -65,24 +78,55 @@ def _gru(value: Any) -> Any:
     return ("naive" if value else "none") if isinstance(value, bool) else value
 
 
+def _compile_mode(value: Any) -> Any:
+    """``[policy] compile = true / false`` (before issue 49) -> ``"on"`` / ``"off"``."""
+    return ("on" if value else "off") if isinstance(value, bool) else value
+
+
+def _the_compiling_one(old: Any, new: Any) -> Any:
+    """``[policy] compile`` beside ``[updater] compile``: the two compiled the same update, so the one that
+    asks for a compile is kept where the other says "off" (every resolved pipeline of an older harl has
+    both, one at its default); "on" against "auto" is a real disagreement (None: refused)."""
+    if old == "off":
+        return new
+    if new == "off":
+        return old
+    return None
+
+
+TEAM = "teams.NAME"
+"""A move's table that stands for every ``[teams.NAME]`` table; its kinds are roles (``role = "..."``)."""
+
+
 @attrs.frozen
 class Moved:
-    """``[table] old`` of the kinds ``kinds`` is now ``[new_table] new`` (its value through ``convert``)."""
+    """``[table] old`` of the kinds ``kinds`` is now ``[new_table] new`` (its value through ``convert``).
+
+    A move of a stage's table applies inside a team's own stage tables too (``[teams.NAME.collector]``)
+    where the team has both tables of its own; a team that has only the old one is renamed when its
+    pipeline (the pipeline's tables, the team's in their place) is structured."""
 
     table: str
     old: str
     new_table: str
     new: str
     kinds: tuple[str, ...]
-    """The table's kinds whose key this was (a user's kind keeps its own keys)."""
+    """The table's kinds whose key this was (a user's kind keeps its own keys); the roles for ``TEAM``;
+    empty for a table without kinds (``[policy]``)."""
     convert: Callable[[Any], Any] = _same
+    into: tuple[str, ...] = ()
+    """The new table's kinds that have the key (empty: every kind).  Under any other kind the old key
+    did nothing, and is dropped with the warning."""
+    agree: Callable[[Any, Any], Any] | None = None
+    """Both keys set to different values: ``agree(old, new)`` is the value kept (None: refused, as
+    without ``agree``)."""
 
 
 MOVED = (
     Moved("updater", "tau", "updater", "polyak", ("q_learning",)),
     Moved("critic", "target_tau", "critic", "polyak", ("independent_v",)),
-    Moved("updater.objective", "epsilon_end", "updater.objective", "epsilon_finish", ("d3qn",)),
-    Moved("updater.objective", "epsilon_decay_steps", "updater.objective", "epsilon_anneal_steps", ("d3qn",)),
+    Moved("updater.objective", "epsilon_end", "collector", "epsilon_finish", ("d3qn",)),
+    Moved("updater.objective", "epsilon_decay_steps", "collector", "epsilon_anneal_steps", ("d3qn",)),
     Moved("updater.objective", "hidden_dim", "policy", "hidden_sizes", ("joint_td",), _one_width),
     Moved("updater.objective", "recurrent", "policy", "recurrent", ("joint_td",), _gru),
     Moved("updater.objective", "share_parameters", "policy", "share_parameters", ("joint_td",)),
@@ -97,14 +141,25 @@ MOVED = (
     Moved("env", "normalise_state", "env", "state_norm", ("smax",)),
     Moved("env", "max_cycles", "env", "max_episode_steps", ("mpe", "mpe_torch")),
     Moved("env", "max_steps", "env", "max_episode_steps", ("smax", "vmas", "air_combat")),
+    Moved("collector", "train_interval", "collector", "rollout_length", ("off_policy",)),
+    Moved(TEAM, "snapshot_every", TEAM, "snapshot_every_iterations", ("self_play",)),
+    Moved("updater.objective", "epsilon_start", "collector", "epsilon_start", ("d3qn",)),
+    Moved("updater.objective", "epsilon_finish", "collector", "epsilon_finish", ("d3qn",)),
+    Moved("updater.objective", "epsilon_anneal_steps", "collector", "epsilon_anneal_steps", ("d3qn",)),
+    Moved("updater.objective", "epsilon_coin", "collector", "epsilon_coin", ("d3qn",)),
+    # issue 58: one switch compiles the update
+    Moved("policy", "compile", "updater", "compile", (), _compile_mode, into=("sequential", "simultaneous"),
+          agree=_the_compiling_one),
 )
 """Every key that moved, with where it went."""
 
 _WARNED: set[tuple[str, str]] = set()
 
+KeyPath = tuple[str, ...]
 
-def _table(data: dict[str, Any], path: str, make: bool = False) -> dict[str, Any] | None:
-    for part in path.split("."):
+
+def _table(data: dict[str, Any], path: KeyPath, make: bool = False) -> dict[str, Any] | None:
+    for part in path:
         if not isinstance(data, dict):
             return None
         if part not in data and make:
@@ -114,54 +169,90 @@ def _table(data: dict[str, Any], path: str, make: bool = False) -> dict[str, Any
 
 
 def _kind(loader: Any, slot: str, table: dict[str, Any]) -> str | None:
+    """The kind of ``table``, a table of ``slot`` (its default without ``kind``); a team's role for ``TEAM``."""
+    if slot == TEAM:
+        role = table.get("role", registry.kinds(ROLE_SLOT)[0].kind)
+        return role if isinstance(role, str) else None
     try:
         return str(loader.entry(slot, table).kind)
     except (InvalidSetting, KeyError, ValueError):  # reported where the table is structured
         return None
 
 
+def _places(data: dict[str, Any], move: Moved) -> Iterator[tuple[KeyPath, KeyPath]]:
+    """Where ``move`` applies in ``data``: (the old table's path, the new table's)."""
+    teams = data.get("teams")
+    names = [name for name, table in teams.items() if isinstance(table, dict)] if isinstance(teams, dict) else []
+    if move.table == TEAM:
+        yield from ((("teams", name), ("teams", name)) for name in names)
+        return
+    old, new = tuple(move.table.split(".")), tuple(move.new_table.split("."))
+    yield old, new
+    for name in names:  # a team's own tables: where it has both (else its merged pipeline is renamed)
+        if old[0] in teams[name] and new[0] in teams[name]:
+            yield ("teams", name, *old), ("teams", name, *new)
+
+
 def renamed(data: dict[str, Any], loader: Any, source: str,
             origins: dict[tuple[str, ...], str] | None = None) -> dict[str, Any]:
     """``data`` with every old key of ``MOVED`` in its new place (a copy of the tables it touches).
 
-    The old and the new key both set to different values is an error, unless one of them was
-    written by a ``--set`` (``origins``): the ``--set`` wins.
+    The old and the new key both set to different values is an error (unless the move ``agree``s
+    on one), unless one of them was written by a ``--set`` (``origins``): the ``--set`` wins.
     """
     origins = origins or {}
     for move in MOVED:
-        table = _table(data, move.table)
-        if table is None or move.old not in table or _kind(loader, move.table, table) not in move.kinds:
-            continue
-        data = _copied(data, move.table, move.new_table)
-        table = _table(data, move.table)
-        target = _table(data, move.new_table, make=True)
-        if table is None or target is None:  # a value where a table belongs: reported by validation
-            continue
-        value = move.convert(table.pop(move.old))
-        old_at, new_at = (*move.table.split("."), move.old), (*move.new_table.split("."), move.new)
-        if (move.table, move.old) not in _WARNED:
-            _WARNED.add((move.table, move.old))
-            deprecated(f"[{move.table}] {move.old}", f"[{move.new_table}] {move.new}", stacklevel=4)
-        if move.new in target and target[move.new] != value:
-            if new_at in origins and old_at not in origins:
-                continue
-            if old_at not in origins:
-                raise ConfigError(
-                    f"{source}: {move.table}.{move.old}: the old spelling of {move.new_table}.{move.new}, which says "
-                    f"{show(target[move.new])}: write only {move.new_table}.{move.new} = {show(target[move.new])} "
-                    f"and remove {move.table}.{move.old} (it says {show(value)})")
-        target[move.new] = value
-        if old_at in origins:
-            origins[new_at] = origins[old_at]
+        for at, to in list(_places(data, move)):
+            data = _move(data, move, at, to, loader, source, origins)
     return data
 
 
-def _copied(data: dict[str, Any], *paths: str) -> dict[str, Any]:
+def _move(data: dict[str, Any], move: Moved, at: KeyPath, to: KeyPath, loader: Any, source: str,
+          origins: dict[tuple[str, ...], str]) -> dict[str, Any]:
+    """``data`` with ``move`` done from the table at ``at`` to the one at ``to``."""
+    table = _table(data, at)
+    if table is None or move.old not in table or (move.kinds and _kind(loader, move.table, table) not in move.kinds):
+        return data
+    into = _kind(loader, move.new_table, _table(data, to) or {}) if move.into else None
+    kept = not move.into or into in move.into
+    data = _copied(data, at, *([to] if kept else []))
+    table = _table(data, at)
+    target = _table(data, to, make=True) if kept else {}
+    if table is None or target is None:  # a value where a table belongs: reported by validation
+        return data
+    value = move.convert(table.pop(move.old))
+    if (move.table, move.old) not in _WARNED:
+        _WARNED.add((move.table, move.old))
+        instead = f"[{move.new_table}] {move.new}"
+        if not kept:
+            instead += f' (under [{move.new_table}] kind = "{into}" it did nothing, and is dropped)'
+        deprecated(f"[{move.table}] {move.old}", instead, stacklevel=5)
+    if not kept:
+        return data
+    old_at, new_at = (*at, move.old), (*to, move.new)
+    if move.new in target and target[move.new] != value:
+        if new_at in origins and old_at not in origins:
+            return data
+        if old_at not in origins:
+            agreed = move.agree(value, target[move.new]) if move.agree is not None else None
+            if agreed is None:
+                new_key, old_key = ".".join(new_at), ".".join(old_at)
+                raise ConfigError(
+                    f"{source}: {old_key}: the old spelling of {new_key}, which says {show(target[move.new])}: "
+                    f"write only {new_key} = {show(target[move.new])} and remove {old_key} (it says {show(value)})")
+            value = agreed
+    target[move.new] = value
+    if old_at in origins:
+        origins[new_at] = origins[old_at]
+    return data
+
+
+def _copied(data: dict[str, Any], *paths: KeyPath) -> dict[str, Any]:
     """``data`` with the tables along ``paths`` copied (the caller's tables are left as they were)."""
     data = dict(data)
     for path in paths:
         holder = data
-        for part in path.split("."):
+        for part in path:
             if not isinstance(holder.get(part, {}), dict):
                 break
             holder[part] = dict(holder.get(part, {}))

@@ -82,12 +82,12 @@ def role_learns(role: Any) -> bool:
 
 
 def world_steps(collector: Any) -> int:
-    """Vector steps one iteration of a collector's config takes (``rollout_length``, or an off-policy
-    collector's ``train_interval``): a teams world steps every team's collector this many times."""
-    steps = getattr(collector, "rollout_length", None) or getattr(collector, "train_interval", None)
+    """Vector steps one iteration of a collector's config takes (``rollout_length``, every collector's
+    name): a teams world steps every team's collector this many times."""
+    steps = getattr(collector, "rollout_length", None)
     if not isinstance(steps, int):
         raise TypeError(f"collector {registry.kind_name(collector)!r} names no vector steps per iteration "
-                        "(rollout_length or train_interval), which a [teams] world needs")
+                        "(rollout_length), which a [teams] world needs")
     return steps
 
 
@@ -125,10 +125,9 @@ def _world_problems(learners: Sequence[TeamSpec]) -> list[tuple[list[str], str]]
         for key, mine, theirs in (("n_envs", team.spec.collector.n_envs, first.spec.collector.n_envs),
                                   ("steps", world_steps(team.spec.collector), world_steps(first.spec.collector))):
             if mine != theirs:
-                name = key if key == "n_envs" else ("rollout_length" if hasattr(team.spec.collector, "rollout_length")
-                                                    else "train_interval")
+                name = key if key == "n_envs" else "rollout_length"
                 found.append((["teams", team.name, "collector", name],
                               f"{mine} where team {first.name}'s collector has {theirs}: the teams step one world, so "
                               f"every learning team's collector takes the same n_envs and vector steps per iteration "
-                              f"(rollout_length or train_interval); set it to {theirs}"))
+                              f"(rollout_length); set it to {theirs}"))
     return found

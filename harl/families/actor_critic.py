@@ -41,6 +41,8 @@ class Wiring:
     updates_per_round: int = 0
     policy_freq: int = 1
     """Off-policy: critic steps per actor step (the objective's ``policy_freq``, else 1)."""
+    epsilon: tuple[float, float, int, str] | None = None
+    """Off-policy: ``[collector]``'s epsilon-greedy schedule (start, finish, anneal steps, coin) for D3QN's actors."""
     precision: str = "fp32"
     """``[run] precision``: "bf16" runs each off-policy gradient step under bfloat16 autocast."""
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import attrs
 import numpy as np
 import torch
 
 from harl import registry
+from harl.collect.off_policy import EPSILON_KEYS
 from harl.collect.stats import CollectStats
 from harl.envs.population import split_step
 from harl.families import BuiltStages, Family, Need, Population, Problem, Spec
@@ -33,11 +35,20 @@ def wiring(spec: Spec) -> Wiring:
     collector, objective = spec.collector, spec.updater.objective
     return Wiring(NAME, collector.n_envs, batch_size=spec.buffer.batch_size,
                   warmup_steps=collector.warmup_steps, updates_per_round=collector.updates_per_round,
-                  policy_freq=getattr(objective, "policy_freq", 1), precision=spec.run.precision)
+                  policy_freq=getattr(objective, "policy_freq", 1), precision=spec.run.precision,
+                  epsilon=_epsilon(collector))
+
+
+def _epsilon(collector: Any) -> tuple[float, float, int, str] | None:
+    """``[collector]``'s epsilon-greedy schedule (D3QN's exploration); None for a collector without one."""
+    if not all(hasattr(collector, key) for key in EPSILON_KEYS):
+        return None
+    return collector.epsilon_start, collector.epsilon_finish, collector.epsilon_anneal_steps, collector.epsilon_coin
 
 
 def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
     yield from sequential_needs_own_actors(built)
+    yield from _epsilon_unread(built)
     policy, collector = built.get("policy"), built["collector"]
     if policy is not None and policy.recurrent != "none":
         yield (["policy", "recurrent"],
@@ -46,6 +57,20 @@ def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
     if policy is not None and policy.share_parameters:
         yield (["policy", "share_parameters"], "off-policy objectives keep one actor per agent; set "
                "policy.share_parameters = false")
+
+
+def _epsilon_unread(built: Mapping[str, Any]) -> Iterable[Problem]:
+    """An epsilon schedule set in ``[collector]`` for an objective that explores otherwise (DDPG's and TD3's
+    noise, SAC's sampling) would be silently unread: refused, naming the first such key."""
+    collector, objective = built["collector"], getattr(built.get("updater"), "objective", None)
+    if objective is None or registry.entry_of(objective).extra("epsilon_greedy", False):
+        return
+    defaults = attrs.fields_dict(type(collector))
+    for key in EPSILON_KEYS:
+        if key in defaults and getattr(collector, key) != defaults[key].default:
+            yield (["collector", key], f'only an epsilon-greedy objective (d3qn) reads it, and updater.objective.kind = '
+                   f'"{registry.kind_name(objective)}" explores its own way; remove collector.{key}')
+            return
 
 
 def _per_transition(spaces: EnvSpaces) -> int:
@@ -98,7 +123,7 @@ def population_memory(spec: Spec, spaces: EnvSpaces, members: int) -> list[Need]
 
 @torch.no_grad()
 def collect_population(population: Any, fresh: bool) -> dict[int, CollectStats]:
-    """``train_interval`` vector steps; warm-up actions from each member's own generator, then
+    """``rollout_length`` vector steps; warm-up actions from each member's own generator, then
     each agent's explore call batched over the members (``Stack``)."""
     alive, E = population.alive, population.n_envs
     members = [population.trainers[s].stages for s in alive]
@@ -107,7 +132,7 @@ def collect_population(population: Any, fresh: bool) -> dict[int, CollectStats]:
         m.collector.begin()
     actors = [Stack([m.policy.actors[i] for m in members]) for i in range(population.venv.n_agents)]
     episodes: dict[int, list[dict[str, Any]]] = {s: [] for s in alive}
-    for _ in range(lead.config.train_interval):
+    for _ in range(lead.config.rollout_length):
         inputs = [m.collector.inputs() for m in members]
         if lead.warming_up:
             drawn = [m.collector.random_actions(masks) for m, (_, masks) in zip(members, inputs)]

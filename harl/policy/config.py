@@ -18,14 +18,6 @@ from harl.nets.image import CHANNEL_ORDERS, ENCODERS
 from harl.nets.mlp import ACTIVATIONS, INITS
 from harl.settings import InvalidSetting, each_positive, in_range, one_of, positive, setting
 
-COMPILE_MODES = ("off", "on", "auto")
-"""``[policy] compile``: never, always, or where the run is long enough to earn the compile back."""
-
-
-def _compile_mode(value: Any) -> Any:
-    """The old ``compile = true / false`` -> "on" / "off" (anything else is left for the validator)."""
-    return ("on" if value else "off") if isinstance(value, bool) else value
-
 
 @attrs.frozen
 class PolicyConfig:
@@ -56,12 +48,6 @@ class PolicyConfig:
         "agents. Off-policy (DDPG/TD3/SAC actors): acting, the critic target's next actions, the MA actor step and "
         "the target actors' polyak step; HA's actor round stays sequential. Equal to the per-agent loop to float "
         "rounding, its noise drawn in another order (docs/performance.md)")
-    compile: Any = attrs.field(
-        default="off", converter=_compile_mode, validator=one_of(COMPILE_MODES), metadata={"doc": (
-            "the on-policy minibatch step compiled (torch.compile, inductor) for feed-forward actors (PPO/A2C) and "
-            "the V critics: off; on (the loss with its backward, and the gradient clip with the optimiser's step, "
-            "compiled at the first update); auto (on only where the run earns the compile back: "
-            "harl.update.compiled.worth_compiling). true/false: the old on/off (docs/performance.md)")})
 
 
 def _one_width(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

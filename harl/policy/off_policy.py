@@ -400,7 +400,7 @@ def policy_builder(make_actor: Callable[..., nn.Module], with_targets: bool,
                  extra: Callable[[Any], dict[str, Any]] = lambda parts: {}) -> Callable[[Any, Any], OffPolicyActors]:
     """An off-policy objective's team: ``make_actor`` per agent, with target copies if it uses them.
 
-    ``extra(parts)``: further keyword arguments of ``make_actor`` (d3qn's warm-up length).
+    ``extra(parts)``: further keyword arguments of ``make_actor`` (d3qn's epsilon schedule and warm-up length).
     """
     def build(config: Any, parts: Any) -> OffPolicyActors:
         policy, actors = parts.policy_config, []

@@ -44,9 +44,6 @@ def actor_base(space: spaces.Box, config: PolicyConfig, source: str = "pipeline"
 class Actor(nn.Module):
     """Observation (and GRU state) -> action distribution for one agent."""
 
-    compile_update: bool = False
-    """``[policy] compile``: the learner compiles this actor's minibatch loss."""
-
     def __init__(self, obs_dim: int, action_space: spaces.Space, config: PolicyConfig,
                  base: OnPolicyBase | None = None) -> None:
         """``base``: the encoder (``actor_base``); by default the MLP on ``obs_dim`` inputs."""
@@ -202,8 +199,6 @@ class OnPolicyActors(nn.Module):
                                         for d, s, o in zip(dims, action_spaces, observation_spaces))
             self.index = list(range(self.n_agents))
         self.shared = config.share_parameters
-        for actor in self.actors:
-            actor.compile_update = config.compile  # read by harl.update.objectives.surrogate
         self.groups: list[list[int]] | None = None
         """``[policy] batch_agents``: the agents that act as one call (see ``batched_groups``)."""
         self.stacks: dict[int, StackedActors] = {}

@@ -1,9 +1,9 @@
 """``role = "self_play"``: snapshots of a learning team (``of``) play the team, drawn from a pool.
 
-The teams' updater adds a snapshot of the learner every ``snapshot_every`` iterations (the first
-when it is built) and keeps ``pool_size``; each training episode draws one by ``sample``; the teams'
-collector scores the learner's games against them, which pfsp's draws and the openskill ratings
-read (``harl.teams.pool``, ``harl.teams.ratings``).  Both sides must be alike: a snapshot of the
+The teams' updater adds a snapshot of the learner every ``snapshot_every_iterations`` iterations
+(the first when it is built) and keeps ``pool_size``; each training episode draws one by ``sample``;
+the teams' collector scores the learner's games against them, which pfsp's draws and the openskill
+ratings read (``harl.teams.pool``, ``harl.teams.ratings``).  Both sides must be alike: a snapshot of the
 learner plays this team's agents.
 """
 
@@ -33,7 +33,7 @@ class SelfPlayRole:
     """``[teams.NAME] role = "self_play"``: snapshots of the learning team `of`, drawn from a pool, play the team."""
 
     of: str = setting("", "the learning team whose snapshots play this team (same spaces)")
-    snapshot_every: int = setting(10, "iterations between snapshots of `of` into the pool", in_range(1))
+    snapshot_every_iterations: int = setting(10, "iterations between snapshots of `of` into the pool", in_range(1))
     pool_size: int = setting(10, "snapshots kept (the oldest leaves first)", in_range(1))
     sample: str = setting(
         "latest", "which snapshot plays an episode: latest, uniform, or pfsp (prioritized fictitious "
@@ -54,7 +54,8 @@ def build(config: SelfPlayRole, team: TeamContext) -> TeamPlay:
     template = team.policy(learner.spec, team.seed)
     pool = SnapshotPool(config.pool_size, config.sample, seed=team.seed * 1000 + POOL_SEED_OFFSET)
     player = PoolPlayer(template, pool, Ratings(), config.of, config.deterministic, config.snapshot_rating)
-    return TeamPlay(player=player, pool=SelfPlay(team.team.name, config.of, player, config.snapshot_every),
+    pool_play = SelfPlay(team.team.name, config.of, player, config.snapshot_every_iterations)
+    return TeamPlay(player=player, pool=pool_play,
                     summary=f"self-play: snapshots of {config.of} (pool {config.pool_size}, {config.sample})")
 
 

@@ -9,8 +9,8 @@ written, naming each key, both values and why:
 - ``run.seed``: the seed drew the run's earlier rows;
 - ``env.*``: the environment and every one of its settings made the run's data;
 - ``collector.*`` (but ``backend``, ``workers``, ``restart_workers``, ``step_timeout_s``): how
-  many envs step how far per iteration (``n_envs``, ``rollout_length``, ``train_interval``,
-  ``warmup_steps``, ...): the data stream, the iteration's size and the per-env state saved;
+  many envs step how far per iteration (``n_envs``, ``rollout_length``, ``warmup_steps``, ...): the
+  data stream, the iteration's size and the per-env state saved;
 - ``evaluator.n_envs``: the evaluation envs' saved random states, one per env;
 - ``buffer.*``: the buffer's shape, what it stores and samples (a saved replay buffer's rows);
 - ``policy.*``: the actors' networks;
@@ -25,6 +25,9 @@ written, naming each key, both values and why:
 Everything else may change on a resume: the budget (``run.total_env_steps``), the device and
 threads, learning rates and the other optimisation settings, the evaluation's schedule and
 episodes, logging and checkpointing.  ``resume_keys_doc`` lists the same in words (docs).
+
+Both pipelines are compared in today's names (``harl.config.renames``): a checkpoint written by an
+older harl (``[collector] train_interval``) resumes under the pipeline resolved now (``rollout_length``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harl.config.loading import parse_toml
+from harl.config.loading import Loader, parse_toml
+from harl.config.renames import renamed
 from harl.errors import CheckpointError, ConfigError
 
 PER_ENV = ("collector.n_envs", "evaluator.n_envs")
@@ -63,6 +67,14 @@ def resume_keys_doc() -> str:
     return ("run.seed; env.*; collector.* but backend, workers, restart_workers and step_timeout_s; "
             f"evaluator.n_envs; buffer.*; policy.*; critic.{{{','.join(CRITIC_SHAPE_KEYS)}}}; "
             f"updater.objective.{{{','.join(OBJECTIVE_KEYS)}}}; every kind")
+
+
+def _today(text: str, source: str) -> dict[str, Any]:
+    """The pipeline ``text`` with every old key in its new place (as loading it would)."""
+    data = parse_toml(text, source)
+    loader = Loader()
+    loader.use_family_of(data)
+    return renamed(data, loader, source)
 
 
 def _flat(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -112,8 +124,8 @@ def check_resumable(state: dict[str, Any], text: str, pipeline: Path, checkpoint
     that differs from ``checkpoint``'s pipeline.  ``edit``: how ``text`` came about (``--set
     run.seed=2``), said in the message; empty for ``pipeline`` as it is on disk."""
     try:
-        saved = dict(_flat(parse_toml(state.get("pipeline", ""), "the checkpoint's pipeline")))
-        now = dict(_flat(parse_toml(text, str(pipeline))))
+        saved = dict(_flat(_today(state.get("pipeline", ""), "the checkpoint's pipeline")))
+        now = dict(_flat(_today(text, str(pipeline))))
     except ConfigError:
         return  # a checkpoint without a readable pipeline: restore() reports what does not fit
     per_env = PER_ENV + (BUFFER_KEYS if "buffer" in state else ())

@@ -65,7 +65,7 @@ def trial_dir(tune_dir: Path, number: int) -> Path:
 
 def iterations_of(spec: Any) -> int:
     collector = spec.collector
-    per = (getattr(collector, "rollout_length", None) or getattr(collector, "train_interval", 1)) * collector.n_envs
+    per = getattr(collector, "rollout_length", 1) * collector.n_envs
     return math.ceil(spec.run.total_env_steps / per)
 
 

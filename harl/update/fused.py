@@ -26,6 +26,9 @@ from the learner's generator as eagerly, so the steps see the same rows.
 
 A learner takes the fused step only if its step is the plain one: Adam without weight decay,
 amsgrad or maximise, one parameter group, a feed-forward network (``fusable`` says why not).
+
+This is the one compiled update (issue 58): ``[policy] compile``, which compiled the same step as two
+graphs before, is read as this key (``harl.config.renames``).
 """
 
 from __future__ import annotations

@@ -292,16 +292,13 @@ class IndependentVLearner(VCriticLearner):
     moves); with it, ``advantage_step`` once per round and ``end_update`` after the last.
     """
 
-    def __init__(self, critic: IndependentVCritic, config: IndependentVConfig, generator: torch.Generator,
-                 compile: bool | str = "off") -> None:
-        super().__init__(critic, config, generator, compile)  # type: ignore[arg-type]  # the V critic's API and keys
+    def __init__(self, critic: IndependentVCritic, config: IndependentVConfig, generator: torch.Generator) -> None:
+        super().__init__(critic, config, generator)  # type: ignore[arg-type]  # the V critic's API and keys
         self.own_critic, self.own_config = critic, config
         self.interleaved = config.interleave
         """The updater runs the objective's epochs as rounds, a critic step first in each."""
         if critic.target is not None:  # the target's parameters never step
             self.optimizer = torch.optim.Adam(self.trainable(), lr=config.lr, eps=config.adam_eps)
-            if self.compiled_step is not None:
-                self.enable_compile()  # again: this optimiser, the trainable parameters
         self.round_stats: list[torch.Tensor] = []
 
     def trainable(self) -> list[torch.Tensor]:
@@ -329,13 +326,9 @@ class IndependentVLearner(VCriticLearner):
             critic.normalizer.update(target)
             target = critic.normalize_targets(target)
         loss = huber(target - v, cfg.huber_delta).mean()
-        if self.compiled_step is not None:
-            norm = self.compiled_step.step(loss * cfg.value_loss_coef)
-        else:
-            step = optimizer_step(self.optimizer, loss * cfg.value_loss_coef, self.trainable(), cfg.max_grad_norm,
-                                  report_norm=True)
-            assert step is not None
-            norm = step
+        norm = optimizer_step(self.optimizer, loss * cfg.value_loss_coef, self.trainable(), cfg.max_grad_norm,
+                              report_norm=True)
+        assert norm is not None
         self.round_stats.append(torch.stack([loss.detach(), norm.detach()]))
         return advantages
 
@@ -354,5 +347,4 @@ def _independent_v(config: IndependentVConfig, parts: Any) -> IndependentVCritic
 
 register("critic", IndependentVConfig, _independent_v, family="on_policy", provides=("state_values",),
          check=independent_v_checks,
-         learner=lambda critic, config, parts: IndependentVLearner(critic, config, parts.generator,
-                                                                   getattr(parts.policy_config, "compile", False)))
+         learner=lambda critic, config, parts: IndependentVLearner(critic, config, parts.generator))

@@ -18,7 +18,6 @@ from harl.buffers.rollout import AgentBatch, RolloutBuffer
 from harl.errors import ConfigError
 from harl.update.batched import BatchedSimultaneous
 from harl.update.common import AgentStats, agent_order, lr_scale, set_lr
-from harl.update.compiled import AutoCompile
 from harl.update.fused import CompileSwitch
 from harl.update.sequential import PolicyLearner, SequentialConfig, sequential_update
 from harl.update.simultaneous import SimultaneousConfig, merge_batches, simultaneous_update
@@ -70,15 +69,12 @@ class OnPolicyUpdater:
         self.generator = generator
         self.batched = (BatchedSimultaneous(self.learners)
                         if batch_agents and not self.sequential and len(self.learners) > 1 else None)
-        self.auto_compile = AutoCompile([*self.learners, critic_learner])
-        """``[policy] compile = "auto"``: whether the learners compile, decided at the second update."""
         self.fused = CompileSwitch(getattr(config, "compile", "off"), [*self.learners, critic_learner])
         """``[updater] compile``: which learners take the fused minibatch step (``harl.update.fused``), and when."""
 
     def update(self, buffer: RolloutBuffer, progress: float) -> UpdateStats:
-        started = self.auto_compile.start()
+        started = self.fused.start()
         stats = self._update(buffer, progress)
-        self.auto_compile.finish(started, progress)
         self.fused.finish(started, (buffer.length, buffer.n_envs, self.n_agents))
         return stats
 

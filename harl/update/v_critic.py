@@ -26,7 +26,6 @@ from harl.registry import register
 from harl.returns.value_norm import ValueNorm
 from harl.settings import each_positive, in_range, kind_field, one_of, own_first, positive, setting
 from harl.update.common import HUBER_ONE_SIDED_HELP, huber, optimizer_step
-from harl.update.compiled import CompiledStep, compile_mode, compiled
 from harl.update.fused import FusedStep, adam_defaults
 
 
@@ -195,32 +194,18 @@ class CriticStats:
 class VCriticLearner:
     """Fits the critic to the returns of one rollout (epochs x minibatches)."""
 
-    def __init__(self, critic: VCritic, config: VCriticConfig, generator: torch.Generator,
-                 compile: bool | str = "off") -> None:
-        """``compile``: ``[policy] compile``; "on": the minibatch loss and the clip + optimiser step compiled
-        (a feed-forward critic)."""
+    def __init__(self, critic: VCritic, config: VCriticConfig, generator: torch.Generator) -> None:
         self.critic = critic
         self.config = config
         self.generator = generator
         self.optimizer = torch.optim.Adam(critic.parameters(), lr=config.lr, eps=config.adam_eps)
         self.base_lr = config.lr
-        self.compiled: Any = None
-        self.compiled_step: CompiledStep | None = None
-        self.compile = compile_mode(compile) if not getattr(critic, "hidden_size", 0) else "off"
-        """``[policy] compile`` for this learner: a recurrent critic's update stays eager (its GRU's cuts)."""
-        if self.compile == "on":
-            self.enable_compile()
         self.fused: FusedStep | None = None
         """``[updater] compile``: the whole minibatch step as one function (``harl.update.fused``)."""
 
     def trainable(self) -> list[torch.Tensor]:
         """The parameters the optimiser steps."""
         return list(self.critic.parameters())
-
-    def enable_compile(self) -> None:
-        """From the next minibatch on, the compiled step (``"on"``, or ``"auto"`` once the run earns it)."""
-        self.compiled = compiled(lambda *data: self._loss(self.critic, *data))
-        self.compiled_step = CompiledStep(self.optimizer, self.trainable(), self.config.max_grad_norm)
 
     def fusable(self) -> str | None:
         """Why this learner cannot take the fused step (``[updater] compile``); None: it can."""
@@ -276,11 +261,6 @@ class VCriticLearner:
                         losses.append(fused[0][0])
                         continue
                     self.fused = None  # it could not compile: eager from here on
-                if self.compiled is not None and self.compiled_step is not None and hidden is None:
-                    loss = self.compiled(states, old_norm, target, idx)
-                    norms.append(self.compiled_step.step(loss * cfg.value_loss_coef))
-                    losses.append(loss.detach())
-                    continue
                 if hidden is None:
                     new = critic.normalized(states[idx])
                 else:
@@ -301,5 +281,4 @@ register("critic", VCriticConfig, family="on_policy", default=True, provides=("s
          factory=lambda config, parts: VCritic(parts.state_dim, parts.n_agents, config,
                                                recurrent=parts.policy_config.recurrent != "none",
                                                state_space=parts.state_space, source=parts.source),
-         learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator,
-                                                              getattr(parts.policy_config, "compile", False)))
+         learner=lambda critic, config, parts: VCriticLearner(critic, config, parts.generator))

@@ -20,7 +20,7 @@ def off_policy_pipeline(warmup: int = 1000, objective: str = "sac", **collector:
     return {
         "run": {"seed": 2, "total_env_steps": 200},
         "env": {"kind": "counting", "episode_length": 3},
-        "collector": {"kind": "off_policy", "n_envs": 2, "train_interval": 5, "warmup_steps": warmup,
+        "collector": {"kind": "off_policy", "n_envs": 2, "rollout_length": 5, "warmup_steps": warmup,
                       "updates_per_round": 3, **collector},
         "buffer": {"kind": "replay", "capacity": 40, "batch_size": 16},
         "returns": {"kind": "n_step", "n_step": 3},

@@ -99,7 +99,7 @@ class TestMapping:
         algo_args["train"]["update_per_train"] = 0.5
         p = pipeline_from_harl("hatd3", "mamujoco", {"exp_name": "t"}, algo_args, env_args).pipeline
         assert p["run"]["total_env_steps"] == 10_010_000
-        assert p["collector"] == {"kind": "off_policy", "n_envs": 10, "train_interval": 50, "updates_per_round": 25,
+        assert p["collector"] == {"kind": "off_policy", "n_envs": 10, "rollout_length": 50, "updates_per_round": 25,
                                   "warmup_steps": 10_000}
         assert p["evaluator"]["every_iterations"] == 200
         assert p["critic"]["twin"] is True and p["updater"]["objective"]["policy_freq"] == 2
@@ -110,8 +110,9 @@ class TestMapping:
         """HAD3QN's dueling keys and epsilon."""
         p = convert(DATA / "pettingzoo_mpe_simple_spread_v2-discrete_had3qn.json").pipeline
         assert p["critic"]["kind"] == "joint_q" and p["critic"]["dueling_activation"] == "hardswish"
-        assert (p["updater"]["objective"]["epsilon_start"], p["updater"]["objective"]["epsilon_finish"]) == (0.05, 0.05)
-        assert p["updater"]["objective"]["epsilon_coin"] == "per_step"  # HARL's one coin per vector step
+        assert (p["collector"]["epsilon_start"], p["collector"]["epsilon_finish"]) == (0.05, 0.05)
+        assert p["collector"]["epsilon_coin"] == "per_step"  # HARL's one coin per vector step
+        assert not any(key.startswith("epsilon") for key in p["updater"]["objective"])
         assert p["returns"] == {"kind": "n_step", "gamma": 0.95, "n_step": 1, "proper_time_limits": True}
 
     def test_mappo_shares_and_has_no_order(self) -> None:

@@ -309,7 +309,7 @@ class TestOnLocalRay:
         overrides = ["collector.n_envs=3", "collector.workers=2", "evaluator.episodes=2", "evaluator.n_envs=1",
                      "policy.hidden_sizes=[16]", "critic.hidden_sizes=[16]", "logging.progress=false"]
         overrides += (["collector.rollout_length=30", "updater.objective.epochs=1"] if pipeline.startswith("happo")
-                      else ["collector.train_interval=13", "collector.warmup_steps=39",
+                      else ["collector.rollout_length=13", "collector.warmup_steps=39",
                             "collector.updates_per_round=2", "buffer.batch_size=16"])
         rows = []
         for backend in ("inline", "ray"):

@@ -163,7 +163,7 @@ def _train(pipeline: str, run_dir: Path, backend: str, settings: dict[str, objec
                                "evaluator.every_iterations": 2, "evaluator.episodes": 2, "evaluator.n_envs": 2,
                                "policy.hidden_sizes": "[16]", "critic.hidden_sizes": "[16]",
                                "updater.objective.epochs": 1, "critic.epochs": 1}),
-    ("hatd3_mpe_spread.toml", {"collector.n_envs": 4, "collector.train_interval": 10, "collector.warmup_steps": 80,
+    ("hatd3_mpe_spread.toml", {"collector.n_envs": 4, "collector.rollout_length": 10, "collector.warmup_steps": 80,
                                "collector.updates_per_round": 2, "run.total_env_steps": 200,
                                "evaluator.every_iterations": 2, "evaluator.episodes": 2, "evaluator.n_envs": 2,
                                "policy.hidden_sizes": "[16]", "critic.hidden_sizes": "[16]"}),

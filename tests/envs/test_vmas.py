@@ -219,7 +219,7 @@ def _off_policy_pipeline() -> dict:
     return {
         "run": {"seed": 3, "total_env_steps": 10_000},
         "env": {"kind": "vmas", "scenario": "balance", "max_episode_steps": 50},
-        "collector": {"kind": "off_policy", "n_envs": 16, "train_interval": 30, "warmup_steps": 240,
+        "collector": {"kind": "off_policy", "n_envs": 16, "rollout_length": 30, "warmup_steps": 240,
                       "updates_per_round": 2},
         "buffer": {"kind": "replay", "capacity": 2000, "batch_size": 16},
         "returns": {"kind": "n_step", "n_step": 3},

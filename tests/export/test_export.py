@@ -32,7 +32,7 @@ N = 1000
 TINY_ON = ["collector.n_envs=2", "collector.rollout_length=10", "collector.backend=inline",
            "evaluator.episodes=1", "evaluator.n_envs=1", "logging.progress=false",
            "policy.hidden_sizes=[16,16]", "critic.hidden_sizes=[16,16]"]
-TINY_OFF = ["collector.n_envs=2", "collector.train_interval=10", "collector.warmup_steps=10",
+TINY_OFF = ["collector.n_envs=2", "collector.rollout_length=10", "collector.warmup_steps=10",
             "collector.backend=inline", "buffer.batch_size=8", "evaluator.episodes=1", "evaluator.n_envs=1",
             "logging.progress=false", "policy.hidden_sizes=[16,16]", "critic.hidden_sizes=[16,16]"]
 COUNTING_HAPPO = "\n".join([
@@ -41,7 +41,7 @@ COUNTING_HAPPO = "\n".join([
     '[evaluator]\nepisodes = 1\nn_envs = 1', '[logging]\nprogress = false'])
 COUNTING_HASAC = "\n".join([
     '[run]\nname = "counting-sac"', '[env]\nkind = "counting"',
-    '[collector]\nkind = "off_policy"\nn_envs = 2\ntrain_interval = 5\nwarmup_steps = 10\nupdates_per_round = 2',
+    '[collector]\nkind = "off_policy"\nn_envs = 2\nrollout_length = 5\nwarmup_steps = 10\nupdates_per_round = 2',
     '[buffer]\nkind = "replay"\ncapacity = 40\nbatch_size = 8', '[returns]\nkind = "n_step"',
     '[critic]\nkind = "q"\ntwin = true\nhidden_sizes = [16]', '[updater.objective]\nkind = "sac"',
     '[policy]\nhidden_sizes = [16]', '[evaluator]\nepisodes = 1\nn_envs = 1', '[logging]\nprogress = false'])

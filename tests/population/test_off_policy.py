@@ -20,7 +20,7 @@ from tests.population.test_population import member_dirs, rows
 
 ROOT = Path(__file__).resolve().parents[2]
 MATD3 = ROOT / "pipelines" / "matd3_mpe_spread.toml"
-SMALL = {"env.kind": "mpe_torch", "env.max_episode_steps": 5, "collector.n_envs": 2, "collector.train_interval": 5,
+SMALL = {"env.kind": "mpe_torch", "env.max_episode_steps": 5, "collector.n_envs": 2, "collector.rollout_length": 5,
          "collector.updates_per_round": 2, "collector.warmup_steps": 20, "buffer.capacity": 1000,
          "buffer.batch_size": 8, "run.total_env_steps": 60, "evaluator.episodes": 2, "evaluator.n_envs": 2,
          "evaluator.every_iterations": 2, "checkpoint.every_iterations": 1, "logging.progress": "false",

@@ -33,7 +33,7 @@ def on_policy(env: str = "counting", n_envs: int = 2, length: int = 4, steps: in
 
 def off_policy(env: str = "counting", objective: str = "sac", steps: int = 40, **extra: Any) -> dict[str, Any]:
     data = {"run": {"seed": 1, "total_env_steps": steps}, "env": {"kind": env},
-            "collector": {"kind": "off_policy", "n_envs": 2, "train_interval": 5, "updates_per_round": 2,
+            "collector": {"kind": "off_policy", "n_envs": 2, "rollout_length": 5, "updates_per_round": 2,
                           "warmup_steps": 10},
             "buffer": {"kind": "replay", "capacity": 200, "batch_size": 8}, "returns": {"kind": "n_step"},
             "critic": {"kind": "q"}, "updater": {"objective": {"kind": objective}},

@@ -52,7 +52,7 @@ def test_actions_have_harls_shape_and_respect_masks(tmp_path: Path) -> None:
 def test_harls_loop_learns_the_matrix_game(tmp_path: Path) -> None:
     """HAD3QN through HARL's off-policy loop: greedy joint payoff reaches 20 (uniform play: about 4.4)."""
     r = runner(tmp_path, algo="had3qn", env="matrix", objective="d3qn", steps=1600,
-               collector={"n_envs": 16, "train_interval": 4, "updates_per_round": 8, "warmup_steps": 256},
+               collector={"n_envs": 16, "rollout_length": 4, "updates_per_round": 8, "warmup_steps": 256},
                buffer={"batch_size": 64, "capacity": 4000}, returns={"n_step": 1}, critic={"kind": "joint_q"})
     try:
         obs, share_obs, avail = r.warmup()

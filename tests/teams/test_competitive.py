@@ -29,7 +29,7 @@ SMALL = ["collector.n_envs=2", "collector.rollout_length=25", "run.total_env_ste
          "evaluator.n_envs=2", "evaluator.every_iterations=2", "policy.hidden_sizes=[16]", "critic.hidden_sizes=[16]",
          "updater.objective.epochs=1", "critic.epochs=1", "checkpoint.every_iterations=1", "logging.progress=false"]
 SELF_PLAY = ('\n[teams.red]\nagents = ["agent_0", "agent_1"]\n[teams.blue]\nagents = ["agent_2", "agent_3"]\n'
-             'role = "self_play"\nof = "red"\nsnapshot_every = 1\npool_size = 2\nsample = "pfsp"\n')
+             'role = "self_play"\nof = "red"\nsnapshot_every_iterations = 1\npool_size = 2\nsample = "pfsp"\n')
 SPREAD_SIDES = [*SMALL, "env.n_agents=4", "env.team_reward=false", "collector.backend=inline",
                 "run.total_env_steps=100"]
 

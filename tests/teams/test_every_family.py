@@ -29,14 +29,14 @@ COMMON: dict[str, object] = {
     "checkpoint.every_iterations": 1, "checkpoint.keep": 100, "logging.progress": "false",
     "policy.hidden_sizes": "[16]"}
 OFF_POLICY: dict[str, object] = {
-    "collector.train_interval": 30, "collector.warmup_steps": 60, "collector.updates_per_round": 2,
+    "collector.rollout_length": 30, "collector.warmup_steps": 60, "collector.updates_per_round": 2,
     "buffer.batch_size": 16, "buffer.capacity": 1000, "critic.hidden_sizes": "[16]", "run.total_env_steps": 240}
 
 MIXED = """
 [teams.prey.collector]
 kind = "off_policy"
 n_envs = 20
-train_interval = 200
+rollout_length = 200
 warmup_steps = 100
 updates_per_round = 2
 [teams.prey.buffer]
@@ -63,10 +63,10 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
         "collector.rollout_length": 25, "collector.epsilon_anneal_steps": 100, "buffer.batch_size": 2,
         "buffer.capacity": 50, "updater.target_update_interval": 2, "run.total_env_steps": 200,
         "critic.mixing_embed_dim": 8, "critic.hypernet_embed": 16}),
-    "hasac-selfplay": ("hasac_mpe_spread_selfplay.toml", {**OFF_POLICY, "teams.blue.snapshot_every": 1,
+    "hasac-selfplay": ("hasac_mpe_spread_selfplay.toml", {**OFF_POLICY, "teams.blue.snapshot_every_iterations": 1,
                                                           "teams.blue.pool_size": 2}),
     "happo-vs-hasac": ("mixed", {
-        "collector.rollout_length": 30, "teams.prey.collector.n_envs": 2, "teams.prey.collector.train_interval": 30,
+        "collector.rollout_length": 30, "teams.prey.collector.n_envs": 2, "teams.prey.collector.rollout_length": 30,
         "critic.hidden_sizes": "[16]", "updater.objective.epochs": 1, "critic.epochs": 1,
         "run.total_env_steps": 240, "checkpoint.replay_buffer": "true"}),
 }

@@ -58,7 +58,7 @@ def test_self_play_resumes_exactly_mid_episode(tmp_path: Path) -> None:
     path = tmp_path / "selfplay.toml"
     path.write_text((ROOT / "pipelines" / "happo_mpe_spread.toml").read_text(encoding="utf-8")
                     + '\n[teams.red]\nagents = ["agent_0", "agent_1"]\n[teams.blue]\nagents = ["agent_2", "agent_3"]\n'
-                    'role = "self_play"\nof = "red"\nsnapshot_every = 1\npool_size = 2\nsample = "pfsp"\n',
+                    'role = "self_play"\nof = "red"\nsnapshot_every_iterations = 1\npool_size = 2\nsample = "pfsp"\n',
                     encoding="utf-8")
     extra = ["--set", "env.n_agents=4", "--set", "env.team_reward=false", "--set", "env.max_episode_steps=25",
              "--set", "collector.backend=inline"]

@@ -99,8 +99,8 @@ def test_off_policy_teams_load_and_a_team_s_collector_must_step_the_world_s_step
                     + '\n[teams.a]\nagents = ["agent_0"]\n[teams.b]\nagents = ["agent_1", "agent_2"]\n')
     spec = load_spec_and_notes(path)[0]
     assert [t.name for t in spec.learning_teams] == ["a", "b"]
-    path.write_text(path.read_text() + '[teams.b.collector]\nkind = "off_policy"\ntrain_interval = 7\n')
-    with pytest.raises(ConfigError, match=r"teams\.b\.collector\.train_interval: 7 where team a's collector has 50"):
+    path.write_text(path.read_text() + '[teams.b.collector]\nkind = "off_policy"\nrollout_length = 7\n')
+    with pytest.raises(ConfigError, match=r"teams\.b\.collector\.rollout_length: 7 where team a's collector has 50"):
         load_spec_and_notes(path)
 
 
@@ -242,7 +242,7 @@ def test_self_play_pool_and_ratings_resume_exactly(tmp_path: Path) -> None:
     path = tmp_path / "selfplay.toml"
     path.write_text((ROOT / "pipelines" / "happo_mpe_spread.toml").read_text()
                     + '\n[teams.red]\nagents = ["agent_0", "agent_1"]\n[teams.blue]\nagents = ["agent_2", "agent_3"]\n'
-                    'role = "self_play"\nof = "red"\nsnapshot_every = 1\npool_size = 2\nsample = "pfsp"\n')
+                    'role = "self_play"\nof = "red"\nsnapshot_every_iterations = 1\npool_size = 2\nsample = "pfsp"\n')
     small = [*SMALL, "env.n_agents=4", "env.team_reward=false", "collector.backend=inline"]
     whole, part = tmp_path / "whole", tmp_path / "part"
     assert main(["train", str(path), *sets(small), "--run-dir", str(whole), "--quiet"]) == 0
@@ -272,7 +272,7 @@ def test_a_pools_games_leave_with_collection_and_its_snapshots_with_the_updater(
     path = tmp_path / "selfplay.toml"
     path.write_text((ROOT / "pipelines" / "happo_mpe_spread.toml").read_text()
                     + '\n[teams.red]\nagents = ["agent_0", "agent_1"]\n[teams.blue]\nagents = ["agent_2", "agent_3"]\n'
-                    'role = "self_play"\nof = "red"\nsnapshot_every = 1\npool_size = 2\n')
+                    'role = "self_play"\nof = "red"\nsnapshot_every_iterations = 1\npool_size = 2\n')
     spec, _ = load_spec_and_notes(path, [*SMALL, "env.n_agents=4", "env.team_reward=false", "collector.backend=inline"])
     with build_stages(spec) as stages:
         pool = stages.updater.self_play[0].player.pool  # type: ignore[attr-defined]
@@ -401,7 +401,7 @@ def test_a_snapshot_evicted_mid_episode_plays_its_episode_out(tmp_path: Path) ->
     path = tmp_path / "selfplay.toml"
     path.write_text((ROOT / "pipelines" / "happo_mpe_spread.toml").read_text()
                     + '\n[teams.red]\nagents = ["agent_0", "agent_1"]\n[teams.blue]\nagents = ["agent_2", "agent_3"]\n'
-                    'role = "self_play"\nof = "red"\nsnapshot_every = 1\npool_size = 1\n')
+                    'role = "self_play"\nof = "red"\nsnapshot_every_iterations = 1\npool_size = 1\n')
     small = [*SMALL, "env.n_agents=4", "env.team_reward=false", "collector.backend=inline",
              "collector.rollout_length=10", "run.total_env_steps=100"]
     assert main(["train", str(path), *sets(small), "--run-dir", str(tmp_path / "run"), "--quiet"]) == 0

@@ -190,7 +190,7 @@ def test_a_space_value_that_cannot_fit_is_refused_before_the_first_trial(tmp_pat
 def test_a_resume_without_the_replay_buffer_says_the_updates_differ(tmp_path: Path) -> None:
     """[checkpoint] replay_buffer = false (the default): the resumed off-policy run starts its buffer empty,
     and says so in one line; with the buffer saved it says nothing."""
-    tiny = ["collector.n_envs=2", "collector.train_interval=10", "collector.warmup_steps=10", "collector.backend=inline",
+    tiny = ["collector.n_envs=2", "collector.rollout_length=10", "collector.warmup_steps=10", "collector.backend=inline",
             "buffer.batch_size=8", "evaluator.episodes=1", "evaluator.n_envs=1", "logging.progress=false",
             "policy.hidden_sizes=[16,16]", "critic.hidden_sizes=[16,16]", "run.device=cpu", "run.total_env_steps=200",
             "checkpoint.every_iterations=1"]

@@ -230,7 +230,7 @@ def test_agent_values_are_agent_value_per_agent(state_type: str, reduce: str) ->
 
 
 PIPELINE = Path("pipelines/matd3_mpe_spread.toml")
-SMALL = ["env.kind=mpe_torch", "collector.n_envs=4", "collector.train_interval=25", "collector.warmup_steps=200",
+SMALL = ["env.kind=mpe_torch", "collector.n_envs=4", "collector.rollout_length=25", "collector.warmup_steps=200",
          "collector.updates_per_round=4", "buffer.batch_size=64", "policy.hidden_sizes=[16,16]",
          "critic.hidden_sizes=[16,16]", "evaluator.every_iterations=2", "evaluator.episodes=2", "evaluator.n_envs=2",
          "run.total_env_steps=1000000"]

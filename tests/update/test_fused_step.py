@@ -237,6 +237,31 @@ def test_updater_compile_on_equals_off(monkeypatch: Any, kind: str) -> None:
             stages.close()
 
 
+def test_the_old_policy_compile_takes_the_fused_step(monkeypatch: Any) -> None:
+    """``[policy] compile = true`` (issue 49's key, folded into ``[updater] compile`` by issue 58) builds the
+    same learners as ``[updater] compile = "on"``: every one on the fused step, the one compiled path."""
+    from harl.config import renames
+    from harl.errors import HarlDeprecationWarning
+
+    monkeypatch.setattr(fused_module, "compiled", lambda fn: fn)
+    monkeypatch.setattr(fused_module, "use_cache_dir", lambda: None)
+    monkeypatch.setattr(renames, "_WARNED", set())
+    data = counting_pipeline(rollout_length=8)
+    data["policy"] = {**data.get("policy", {}), "compile": True}
+    data["critic"] = {"hidden_sizes": [8]}
+    with pytest.warns(HarlDeprecationWarning, match=r"\[policy\] compile is deprecated: use \[updater\] compile"):
+        spec = structure_pipeline(data, "counting")
+    assert spec.updater.compile == "on" and not hasattr(spec.policy, "compile")
+    stages = build_stages(spec)
+    try:
+        learners = stages.updater.fused.learners
+        assert stages.updater.fused.state == "compiled"
+        assert len(learners) == 4 and all(learner.fused is not None for learner in learners)
+        assert not any(hasattr(learner, "compiled_step") for learner in learners)  # no second path
+    finally:
+        stages.close()
+
+
 # ---------------------------------------------------------------------- the switch
 
 

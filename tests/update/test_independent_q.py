@@ -150,7 +150,7 @@ def test_a_ddpg_actor_maximises_its_own_q_alone() -> None:
 def off_policy(**critic: Any) -> dict[str, Any]:
     assert counting.CountingConfig  # registers the "counting" env kind
     return {"run": {"seed": 1, "total_env_steps": 24}, "env": {"kind": "counting", "episode_length": 3},
-            "collector": {"kind": "off_policy", "n_envs": 2, "train_interval": 4, "warmup_steps": 8,
+            "collector": {"kind": "off_policy", "n_envs": 2, "rollout_length": 4, "warmup_steps": 8,
                           "updates_per_round": 2},
             "buffer": {"kind": "replay", "capacity": 100, "batch_size": 4}, "returns": {"kind": "n_step", "n_step": 2},
             "critic": {"kind": "independent_q", "hidden_sizes": [8], **critic},

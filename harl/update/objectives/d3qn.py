@@ -12,7 +12,9 @@ so later agents regress toward the value of a joint action their predecessors ha
 already improved (coordinate ascent on the critic).  The critic's target takes the target
 agents' greedy actions at the bootstrap state and scores them with the target critic
 (action selection and evaluation by different networks: the double-Q decoupling).
-Exploration is epsilon-greedy, epsilon decaying linearly after warm-up.
+Exploration is epsilon-greedy, epsilon decaying linearly after warm-up, on ``[collector]``'s
+schedule (``epsilon_start``, ``epsilon_finish``, ``epsilon_anneal_steps``, ``epsilon_coin``), where
+the value family's collector keeps its own.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from gymnasium import spaces
 from torch import nn
 
 from harl.buffers.replay import ReplayBatch
+from harl.collect.off_policy import EPSILON_KEYS, OffPolicyCollectorConfig
 from harl.errors import ConfigError
 from harl.nets.plain import OFF_POLICY_ACTIVATIONS, masked_argmax
 from harl.policy.off_policy import DuelingQActor, KeptForward, OffPolicyActors, policy_builder
@@ -41,30 +44,30 @@ class D3QNConfig:
 
     kind: str = kind_field("d3qn")
     lr: float = setting(5e-4, "Adam learning rate of each agent's Q network", positive())
-    epsilon_start: float = setting(0.05, "exploration rate right after warm-up", in_range(0, 1))
-    epsilon_finish: float = setting(0.05, "exploration rate after the anneal (the episodes collector's name, EPyMARL's)", in_range(0, 1))
-    epsilon_anneal_steps: int = setting(0, "env steps after warm-up over which epsilon falls linearly from epsilon_start to epsilon_finish (0: epsilon_finish throughout)", in_range(0, None))
     dueling_hidden_sizes: tuple[int, ...] = setting((128,), "hidden widths of the value and advantage streams", each_positive())
     dueling_activation: str = setting("hardswish", "activation of the value and advantage streams", one_of(OFF_POLICY_ACTIVATIONS))
     polyak: float = setting(0.005, "the target agent Q networks' update rate (the joint critic's: [critic] polyak)",
                             in_range(0, 1, low_open=True))
     max_grad_norm: float = setting(0.0, "gradient-norm clip; 0 disables", in_range(0, None))
-    epsilon_coin: str = setting(
-        "per_env", "per_env: each env explores on its own coin; per_step: one coin per vector step decides for "
-        "every env (HARL's HAD3QN)", one_of(("per_env", "per_step")))
+
+
+COLLECTOR_EPSILON = tuple(attrs.fields_dict(OffPolicyCollectorConfig)[key].default for key in EPSILON_KEYS)
+"""``[collector]``'s epsilon schedule by default: (start, finish, anneal steps, coin)."""
 
 
 def make_actor(obs_dim: int, space: spaces.Space, policy: PolicyConfig, config: D3QNConfig, agent: int,
-               source: str, warmup_steps: int = 0, encoder: nn.Module | None = None) -> nn.Module:
+               source: str, warmup_steps: int = 0, encoder: nn.Module | None = None,
+               epsilon: tuple[Any, ...] = COLLECTOR_EPSILON) -> nn.Module:
+    """Agent ``agent``'s dueling Q network; ``epsilon``: ``[collector]``'s (start, finish, anneal steps, coin)."""
     if not isinstance(space, spaces.Discrete):
         raise ConfigError(
             f'{source}: updater.objective.kind: "d3qn" needs Discrete actions, but agent {agent} has '
             f'{describe_space(space)}; use kind = "sac" (any space) or "td3" (Box)'
         )
-    epsilon = (config.epsilon_start, config.epsilon_finish, config.epsilon_anneal_steps, warmup_steps)
+    start, finish, anneal_steps, coin = epsilon
     return DuelingQActor(obs_dim, space, policy.hidden_sizes, policy.activation, policy.input_norm,
-                         config.dueling_hidden_sizes, config.dueling_activation, epsilon, encoder,
-                         config.epsilon_coin)
+                         config.dueling_hidden_sizes, config.dueling_activation,
+                         (start, finish, anneal_steps, warmup_steps), encoder, coin)
 
 
 class D3QNLearner:
@@ -125,8 +128,16 @@ def make_learner(index: int, policy: OffPolicyActors, critic: JointQCritic, conf
     return D3QNLearner(index, policy, critic, config)
 
 
+def _from_collector(parts: Any) -> dict[str, Any]:
+    """What ``make_actor`` reads from ``[collector]``: the epsilon schedule and the warm-up it starts after."""
+    if parts.wiring.epsilon is None:
+        raise ConfigError(f'{parts.source}: updater.objective.kind: "d3qn" explores on [collector]\'s epsilon '
+                          'schedule (epsilon_start, ...), which this collector has not; use collector.kind = '
+                          '"off_policy"')
+    return {"epsilon": parts.wiring.epsilon, "warmup_steps": parts.wiring.warmup_steps}
+
+
 register("updater.objective", D3QNConfig, family="off_policy", requires={"critic": "joint_q_values"},
          factory=lambda config, parts, agent: make_learner(agent, parts.policy, parts.critic, config,
                                                            parts.act_spaces[agent]),
-         policy=policy_builder(make_actor, with_targets=True,
-                          extra=lambda parts: {"warmup_steps": parts.wiring.warmup_steps}))
+         policy=policy_builder(make_actor, with_targets=True, extra=_from_collector), epsilon_greedy=True)

@@ -12,7 +12,6 @@ from harl.buffers.rollout import AgentBatch, minibatch_rows
 from harl.policy.on_policy import Actor
 from harl.settings import in_range, one_of, positive, setting
 from harl.update.common import AgentStats, aggregate_ratio, masked_mean, optimizer_step, ratio_aggregation
-from harl.update.compiled import CompiledStep, compile_mode, compiled
 from harl.update.fused import FusedStep, adam_defaults
 
 Surrogate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -49,22 +48,8 @@ class SurrogateLearner:
         self.base_lr = config.lr
         self.loss = loss
         self.aggregation = ratio_aggregation(actor, config.action_aggregation)
-        self.compiled: Callable[..., tuple[torch.Tensor, ...]] | None = None
-        """``[policy] compile``: the minibatch loss as one compiled graph (feed-forward actors)."""
-        self.compiled_step: CompiledStep | None = None
-        """With it, the clip and the optimiser's step as another (``harl.update.compiled``)."""
-        self.compile = compile_mode(getattr(actor, "compile_update", "off")) if not getattr(actor, "hidden_size", 0) \
-            else "off"
-        """``[policy] compile`` for this learner: a recurrent actor's update stays eager (its GRU's cuts)."""
-        if self.compile == "on":
-            self.enable_compile()
         self.fused: FusedStep | None = None
         """``[updater] compile``: the whole minibatch step as one function (``harl.update.fused``)."""
-
-    def enable_compile(self) -> None:
-        """From the next minibatch on, the compiled step (``"on"``, or ``"auto"`` once the run earns it)."""
-        self.compiled = compiled(lambda *data: self._terms(self.actor, *data))
-        self.compiled_step = CompiledStep(self.optimizer, self.actor.parameters(), self.config.max_grad_norm)
 
     def fusable(self) -> str | None:
         """Why this learner cannot take the fused step (``[updater] compile``); None: it can."""
@@ -106,14 +91,6 @@ class SurrogateLearner:
                         rows.append(torch.cat([fused[0], fused[1].reshape(1)]))
                         continue
                     self.fused = None  # it could not compile: eager from here on
-                if self.compiled is not None and self.compiled_step is not None:
-                    loss, policy_loss, mean_entropy, mean_ratio = self.compiled(
-                        batch.obs, batch.actions, batch.avail, batch.old_log_probs, batch.advantages, factor,
-                        batch.active, idx)
-                    step_norm = self.compiled_step.step(loss)
-                    rows.append(torch.stack([policy_loss.detach(), mean_entropy.detach(), mean_ratio.detach(),
-                                             step_norm.detach()]))
-                    continue
                 mb = batch.select(idx)
                 log_probs, entropy = self.actor.evaluate(mb.obs, mb.actions, mb.avail, mb.hidden, mb.starts)
                 ratio = aggregate_ratio(log_probs - mb.old_log_probs, self.aggregation)
