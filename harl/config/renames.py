@@ -182,14 +182,14 @@ def _kind(loader: Any, slot: str, table: dict[str, Any]) -> str | None:
 def _places(data: dict[str, Any], move: Moved) -> Iterator[tuple[KeyPath, KeyPath]]:
     """Where ``move`` applies in ``data``: (the old table's path, the new table's)."""
     teams = data.get("teams")
-    names = [name for name, table in teams.items() if isinstance(table, dict)] if isinstance(teams, dict) else []
+    own = {name: table for name, table in teams.items() if isinstance(table, dict)} if isinstance(teams, dict) else {}
     if move.table == TEAM:
-        yield from ((("teams", name), ("teams", name)) for name in names)
+        yield from ((("teams", name), ("teams", name)) for name in own)
         return
     old, new = tuple(move.table.split(".")), tuple(move.new_table.split("."))
     yield old, new
-    for name in names:  # a team's own tables: where it has both (else its merged pipeline is renamed)
-        if old[0] in teams[name] and new[0] in teams[name]:
+    for name, table in own.items():  # a team's own tables: where it has both (else its merged pipeline is renamed)
+        if old[0] in table and new[0] in table:
             yield ("teams", name, *old), ("teams", name, *new)
 
 
