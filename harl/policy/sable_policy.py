@@ -102,7 +102,8 @@ class SablePolicy(SableNetwork):
     def __init__(self, observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
                  memory: bool = True, agent_id: bool = True, n_block: int = 1, embed_dim: int = 64,
                  n_head: int = 1, decay_scaling_factor: float = 0.8, positional_encoding: bool = False,
-                 chunk_timesteps: int | None = None, chunk_agents: int | None = None) -> None:
+                 chunk_timesteps: int | None = None, chunk_agents: int | None = None,
+                 causal_chunks: bool = False) -> None:
         width, action_dim, discrete = _team_spaces(observation_spaces, action_spaces)
         n_agents = len(action_spaces)
         self.obs_width = width
@@ -110,7 +111,8 @@ class SablePolicy(SableNetwork):
             raise ConfigError("the timestep encoding encodes each step's place in its episode for the recurrent "
                               "Sable (memory = true); the feed-forward one has none (Mava encodes rec_sable only)")
         super().__init__(width + (n_agents if agent_id else 0), action_dim, n_agents, discrete, n_block,
-                         embed_dim, n_head, decay_scaling_factor, positional_encoding, chunk_timesteps, chunk_agents)
+                         embed_dim, n_head, decay_scaling_factor, positional_encoding, chunk_timesteps, chunk_agents,
+                         causal_chunks)
         self.memory, self.agent_id = memory, agent_id
         self.positional_encoding = positional_encoding
         self.bootstrap_hidden: SableHidden | None = None
@@ -267,4 +269,5 @@ def sable_policy(config: Any, parts: Any) -> SablePolicy:
                        n_block=config.n_block, embed_dim=config.embed_dim, n_head=config.n_head,
                        decay_scaling_factor=config.decay_scaling_factor,
                        positional_encoding=config.timestep_positional_encoding,
-                       chunk_timesteps=chunk, chunk_agents=config.agents_chunk_size or None)
+                       chunk_timesteps=chunk, chunk_agents=config.agents_chunk_size or None,
+                       causal_chunks=config.agents_chunk_encoder == "causal")

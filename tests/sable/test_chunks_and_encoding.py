@@ -125,6 +125,29 @@ class TestAgentChunks:
         for a, b in zip((*got[:3], *got.hidden), (*want[:3], *want.hidden), strict=True):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
+    def test_causal_chunks_are_mavas_chunked_encoder(self) -> None:
+        """``causal_chunks`` (Mava 73c4611's train_encoder_chunkwise): with chunks of 2, the values of chunk k
+        (agents 2k, 2k + 1) are what an unchunked network of the first 2k + 2 agents gives its last two (each
+        agent reads its own chunk and the ones before it); the whole-step default reads all 8 agents, which
+        differs for agents 0-5 and agrees for the last chunk.  One block: with two, a prefix network's first
+        block would let its early agents read the whole prefix."""
+        mava = _network(2, n_block=1)
+        mava.causal_chunks = True
+        obs, actions, starts, legal = _inputs()
+        zero = SableHidden(*(torch.zeros_like(h) for h in _hidden(mava)))
+        ones = torch.ones_like(starts)
+        got = mava.evaluate(obs, actions, zero, ones, legal)
+        for k in range(4):
+            n = 2 * k + 2
+            torch.manual_seed(0)
+            prefix = SableNetwork(OBS, ACT, n, n_block=1, embed_dim=16, n_head=2).double()
+            prefix.load_state_dict(mava.state_dict())
+            want = prefix.evaluate(obs[:, :, :n], actions[:, :, :n], zero, ones, legal[:, :, :n])
+            torch.testing.assert_close(got.values[..., n - 2:n], want.values[..., n - 2:], rtol=1e-10, atol=1e-10)
+        whole = _network(2, n_block=1).evaluate(obs, actions, zero, ones, legal)
+        assert (whole.values[..., :6] - got.values[..., :6]).abs().min() > 1e-6
+        torch.testing.assert_close(whole.values[..., 6:], got.values[..., 6:], rtol=1e-10, atol=1e-10)
+
     def test_bad_chunks_are_refused(self) -> None:
         with pytest.raises(ValueError, match="chunk_agents must be a positive divisor of the 8 agents, got 3"):
             SableNetwork(OBS, ACT, N, chunk_agents=3)
@@ -166,6 +189,21 @@ class TestAgentChunksInThePipeline:
                 torch.testing.assert_close(built.updater.learner.ratio(batch),
                                            torch.ones_like(batch.old_log_probs), atol=2e-6, rtol=0)
                 built.updater.update(built.buffer, 0.0)
+
+    def test_mavas_causal_chunks_act_as_they_train(self) -> None:
+        """agents_chunk_encoder = "causal": acting reads the chunks as training does (ratio 1)."""
+        with harl.build(FF, [*SMALL, "env.n_agents=4", "updater.objective.agents_chunk_size=2",
+                             'updater.objective.agents_chunk_encoder="causal"']) as built:
+            assert built.policy.causal_chunks
+            built.collector.collect(built.buffer)
+            built.returns.compute(built.buffer)
+            batch = sable_batch(built.buffer, built.policy)
+            torch.testing.assert_close(built.updater.learner.ratio(batch), torch.ones_like(batch.old_log_probs),
+                                       atol=2e-6, rtol=0)
+
+    def test_a_chunk_encoder_without_chunks_exits_2(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["check", str(FF), "--set", 'updater.objective.agents_chunk_encoder="causal"']) == 2
+        assert "agents_chunk_size = 0 trains no chunks" in " ".join(capsys.readouterr().err.split())
 
     def test_a_dividing_chunk_passes_check(self, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["check", str(FF), "--set", "updater.objective.agents_chunk_size=3"]) == 0

@@ -115,8 +115,8 @@ class EncodeBlock(nn.Module):
         return self._finish(x, ret), h
 
     def agent_chunks(self, x: torch.Tensor, h: torch.Tensor, starts: torch.Tensor, chunk: int,
-                     steps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        ret, h = self.retn.agent_chunks(x, x, x, h, starts, chunk, steps)
+                     steps: torch.Tensor | None, causal_chunks: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        ret, h = self.retn.agent_chunks(x, x, x, h, starts, chunk, steps, causal_chunks)
         return self._finish(x, ret), h
 
 
@@ -185,7 +185,8 @@ class SableNetwork(nn.Module):
     def __init__(self, obs_dim: int, action_dim: int, n_agents: int, discrete: bool = True,
                  n_block: int = 1, embed_dim: int = 64, n_head: int = 1,
                  decay_scaling_factor: float = 0.8, positional_encoding: bool = False,
-                 chunk_timesteps: int | None = None, chunk_agents: int | None = None) -> None:
+                 chunk_timesteps: int | None = None, chunk_agents: int | None = None,
+                 causal_chunks: bool = False) -> None:
         super().__init__()
         for name, value in (("obs_dim", obs_dim), ("action_dim", action_dim), ("n_agents", n_agents),
                             ("n_block", n_block)):
@@ -200,6 +201,8 @@ class SableNetwork(nn.Module):
             raise ValueError("sable network: chunk_agents (single timesteps) and chunk_timesteps (rollouts) "
                              "exclude each other")
         self.chunk_agents = chunk_agents
+        self.causal_chunks = causal_chunks and chunk_agents is not None
+        """Mava 73c4611's chunked encoder: an agent reads its own chunk and the chunks before it (acting too)."""
         self.obs_dim, self.action_dim, self.n_agents, self.discrete = obs_dim, action_dim, n_agents, discrete
         self.n_block, self.embed_dim, self.n_head = n_block, embed_dim, n_head
         self.chunk_timesteps = chunk_timesteps
@@ -360,7 +363,7 @@ class SableNetwork(nn.Module):
         b, n, _ = obs.shape
         chunk = cast(int, self.chunk_agents)
         starts = starts.bool()
-        values, obs_rep, enc_state = self.encode_step(obs, hidden.encoder, starts, steps, chunk)
+        values, obs_rep, enc_state = self.encode_step(obs, hidden.encoder, starts, steps)
         taken = self._action_input(actions, obs_rep.dtype)
         shifted = torch.cat([self._start_token((b, 1), obs_rep), taken[:, :-1]], dim=1)
         y = self._embed_actions(shifted)
@@ -412,18 +415,19 @@ class SableNetwork(nn.Module):
         return SableAction(torch.stack(acts, 1), torch.stack(logps, 1), values, new_hidden)
 
     def encode_step(self, obs: torch.Tensor, encoder: torch.Tensor, starts: torch.Tensor,
-                    step_count: torch.Tensor | None = None, chunk: int | None = None
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    step_count: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The encoder's recurrent call over one timestep, all agents at once: (values (B, N), its
-        output (B, N, E), its state after the timestep) (Mava's execute_encoder_parallel); ``chunk``:
-        through ``agent_chunks`` (the same function)."""
+        output (B, N, E), its state after the timestep) (Mava's execute_encoder_parallel); with
+        ``chunk_agents`` through ``agent_chunks`` (the same function, or Mava's chunk-causal one with
+        ``causal_chunks``, execute_encoder_chunkwise), in acting and training alike."""
         x = self._embed_obs(obs)
         enc_h = []
         for i, eblock in enumerate(self._encode_blocks()):
-            if chunk is None:
+            if self.chunk_agents is None:
                 x, h = eblock.recurrent(self.enc_ln(x), encoder[:, :, i], starts.bool(), step_count)
             else:
-                x, h = eblock.agent_chunks(self.enc_ln(x), encoder[:, :, i], starts.bool(), chunk, step_count)
+                x, h = eblock.agent_chunks(self.enc_ln(x), encoder[:, :, i], starts.bool(), self.chunk_agents,
+                                           step_count, self.causal_chunks)
             enc_h.append(h)
         return self.value_head(x).squeeze(-1), x, torch.stack(enc_h, 2)
 

@@ -127,8 +127,8 @@ class MultiScaleRetention(nn.Module):
         return torch.cat(outs, dim=1), hstate
 
     def agent_chunks(self, key: torch.Tensor, query: torch.Tensor, value: torch.Tensor, hstate: torch.Tensor,
-                     starts: torch.Tensor | None, chunk_size: int, step_count: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+                     starts: torch.Tensor | None, chunk_size: int, step_count: torch.Tensor | None = None,
+                     causal_chunks: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """One timestep of tokens (B, N, E) in chunks of ``chunk_size`` agents: (output, state), equal
         to ``forward`` on that timestep (its output to float rounding, no (N, N) matrix made).
 
@@ -138,7 +138,8 @@ class MultiScaleRetention(nn.Module):
         (tril(Q_c K_c^T)) V_c + Q_c h, then h += K_c^T V_c, so the largest product is (B, H, c, c).
         Mava 73c4611 instead runs its parallel form on each chunk in turn (train_encoder_chunkwise,
         act_chunkwise, execute_encoder_chunkwise), which for the encoder lets an agent read only its own
-        chunk and the chunks before it: a different function from the unchunked one.
+        chunk and the chunks before it: a different function from the unchunked one, which
+        ``causal_chunks`` (not causal only) computes: chunk c gives (Q_c K_c^T) V_c + Q_c h.
         """
         starts = self._check(value, hstate, starts)
         n = value.shape[1]
@@ -151,10 +152,12 @@ class MultiScaleRetention(nn.Module):
         state = torch.where(starts.bool()[:, None, None, None], torch.zeros_like(hstate), hstate * kappa)
         key, query, value = self._encode_steps(key, query, value, step_count)
         q, k, v = self._split(query, self.w_q), self._split(key, self.w_k), self._split(value, self.w_v)
-        if not self.causal:
+        if not self.causal and not causal_chunks:
             state = state + k.transpose(-1, -2) @ v
             return self._gate(key, q @ state), state
-        mask = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).tril()
+        mask = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device)
+        if self.causal:
+            mask = mask.tril()
         outs = []
         for lo in range(0, n, chunk_size):
             qc, kc, vc = (x[:, :, lo:lo + chunk_size] for x in (q, k, v))

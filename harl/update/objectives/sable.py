@@ -37,7 +37,7 @@ import torch
 from harl.nets.sable.network import SableHidden
 from harl.policy.sable_policy import FIELDS, STEP_FIELD, SablePolicy, record_fields, sable_policy
 from harl.registry import register
-from harl.settings import in_range, kind_field, positive, setting
+from harl.settings import in_range, kind_field, one_of, positive, setting
 from harl.update.common import optimizer_step
 from harl.update.objectives.mat import TeamStats
 
@@ -61,6 +61,10 @@ class SableConfig:
                                      "ff_config agents_chunk_size with use_chunkwise; for the recurrent variant "
                                      "harl's own, one timestep after another); the same function as unchunked; "
                                      "0: all agents in one pass (a divisor of the agent count)", in_range(0, None))
+    agents_chunk_encoder: str = setting("whole", "how the chunked encoder reads a step's agents: whole (every agent "
+                                        "reads every agent, the unchunked function) or causal (Mava 73c4611's "
+                                        "train_encoder_chunkwise / execute_encoder_chunkwise: an agent reads its own "
+                                        "chunk and those before it)", one_of(("whole", "causal")))
     timestep_positional_encoding: bool = setting(False, "recurrent Sable: add a sinusoid of each step's count in "
                                                  "its episode to retention's key, query and value (Mava's "
                                                  "rec_config timestep_positional_encoding, off by default)")
@@ -250,6 +254,10 @@ def _check(config: SableConfig, built: Mapping[str, Any]) -> Iterable[tuple[list
         yield (["updater", "objective", "agents_chunk_size"],
                f"{config.agents_chunk_size} with chunk_timesteps = {config.chunk_timesteps}: agent chunks already "
                "train one timestep after another; set one of the two to 0")
+    if config.agents_chunk_encoder != "whole" and not config.agents_chunk_size:
+        yield (["updater", "objective", "agents_chunk_encoder"],
+               f'"{config.agents_chunk_encoder}" says how an encoder in chunks of agents reads them, but '
+               "agents_chunk_size = 0 trains no chunks: set agents_chunk_size, or remove the key")
     if config.timestep_positional_encoding and not config.memory:
         yield (["updater", "objective", "timestep_positional_encoding"],
                "true: the timestep encoding is the recurrent Sable's (memory = true; Mava encodes rec_sable only, "
