@@ -25,7 +25,7 @@ returns, win rate and env steps (``env_step`` where it logs one, else ``NUM_ENVS
 update); QMIX's and PQN's callbacks run only when ``WANDB_MODE`` is not "disabled", so it is set
 to "online" (the stub logs nowhere).  ``hydra`` and ``omegaconf`` get stubs too (used only by its
 ``main``).  It needs jaxmarl and what its baselines import: jax, flax, optax, distrax, gymnax,
-pyyaml, matplotlib (``pip install jaxmarl distrax gymnax pyyaml matplotlib`` in a venv of its
+pyyaml, matplotlib, safetensors (``pip install jaxmarl distrax gymnax pyyaml matplotlib safetensors`` in a venv of its
 own, given as ``--jaxmarl-python``); XLA uses every core.
 
 harl side: ``harl train PIPELINE`` in a fresh process, evaluation off by default (JaxMARL's files
@@ -110,7 +110,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "pipeline": "pipelines/qmix_smax_3m.toml"},
     "pqn_vdn_mpe": {"file": "QLearning/pqn_vdn_ff.py", "configs": ["config/config.yaml"],
                     "alg": "config/alg/pqn_vdn_ff_mpe.yaml", "call": "single_run",
-                    "set": {"WANDB_MODE": "online"},  # its callback, as QMIX's, logs only when not disabled
+                    # its callback, as QMIX's, logs only when not disabled; its greedy test (512 envs x 30 steps
+                    # every 5 % of the updates) off, as harl's evaluation is by default here
+                    "set": {"WANDB_MODE": "online", "TEST_DURING_TRAINING": False},
                     "return": "returned_episode_returns", "win": "",
                     "pipeline": "pipelines/pqn-vdn_mpe_torch_spread.toml"},
 }
