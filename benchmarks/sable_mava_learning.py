@@ -3,12 +3,21 @@
 Mava's side is Mava 73c4611's ``rec_sable`` system run as Mava runs it: its hydra config
 (``mava/configs/default/rec_sable.yaml``), its ``run_experiment`` (its learner, its Anakin training
 loop, its evaluator and its logger), in ``/work/mava-venv`` (jax 0.10.2) from the source in
-``--mava-src`` (``git archive 73c4611 mava | tar -x``).  The config is composed with these overrides
-and no others::
+``--mava-src`` (``git archive 73c4611 mava | tar -x``).  The config is composed with these overrides::
 
     env=smax env.scenario.task_name=3m            # the task (Mava's smax.yaml sets 2s3z)
     system.seed=S system.total_timesteps=N        # seed and budget
-    arch.num_evaluation=N / 40,960                # logging: an evaluation every 10 updates (40,960 env steps)
+    arch.num_evaluation=N / 32,768                # logging: an evaluation every 8 updates (32,768 env steps)
+    network.rec_config.use_chunkwise=true network.rec_config.timestep_chunk_size=32    # --chunk 32
+
+``--chunk 32`` is the one change beyond seed, budget and logging, made for speed alone: Mava's
+chunkwise form computes the parallel form's function over chunks of 32 timesteps, the retention
+state carried between them (the replay's ``rec_chunk_pos`` case pins Mava's chunked form to harl's,
+and ``tests/nets/test_retention.py`` harl's chunked form to its parallel one).  On this 2-core CPU
+Mava's parallel form over the 128-step rollout did not finish its first update in 13 minutes (XLA's
+program for the 128-step masks, as the replay's ``--speed`` found: 75 s per minibatch step); chunked,
+it runs at 176 env-steps/s once compiled (its learner compiles twice: the second call's inputs are
+the first's pmapped outputs).
 
 Mava's source runs with the four one-line patches of ``sable_mava_replay.py`` (its ``PATCHES``,
 applied to the text of ``retention.py``, ``discrete_trainer_executor.py`` and ``rec_sable.py`` as
@@ -30,22 +39,22 @@ A recording logger is added to Mava's ``MultiLogger``: every logged event goes t
 harl's side is ``harl train pipelines/sable_smax_3m.toml --set run.seed=S --set
 run.total_env_steps=N --set evaluator.deterministic=false`` (Mava's Sable evaluator samples its
 actions: ``make_rec_sable_act_fn`` calls ``get_actions``), into ``OUT``; a run stopped midway is
-continued with ``harl train --resume OUT``.  Both sides evaluate 32 episodes every 40,960 env
-steps.  Mava's loop evaluates the parameters it had *before* each block of training
+continued with ``harl train --resume OUT``; ``--set evaluator.every_iterations=8`` is its logging
+change.  Both sides evaluate 32 episodes every 32,768 env steps.  Mava's loop evaluates the parameters it had *before* each block of training
 (``rec_sable.py`` hands ``learner_state.params``, not the output's, to the evaluator) and logs the
 result at the block's end; ``report`` plots each evaluation at the env steps its parameters were
-trained for (``t - 40,960``), so Mava's first point is its initial policy and harl's first is after
-40,960 steps.  Both sides run one CPU thread (XLA's Eigen pool off; harl's ``torch_threads = 1``).
+trained for (``t - 32,768``), so Mava's first point is its initial policy and harl's first is after
+32,768 steps.  Both sides run one CPU thread (XLA's Eigen pool off; harl's ``torch_threads = 1``).
 
 ::
 
-    /work/mava-venv/bin/python benchmarks/sable_mava_learning.py mava --seed 1 --steps 409600 --out /work/sable-parity/mava-s1
-    /work/venv/bin/python benchmarks/sable_mava_learning.py harl --seed 1 --steps 409600 --out /work/sable-parity/harl-s1
-    /work/venv/bin/python benchmarks/sable_mava_learning.py queue --steps 409600 --seeds 1 2 3   # all six, one at a time
-    /work/venv/bin/python benchmarks/sable_mava_learning.py time --side mava --seconds 120       # env-steps/s
-    /work/venv/bin/python benchmarks/sable_mava_learning.py report --steps 409600                # table, JSON, figure
+    /work/mava-venv/bin/python benchmarks/sable_mava_learning.py mava --seed 1 --steps 327680 --chunk 32 --out /work/sable-parity/mava-s1
+    /work/venv/bin/python benchmarks/sable_mava_learning.py harl --seed 1 --steps 327680 --out /work/sable-parity/harl-s1
+    /work/venv/bin/python benchmarks/sable_mava_learning.py queue --steps 327680 --chunk 32    # all six, one at a time
+    /work/venv/bin/python benchmarks/sable_mava_learning.py time --side mava --seconds 900 --chunk 32   # env-steps/s
+    /work/venv/bin/python benchmarks/sable_mava_learning.py report --steps 327680              # table, JSON, figure
 
-``queue`` runs mava-s1, harl-s1, mava-s2, ... one after another, skipping a run whose ``done.json``
+``queue`` runs harl-s1, mava-s1, harl-s2, ... one after another, skipping a run whose ``done.json``
 exists (a stopped Mava run starts again from its beginning; a stopped harl run resumes from its
 checkpoint).  ``report`` applies docs/learning-parity.md's rule at every tenth of the budget: each
 run's first evaluation at or past the mark; |mean harl − mean Mava| ≤ the larger of the two
@@ -77,7 +86,8 @@ FIGURE = ROOT / "docs" / "learning_parity_sable_smax_3m.png"
 MAVA_PYTHON = "/work/mava-venv/bin/python"
 HARL = str(Path(sys.executable).with_name("harl"))
 UPDATE_STEPS = 16 * 2 * 128  # Mava: num_envs x update_batch_size x rollout_length; harl: 32 envs x 128
-EVAL_EVERY = 10 * UPDATE_STEPS  # 40,960 env steps between evaluations on both sides
+EVAL_UPDATES = 8  # an evaluation every 8 updates on both sides: 32,768 env steps, a tenth of 327,680
+EVAL_EVERY = EVAL_UPDATES * UPDATE_STEPS
 SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
@@ -148,7 +158,7 @@ def mava_overrides(seed: int, steps: int, chunk: int = 0) -> list[str]:
     also the chunkwise form of retention over chunks of that many timesteps (the same function)."""
     n_updates = steps // UPDATE_STEPS
     out = ["env=smax", "env.scenario.task_name=3m", f"system.seed={seed}", f"system.total_timesteps={steps}",
-           f"arch.num_evaluation={n_updates // (EVAL_EVERY // UPDATE_STEPS)}"]
+           f"arch.num_evaluation={n_updates // EVAL_UPDATES}"]
     if chunk:
         out += ["network.rec_config.use_chunkwise=true", f"network.rec_config.timestep_chunk_size={chunk}"]
     return out
@@ -157,7 +167,7 @@ def mava_overrides(seed: int, steps: int, chunk: int = 0) -> list[str]:
 def run_mava(src: Path, seed: int, steps: int, out: Path, evaluations: int | None = None, chunk: int = 0) -> None:
     """Mava's rec_sable on SMAX 3m through its own run_experiment, every log event recorded."""
     if steps % EVAL_EVERY and evaluations is None:
-        raise SystemExit(f"--steps {steps}: use a multiple of {EVAL_EVERY} (an evaluation every 10 updates)")
+        raise SystemExit(f"--steps {steps}: use a multiple of {EVAL_EVERY} (an evaluation every {EVAL_UPDATES} updates)")
     os.environ.setdefault("XLA_FLAGS", SINGLE_THREAD_XLA)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from sable_mava_replay import MAVA_COMMIT, PATCHES, patch  # the replay's patches, one list for both
@@ -245,7 +255,8 @@ def harl_command(seed: int, steps: int, out: Path) -> list[str]:
     if (out / "checkpoints").is_dir() and any((out / "checkpoints").iterdir()):
         return [HARL, "train", "--resume", str(out), "--set", f"run.total_env_steps={steps}"]
     return [HARL, "train", str(PIPELINE), "--set", f"run.seed={seed}", "--set", f"run.total_env_steps={steps}",
-            "--set", "evaluator.deterministic=false", "--run-dir", str(out)]
+            "--set", "evaluator.deterministic=false", "--set", f"evaluator.every_iterations={EVAL_UPDATES}",
+            "--run-dir", str(out)]
 
 
 def run_harl(seed: int, steps: int, out: Path) -> None:
@@ -448,7 +459,7 @@ def main() -> None:
     q = sub.add_parser("queue", help="every run, one at a time, finished ones skipped")
     q.add_argument("--steps", type=int, required=True)
     q.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    q.add_argument("--sides", nargs="+", default=["mava", "harl"], choices=["mava", "harl"])
+    q.add_argument("--sides", nargs="+", default=["harl", "mava"], choices=["mava", "harl"])
     q.add_argument("--root", type=Path, default=OUT)
     q.add_argument("--mava-src", type=Path, default=Path("/work/mava-src"))
     q.add_argument("--chunk", type=int, default=0, help="Mava's chunkwise retention over this many timesteps")
