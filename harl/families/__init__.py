@@ -29,6 +29,9 @@ from harl.parts import EnvSpaces, FamilyWiring, Parts
 from harl.protocols import Buffer, Collected, Collector, ReturnComputer, Updater
 
 Problem = tuple[list[str], str]
+Tables = Mapping[str, Any]
+"""A pipeline's tables as built, by name (``"collector"``: its config object): what a family's
+``checks`` reads, each table's own attrs class."""
 """A cross-table problem: (key path, message)."""
 
 
@@ -139,7 +142,7 @@ class Population:
     family's PPO/A2C learners), else each member updates alone."""
 
 
-def _no_problems(built: Mapping[str, Any]) -> Iterable[Problem]:
+def _no_problems(built: Tables) -> Iterable[Problem]:
     return ()
 
 
@@ -170,7 +173,7 @@ class Family:
     wiring: Callable[[Spec], FamilyWiring]
     """``wiring(spec)``: the values its stages read from other tables, read once (``parts.wiring``);
     it has ``n_envs`` (the training envs' count)."""
-    checks: Callable[[Mapping[str, Any]], Iterable[Problem]] = _no_problems
+    checks: Callable[[Tables], Iterable[Problem]] = _no_problems
     """``checks(built_tables)``: settings valid alone but not together in this family."""
     memory: Callable[[Spec, EnvSpaces], list[Need]] = _no_needs
     """``memory(spec, spaces)``: its buffers' bytes (``spaces``: ``observation_spaces``,

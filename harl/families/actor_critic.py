@@ -9,13 +9,13 @@ the buffer, the collector.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
 from harl import registry
-from harl.families import Built, Problem, Spec
+from harl.families import Built, Problem, Spec, Tables
 from harl.parts import Parts
 from harl.policy.on_policy import stochastic_policy
 from harl.protocols import Updater
@@ -72,7 +72,7 @@ def build_actor_critic(spec: Spec, parts: Parts, make_updater: UpdaterBuilder) -
     return Built(policy, critic, returns, buffer, collector, updater)
 
 
-def sequential_needs_own_actors(built: Mapping[str, Any]) -> Iterable[Problem]:
+def sequential_needs_own_actors(built: Tables) -> Iterable[Problem]:
     """HA's sequential update needs one actor per agent."""
     updater, policy = built.get("updater"), built.get("policy")
     if updater is not None and policy is not None and policy.share_parameters and updater.kind == "sequential":

@@ -7,7 +7,7 @@ the ``sac`` / ``td3`` / ``ddpg`` / ``d3qn`` objectives; the updater is ``harl.up
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -18,7 +18,7 @@ from harl import registry
 from harl.collect.off_policy import EPSILON_KEYS
 from harl.collect.stats import CollectStats
 from harl.envs.population import split_step
-from harl.families import BuiltStages, Family, Need, Population, Problem, Spec
+from harl.families import BuiltStages, Family, Need, Population, Problem, Spec, Tables
 from harl.families.actor_critic import Wiring, build_actor_critic, sequential_needs_own_actors
 from harl.nets.population import Stack
 from harl.parts import EnvSpaces
@@ -46,7 +46,7 @@ def _epsilon(collector: Any) -> tuple[float, float, int, str] | None:
     return collector.epsilon_start, collector.epsilon_finish, collector.epsilon_anneal_steps, collector.epsilon_coin
 
 
-def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
+def checks(built: Tables) -> Iterable[Problem]:
     yield from sequential_needs_own_actors(built)
     yield from _epsilon_unread(built)
     policy, collector = built.get("policy"), built["collector"]
@@ -59,7 +59,7 @@ def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
                "policy.share_parameters = false")
 
 
-def _epsilon_unread(built: Mapping[str, Any]) -> Iterable[Problem]:
+def _epsilon_unread(built: Tables) -> Iterable[Problem]:
     """An epsilon schedule set in ``[collector]`` for an objective that explores otherwise (DDPG's and TD3's
     noise, SAC's sampling) would be silently unread: refused, naming the first such key."""
     collector, objective = built["collector"], getattr(built.get("updater"), "objective", None)

@@ -7,7 +7,7 @@ the ``ppo`` / ``trpo`` / ``a2c`` objectives; the updater is ``harl.update.on_pol
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from harl import registry
 from harl.collect.on_policy import Acting
 from harl.collect.stats import CollectStats
 from harl.envs.population import split_step
-from harl.families import Family, Need, Population, Problem, Spec
+from harl.families import Family, Need, Population, Problem, Spec, Tables
 from harl.families.actor_critic import Wiring, build_actor_critic, build_policy, sequential_needs_own_actors
 from harl.nets.population import Stack
 from harl.parts import EnvSpaces
@@ -41,7 +41,7 @@ def wiring(spec: Spec) -> Wiring:
                   getattr(spec.critic, "state_type", "EP") == "FP")
 
 
-def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
+def checks(built: Tables) -> Iterable[Problem]:
     yield from sequential_needs_own_actors(built)
     run, policy, collector = built.get("run"), built.get("policy"), built["collector"]
     if run is not None and run.precision != "fp32":

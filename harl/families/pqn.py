@@ -16,15 +16,14 @@ the updater, the buffer, the collector.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 import attrs
 import numpy as np
 from gymnasium import spaces as gym_spaces
 
 from harl import registry
-from harl.families import Built, BuiltStages, Family, Need, Problem, Spec
+from harl.families import Built, BuiltStages, Family, Need, Problem, Spec, Tables
 from harl.parts import EnvSpaces, Parts
 from harl.policy.pqn import PQNPolicy, PQNPolicyConfig
 from harl.sizes import human
@@ -53,7 +52,7 @@ def wiring(spec: Spec) -> PQNWiring:
                      spec.updater.epochs, spec.updater.minibatches)
 
 
-def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
+def checks(built: Tables) -> Iterable[Problem]:
     collector, updater, policy, run = built["collector"], built.get("updater"), built.get("policy"), built.get("run")
     recurrent = policy is not None and getattr(policy, "recurrent", "none") != "none"
     if updater is not None and collector is not None:

@@ -15,7 +15,7 @@ episodes, which takes their gradient steps there (EPyMARL's loop).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -25,7 +25,7 @@ from harl import registry
 from harl.buffers.episodes import episode_bytes
 from harl.collect.episodes import EpisodeCollector
 from harl.errors import ConfigError
-from harl.families import Built, BuiltStages, Family, Need, Problem, Spec
+from harl.families import Built, BuiltStages, Family, Need, Problem, Spec, Tables
 from harl.parts import EnvSpaces, Parts
 from harl.policy.agent_q import AgentQNetworks
 from harl.policy.config import AgentQPolicyConfig
@@ -70,7 +70,7 @@ def wiring(spec: Spec) -> ValueWiring:
     return ValueWiring(NAME, spec.collector.n_envs, max_length(spec), spec.buffer.batch_size)
 
 
-def checks(built: Mapping[str, Any]) -> Iterable[Problem]:
+def checks(built: Tables) -> Iterable[Problem]:
     buffer, env, run = built.get("buffer"), built.get("env"), built.get("run")
     if buffer is not None and buffer.max_length == 0 and env is not None and env_limit(env) is None:
         kind = registry.kind_name(env)
