@@ -260,11 +260,10 @@ def harl_command(seed: int, steps: int, out: Path) -> list[str]:
 
 
 def run_harl(seed: int, steps: int, out: Path) -> None:
-    started, load_start = time.time(), load()
-    subprocess.run(harl_command(seed, steps, out), check=True)
-    meta = {"side": "harl", "seed": seed, "steps": steps, "command": " ".join(harl_command(seed, steps, out)[1:]),
-            "commit": git_head(), "wall_s": round(time.time() - started, 1), "load_start": load_start,
-            "load_end": load()}
+    started, load_start, command, commit = time.time(), load(), harl_command(seed, steps, out), git_head()
+    subprocess.run(command, check=True)
+    meta = {"side": "harl", "seed": seed, "steps": steps, "command": " ".join(command[1:]), "commit": commit,
+            "wall_s": round(time.time() - started, 1), "load_start": load_start, "load_end": load()}
     (out / "done.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(meta))
 
