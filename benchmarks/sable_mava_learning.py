@@ -418,7 +418,7 @@ def report(steps: int, root: Path, seeds: list[int]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.0, 3.6))
-    for side, label, color in (("mava", "Mava 73c4611 rec_sable", "tab:orange"), ("harl", "harl sable", "tab:blue")):
+    for side, label, color in (("harl", "harl sable", "tab:blue"), ("mava", "Mava 73c4611 rec_sable", "tab:orange")):
         runs = curves[side]
         if not runs:
             continue
