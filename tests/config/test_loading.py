@@ -199,7 +199,7 @@ class TestKindsAndRanges:
         """An unknown kind names the valid kinds and the close one."""
         path = edited(tmp_path, 'kind = "gae"', 'kind = "gea"')
         assert error_of(path) == (
-            f'{path}: returns.kind: unknown kind "gea" (expected one of: gae, n_step_v, n_step, episode_td, or "module:Name" of your own); did you mean "gae"?'
+            f'{path}: returns.kind: unknown kind "gea" (expected one of: gae, n_step_v, n_step, episode_td, q_lambda, or "module:Name" of your own); did you mean "gae"?'
         )
 
     def test_unknown_kind_of_a_nested_slot(self, tmp_path: Path) -> None:
@@ -207,7 +207,7 @@ class TestKindsAndRanges:
         path = edited(tmp_path, 'kind = "ppo"', 'kind = "ppoo"')
         assert error_of(path) == (
             f'{path}: updater.objective.kind: unknown kind "ppoo" (expected one of: ppo, a2c, mat, mat_dec, sable, trpo, '
-            'd3qn, ddpg, sac, td3, joint_td, or "module:Name" of your own); did you mean "ppo"?'
+            'd3qn, ddpg, sac, td3, joint_td, pqn_q, or "module:Name" of your own); did you mean "ppo"?'
         )
 
     def test_clip_out_of_range(self, tmp_path: Path) -> None:
