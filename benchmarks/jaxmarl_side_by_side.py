@@ -6,7 +6,8 @@
     python benchmarks/jaxmarl_side_by_side.py --jaxmarl-dir ... --baseline mappo_smax --map 3m \\
         --steps 300_000 --win-target 0.8
     python benchmarks/jaxmarl_side_by_side.py --jaxmarl-dir ... --baseline qmix_smax --map 3m --steps 300_000
-    python benchmarks/jaxmarl_side_by_side.py --jaxmarl-dir ... --baseline pqn_vdn_mpe --steps 200_000
+    python benchmarks/jaxmarl_side_by_side.py --jaxmarl-dir ... --baseline pqn_vdn_mpe --steps 1_000_000 \\
+        --seeds 1 2 3 --curves pqn-parity.json
 
 ``--baseline`` (``PRESETS``): ``ippo_mpe`` is JaxMARL's ``IPPO/ippo_ff_mpe.py`` beside
 ``pipelines/ippo_mpe_spread_jaxmarl.toml``; ``mappo_smax`` its ``MAPPO/mappo_rnn_smax.py``
@@ -40,6 +41,13 @@ Figures per run: ``whole_s`` (the process, start-up, compile and exit included),
 return (JaxMARL: its log wrapper's returns; harl: ``train_return``, the team's), the seconds from
 the process's start to the win target, and the 1-minute load average after the run.  The
 rounds interleave the runs; the table prints medians.
+
+``--seeds S ...``: round r runs seed ``S[r]`` on every side (JaxMARL's ``SEED``, harl's ``run.seed``;
+the rounds default to one per seed), and a learning-parity table follows the speed table: at each
+tenth of ``--steps``, the mean over seeds of each run's first logged training return at or past the
+mark, per side, and whether harl's mean is within the larger of the two sides' standard deviations
+of JaxMARL's (docs/learning-parity.md's rule).  ``--curves PATH`` writes every run's curve
+(env steps, training return) and that table as JSON.
 """
 
 from __future__ import annotations
@@ -157,7 +165,8 @@ def run_jaxmarl(python: str, baselines: Path, preset: dict[str, Any], steps: int
     return {"side": "jaxmarl", "whole_s": round(whole, 1), "startup_s": round(times[0] - start, 1),
             "steady_env_steps_per_s": round(steady(times, done)), "train_return_last": round(last, 2),
             "env_steps": int(done[-1]) if done else 0,
-            "s_to_win_target": None if win_at is None else round(win_at - start, 1), "load": load()}
+            "s_to_win_target": None if win_at is None else round(win_at - start, 1), "load": load(),
+            "curve": [[int(d), r] for d, r in zip(done, returns) if r == r]}
 
 
 def run_harl(pipeline: str, steps: int, overrides: list[str], win_target: float | None) -> dict[str, Any]:
@@ -182,7 +191,46 @@ def run_harl(pipeline: str, steps: int, overrides: list[str], win_target: float 
             "startup_s": round(offset + times[0], 1),
             "steady_env_steps_per_s": round(steady(times, done)), "train_return_last": round(last, 2),
             "env_steps": int(done[-1]), "s_to_win_target": None if win_at is None else round(offset + win_at, 1),
-            "load": load()}
+            "load": load(), "curve": [[int(d), float(r)] for d, r in zip(done, returns) if r not in ("", "nan")]}
+
+
+def at_tenths(curve: list[list[float]], budget: int) -> dict[int, float]:
+    """{k: the first logged value at or past mark k, before the next mark}, k = budget / 10, ..., budget.
+
+    No mark at 0: JaxMARL's log wrapper reports 0 for an env that has not finished an episode yet,
+    so its first updates' returns are not the policy's."""
+    tenth = max(1, budget // 10)
+    out: dict[int, float] = {}
+    for k in range(tenth, budget + 1, tenth):
+        hits = [v for t, v in curve if k <= t < k + tenth]
+        if hits:
+            out[k] = hits[0]
+    return out
+
+
+def parity(results: dict[str, list[dict[str, Any]]], budget: int) -> dict[str, list[dict[str, Any]]]:
+    """Per harl run, at each tenth of the budget: JaxMARL's and harl's means and standard deviations over
+    seeds, and whether |harl - JaxMARL| is at most the larger standard deviation (docs/learning-parity.md)."""
+    base = [at_tenths(r["curve"], budget) for r in results.get("jaxmarl", [])]
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for side, rows in results.items():
+        if side == "jaxmarl" or not base:
+            continue
+        ours = [at_tenths(r["curve"], budget) for r in rows]
+        table = []
+        for k in range(max(1, budget // 10), budget + 1, max(1, budget // 10)):
+            xa, xb = [c[k] for c in base if k in c], [c[k] for c in ours if k in c]
+            if not xa or not xb:
+                continue
+            spread = max(statistics.pstdev(xa), statistics.pstdev(xb))
+            diff = statistics.fmean(xb) - statistics.fmean(xa)
+            verdict = "n/a (1 seed)" if min(len(xa), len(xb)) < 2 else "yes" if abs(diff) <= spread else "no"
+            table.append({"steps": k, "jaxmarl_mean": round(statistics.fmean(xa), 3),
+                          "jaxmarl_std": round(statistics.pstdev(xa), 3), "harl_mean": round(statistics.fmean(xb), 3),
+                          "harl_std": round(statistics.pstdev(xb), 3), "n": [len(xa), len(xb)],
+                          "diff": round(diff, 3), "parity": verdict})
+        tables[side] = table
+    return tables
 
 
 def main() -> None:
@@ -205,7 +253,12 @@ def main() -> None:
     p.add_argument("--harl-variant", action="append", default=[],
                    help="comma-separated overrides of a further harl variant (repeatable)")
     p.add_argument("--skip-jaxmarl", action="store_true")
+    p.add_argument("--seeds", type=int, nargs="+", default=None,
+                   help="round r runs seed SEEDS[r] on every side (rounds: one per seed unless --rounds is larger)")
+    p.add_argument("--curves", type=Path, default=None, help="write every run's curve and the parity table here (JSON)")
     args = p.parse_args()
+    if args.seeds and args.rounds < len(args.seeds):
+        args.rounds = len(args.seeds)
     preset = dict(PRESETS[args.baseline])
     if args.map:
         preset["set"] = {**preset.get("set", {}), "MAP_NAME": args.map}
@@ -217,17 +270,20 @@ def main() -> None:
     pipeline = args.pipeline or preset["pipeline"]
     results: dict[str, list[dict[str, Any]]] = {}
     for r in range(args.rounds):
+        seed = args.seeds[r % len(args.seeds)] if args.seeds else None
         cases: list[tuple[str, Any]] = [] if args.skip_jaxmarl else [("jaxmarl", None)]
         cases += [("harl", []), *(("harl", [x for x in v.split(",") if x]) for v in args.harl_variant)]
         for side, extra in cases:
             if side == "jaxmarl":
                 assert baselines is not None
-                row = run_jaxmarl(args.jaxmarl_python, baselines, preset, args.steps, args.win_target)
+                seeded = preset if seed is None else {**preset, "set": {**preset.get("set", {}), "SEED": seed}}
+                row = run_jaxmarl(args.jaxmarl_python, baselines, seeded, args.steps, args.win_target)
             else:
-                row = run_harl(pipeline, args.steps, [*harl_set, *extra], args.win_target)
+                row = run_harl(pipeline, args.steps, [*harl_set, *([] if seed is None else [f"run.seed={seed}"]), *extra],
+                               args.win_target)
                 row["side"] = "harl" + ("" if not extra else " " + ",".join(extra))
-            row["round"] = r
-            print(json.dumps(row), flush=True)
+            row["round"], row["seed"] = r, seed
+            print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
             results.setdefault(row["side"], []).append(row)
     print(f"\n{args.baseline} ({pipeline}): medians of {args.rounds} round(s), {args.steps:,} env steps each:")
     print(f"{'run':<48} {'steady/s':>9} {'whole s':>8} {'start-up s':>10} {'return':>8} {'s to win':>8}  load")
@@ -242,6 +298,21 @@ def main() -> None:
               f"{statistics.median(r['startup_s'] for r in rows):>10.1f} "
               f"{statistics.median(r['train_return_last'] for r in rows):>8.2f} {to_win:>8}  "
               f"{min(r['load'] for r in rows)}-{max(r['load'] for r in rows)}{ratio}")
+
+
+    if args.seeds:
+        tables = parity(results, args.steps)
+        for side, table in tables.items():
+            print(f"\nlearning parity, {side} beside JaxMARL (training return, seeds {args.seeds}):")
+            print("| env steps | JaxMARL | harl | harl - JaxMARL | within the larger std |\n|---|---|---|---|---|")
+            for t in table:
+                print(f"| {t['steps']:,} | {t['jaxmarl_mean']:.2f} ± {t['jaxmarl_std']:.2f} | "
+                      f"{t['harl_mean']:.2f} ± {t['harl_std']:.2f} | {t['diff']:+.2f} | {t['parity']} |")
+        if args.curves is not None:
+            args.curves.write_text(json.dumps({"steps": args.steps, "seeds": args.seeds, "runs": results,
+                                               "parity": tables}, indent=1) + "\n")
+    elif args.curves is not None:
+        args.curves.write_text(json.dumps({"steps": args.steps, "runs": results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -56,10 +56,33 @@ def capped_threads(threads: int, source: str = "pipeline") -> tuple[int, list[st
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if threads <= cores:
-        return threads, []
-    return cores, [f"{source}: run.torch_threads = {threads} is more threads than this machine's {cores} "
-                   f"core{'s' if cores > 1 else ''}; using {cores}"]
+    if threads > cores:
+        return cores, [f"{source}: run.torch_threads = {threads} is more threads than this machine's {cores} "
+                       f"core{'s' if cores > 1 else ''}; using {cores}"]
+    return threads, busy_cores_note(threads, cores, source)
+
+
+BUSY_LOAD = 1.0
+"""The load average above which the cores ``run.torch_threads`` asks for are taken to be someone else's."""
+
+
+def busy_cores_note(threads: int, cores: int, source: str) -> list[str]:
+    """A one-line note when several torch threads start on cores other work is busy on.
+
+    OpenMP's threads spin at each small kernel waiting for a thread that the other work has
+    descheduled: measured on 2 cores beside two other jobs, one rollout of the IPPO MPE pipeline
+    compiled took 26.6 s with 2 threads against 0.10 s with 1 (0.14 s with 2 threads under
+    ``OMP_WAIT_POLICY=PASSIVE``, which costs ~30 % on idle cores; docs/performance.md, "Threads and the compiled update")."""
+    import os
+
+    if threads <= 1 or not hasattr(os, "getloadavg") or os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+        return []
+    load = os.getloadavg()[0]
+    if load + threads <= cores + BUSY_LOAD:
+        return []
+    return [f"{source}: run.torch_threads = {threads} on a busy machine (load {load:.1f} on {cores} cores): torch's "
+            f"threads spin-wait against the other work and can run 100x slower; set run.torch_threads = 1, or "
+            f"export OMP_WAIT_POLICY=PASSIVE before harl starts (docs/performance.md, \"Threads and the compiled update\")"]
 
 
 def seed_everything(seed: int) -> None:

@@ -48,3 +48,18 @@ def test_a_swapped_algorithm_names_its_run_directory(tmp_path: Path, capsys: pyt
     out = capsys.readouterr().out
     assert [p.name.rsplit("-s1-", 1)[0] for p in tmp_path.iterdir()] == ["mappo-mpe-spread"]
     assert 'note: run.name "happo-mpe-spread" names happo, but the stages compose mappo' in out
+
+
+@pytest.mark.parametrize(("load", "policy", "noted"), [(3.0, "", True), (0.2, "", False), (3.0, "passive", False)])
+def test_several_threads_on_a_busy_machine_get_a_note(monkeypatch: pytest.MonkeyPatch, load: float, policy: str,
+                                                      noted: bool) -> None:
+    from harl.compose import busy_cores_note
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setenv("OMP_WAIT_POLICY", policy)
+    notes = busy_cores_note(2, 2, "p.toml")
+    assert bool(notes) is noted
+    if noted:
+        assert notes[0].startswith("p.toml: run.torch_threads = 2 on a busy machine (load 3.0 on 2 cores)")
+        assert "set run.torch_threads = 1, or export OMP_WAIT_POLICY=PASSIVE" in notes[0]
+    assert busy_cores_note(1, 2, "p.toml") == []
