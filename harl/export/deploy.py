@@ -3,9 +3,9 @@
 ``deploy_actor(actor, space)`` wraps any harl actor (on-policy ``Actor`` with a Gaussian or
 categorical head, with or without a GRU; off-policy ``DeterministicActor``,
 ``SquashedGaussianActor``, ``CategoricalActor``, ``DuelingQActor``; the value family's
-``AgentQActor``, the greedy policy of one agent's Q network) in a module whose ``forward``
-takes only tensors and has no data-dependent Python control flow, so ``torch.jit.trace`` and
-``torch.onnx.export`` record it exactly::
+``AgentQActor`` and the PQN family's ``PQNActor``, the greedy policy of one agent's Q network)
+in a module whose ``forward`` takes only tensors and has no data-dependent Python control flow,
+so ``torch.jit.trace`` and ``torch.onnx.export`` record it exactly::
 
     inputs:  obs (B, obs_dim) float32 [, avail (B, n_mask) float32] [, hidden (B, H) float32]
              [, last_action (B,) int64]
@@ -40,11 +40,15 @@ from harl.policy.off_policy import (
     SquashedGaussianActor,
 )
 from harl.policy.on_policy import Actor, AgentIdActor
+from harl.policy.pqn import PQNActor
 
 PARAMS = {"gaussian": ["mean", "std"], "squashed_gaussian": ["mu", "log_std"],
           "categorical": ["logits"], "deterministic": [], "q": ["q_values"]}
 """Distribution kind -> names of the parameter outputs (``with_params``).  ``logits`` are the
 masked logits (on-policy) or log-probabilities (HASAC) of the sub-actions, concatenated."""
+Q_ACTORS = (AgentQActor, PQNActor)
+"""An agent's greedy policy over its Q values (value family, PQN): ``actor(obs, avail, hidden, last)``
+-> ``(action, Q, next hidden)``."""
 
 
 def _argmax_each(log_probs: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -68,10 +72,10 @@ class DeployActor(nn.Module):
             actor = actor.actor
         self.kind = distribution_kind(actor)
         self.masked = masked and avail_size(space) > 0
-        self.recurrent = bool(actor.recurrent) if isinstance(actor, AgentQActor) else (
+        self.recurrent = bool(actor.recurrent) if isinstance(actor, Q_ACTORS) else (
             isinstance(actor, Actor) and actor.rnn is not None)
         self.hidden_size = int(getattr(actor, "hidden_size", 0)) if self.recurrent else 0
-        self.last_action = isinstance(actor, AgentQActor) and actor.last_action
+        self.last_action = isinstance(actor, Q_ACTORS) and actor.last_action
         self.with_params = with_params
         self.discrete = not isinstance(space, spaces.Box)
         self.scalar = isinstance(space, spaces.Discrete)
@@ -104,7 +108,7 @@ class DeployActor(nn.Module):
         actor: Any = self.actor
         if self.with_id is not None:
             obs, actor = self.with_id.inputs(obs), self.with_id.actor
-        if isinstance(actor, AgentQActor):  # the value family: the greedy available action of the agent's Qs
+        if isinstance(actor, Q_ACTORS):  # value family, PQN: the greedy available action of the agent's Qs
             action, q, h = actor(obs, avail, hidden, last)
             return action.unsqueeze(-1), [q], (h if self.recurrent else None)
         if isinstance(actor, Actor):
@@ -134,7 +138,7 @@ def distribution_kind(actor: nn.Module) -> str:
     if isinstance(actor, Actor):
         return "gaussian" if isinstance(actor.head, GaussianHead) else "categorical"
     kinds = {DeterministicActor: "deterministic", SquashedGaussianActor: "squashed_gaussian",
-             CategoricalActor: "categorical", DuelingQActor: "q", AgentQActor: "q"}
+             CategoricalActor: "categorical", DuelingQActor: "q", AgentQActor: "q", PQNActor: "q"}
     for cls, kind in kinds.items():
         if isinstance(actor, cls):
             return kind

@@ -18,12 +18,14 @@ BatchNorm's running averages follow flax's momentum 0.99 (torch momentum 0.01). 
 the batch's statistics in the loss (``train()``) and the running ones when acting (``eval()``),
 as JaxMARL's ``train=True`` / ``False``.  Actions an agent lacks (a smaller action space, or the
 env's mask) are masked to -1e10 below the rest, as ``get_greedy_actions`` (pqn_vdn_ff.py:105-108).
+``harl export`` ships each agent's greedy policy as a ``PQNActor`` (``PQNPolicy.export_actors``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -186,14 +188,8 @@ class PQNPolicy(nn.Module):
         """Per agent ``(N, *obs_shape_i)`` -> ``(N, A, D)``: each flattened, zero-padded to the widest,
         its agent's one-hot id appended (``CTRolloutManager._preprocess_obs``)."""
         device = self.ids.device
-        rows = []
-        for o in obs:
-            x = torch.as_tensor(o, dtype=torch.float32, device=device).reshape(len(o), -1)
-            if x.shape[1] < self.max_obs:
-                x = nn.functional.pad(x, (0, self.max_obs - x.shape[1]))
-            rows.append(x)
-        x = torch.stack(rows, 1)
-        return torch.cat([x, self.ids.expand(x.shape[0], -1, -1)], -1)
+        return torch.stack([agent_input(torch.as_tensor(o, dtype=torch.float32, device=device), self.max_obs,
+                                        self.ids[i]) for i, o in enumerate(obs)], 1)
 
     def masks(self, avail: Sequence[Any] | None, n: int) -> torch.Tensor:
         """``(N, A, K)`` 1 where an agent may take the action (its own actions, and the env's mask)."""
@@ -215,16 +211,72 @@ class PQNPolicy(nn.Module):
             hidden: Any = None, starts: torch.Tensor | None = None) -> tuple[list[torch.Tensor], Any]:
         """Greedy actions per agent ``(N, 1)`` (floats, as harl hands Discrete actions to envs) and the next GRU state (evaluation: JaxMARL's
         ``get_greedy_metrics``); exploration is the collector's."""
-        was = self.training
-        self.eval()
         x = self.inputs(obs)
         if self.recurrent and hidden is None:
             hidden = self.initial_hidden(x.shape[0], x.device)
         st = None if starts is None else torch.as_tensor(starts, dtype=torch.float32, device=x.device)
-        q, hidden = self.net.step(x, hidden, st)
-        self.train(was)
+        with acting(self.net):
+            q, hidden = self.net.step(x, hidden, st)
         best = masked(q, self.masks(avail, x.shape[0])).argmax(-1)
         return [best[:, i:i + 1].float() for i in range(self.n_agents)], hidden
+
+    def export_actors(self) -> list[PQNActor]:
+        """Each agent's greedy policy as a tensor function of its own inputs (``harl export``)."""
+        return [PQNActor(self, i) for i in range(self.n_agents)]
+
+
+class PQNActor(nn.Module):
+    """One agent's greedy policy out of the shared ``PQNQNetwork``, with nothing but tensors in and out
+    (what ``harl export`` traces; the value family's ``AgentQActor`` is its counterpart).
+
+    ``forward(obs (B, d_i), avail (B, n_i) | None, hidden (B, H) | None, last=None)`` -> ``(action (B,)
+    long, Q (B, n_i), next hidden (B, H) | None)``: the observation padded and the one-hot id appended
+    as ``PQNPolicy.inputs`` does, BatchNorm on its running averages, the best action after the
+    -1e10 mask, so the outputs equal the policy's ``act(deterministic=True)`` for this agent.  A GRU's
+    state is zeros at an episode's first step.  ``last`` is unused (PQN takes no previous action); it
+    is there because ``harl.export.deploy`` calls every agent Q actor with it.
+    """
+
+    id_row: torch.Tensor
+
+    def __init__(self, policy: PQNPolicy, agent: int) -> None:
+        super().__init__()
+        self.net = policy.net
+        self.width, self.n = policy.max_obs, policy.own_actions[agent]
+        self.recurrent, self.hidden_size = policy.recurrent, policy.hidden_size
+        self.last_action = False
+        self.register_buffer("id_row", torch.eye(policy.n_agents)[agent].clone(), persistent=False)
+
+    def forward(self, obs: torch.Tensor, avail: torch.Tensor | None = None, hidden: torch.Tensor | None = None,
+                last: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        x = agent_input(obs, self.width, self.id_row)
+        if self.recurrent and hidden is None:
+            hidden = x.new_zeros(x.shape[0], self.hidden_size)
+        with acting(self.net):
+            q, h = self.net.step(x, hidden, None)
+        q = q[:, : self.n]  # the agent's own actions: the rest are masked in the policy's act
+        return (q.argmax(-1) if avail is None else masked(q, avail).argmax(-1)), q, h
+
+
+def agent_input(obs: torch.Tensor, width: int, id_row: torch.Tensor) -> torch.Tensor:
+    """One agent's ``(N, *obs_shape)`` -> ``(N, width + A)``: flattened, zero-padded to ``width``, its
+    one-hot ``id_row`` appended (``CTRolloutManager._preprocess_obs``)."""
+    x = obs.float().reshape(obs.shape[0], -1)
+    if x.shape[1] < width:
+        x = nn.functional.pad(x, (0, width - x.shape[1]))
+    return torch.cat([x, id_row.expand(x.shape[0], -1)], -1)
+
+
+@contextmanager
+def acting(net: nn.Module) -> Iterator[None]:
+    """``net`` in eval mode for the block (BatchNorm on its running averages, JaxMARL's ``train=False``),
+    then back in the mode it was in."""
+    was = net.training
+    net.eval()
+    try:
+        yield
+    finally:
+        net.train(was)
 
 
 def masked(q: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
