@@ -62,26 +62,49 @@ def capped_threads(threads: int, source: str = "pipeline") -> tuple[int, list[st
     return threads, busy_cores_note(threads, cores, source)
 
 
-BUSY_LOAD = 1.0
-"""The load average above which the cores ``run.torch_threads`` asks for are taken to be someone else's."""
+BUSY_CORES = 0.5
+"""Cores' worth of other work above which ``run.torch_threads`` threads are taken not to have their cores."""
 
 
-def busy_cores_note(threads: int, cores: int, source: str) -> list[str]:
+def others_busy_cores(interval: float = 0.2) -> float | None:
+    """How many cores' worth of CPU the machine spent over ``interval`` seconds while this process
+    slept (``/proc/stat``; None where there is none).  Measured now: the load average lags by a
+    minute and counts the work that just ended."""
+    import time
+
+    def ticks() -> tuple[int, int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = f.read().splitlines()
+        fields = [int(x) for x in lines[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4], sum(line.startswith("cpu") for line in lines) - 1
+
+    try:
+        total0, idle0, cpus = ticks()
+        time.sleep(interval)
+        total1, idle1, _ = ticks()
+    except (OSError, ValueError, IndexError):
+        return None
+    spent = total1 - total0
+    return cpus * (spent - (idle1 - idle0)) / spent if spent > 0 else None
+
+
+def busy_cores_note(threads: int, cores: int, source: str, busy: float | None = None) -> list[str]:
     """A one-line note when several torch threads start on cores other work is busy on.
 
     OpenMP's threads spin at each small kernel waiting for a thread that the other work has
     descheduled: measured on 2 cores beside two other jobs, one rollout of the IPPO MPE pipeline
     compiled took 26.6 s with 2 threads against 0.10 s with 1 (0.14 s with 2 threads under
-    ``OMP_WAIT_POLICY=PASSIVE``, which costs ~30 % on idle cores; docs/performance.md, "Threads and the compiled update")."""
+    ``OMP_WAIT_POLICY=PASSIVE``, which costs ~30 % on idle cores; docs/performance.md, "Threads and
+    the compiled update").  ``busy``: the other work in cores (default: ``others_busy_cores()``)."""
     import os
 
-    if threads <= 1 or not hasattr(os, "getloadavg") or os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+    if threads <= 1 or os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
         return []
-    load = os.getloadavg()[0]
-    if load + threads <= cores + BUSY_LOAD:
+    busy = others_busy_cores() if busy is None else busy
+    if busy is None or busy + threads <= cores + BUSY_CORES:
         return []
-    return [f"{source}: run.torch_threads = {threads} on a busy machine (load {load:.1f} on {cores} cores): torch's "
-            f"threads spin-wait against the other work and can run 100x slower; set run.torch_threads = 1, or "
+    return [f"{source}: run.torch_threads = {threads} on a busy machine ({busy:.1f} of {cores} cores busy with other "
+            f"work): torch's threads spin-wait against it and can run 100x slower; set run.torch_threads = 1, or "
             f"export OMP_WAIT_POLICY=PASSIVE before harl starts (docs/performance.md, \"Threads and the compiled update\")"]
 
 

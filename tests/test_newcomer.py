@@ -50,16 +50,24 @@ def test_a_swapped_algorithm_names_its_run_directory(tmp_path: Path, capsys: pyt
     assert 'note: run.name "happo-mpe-spread" names happo, but the stages compose mappo' in out
 
 
-@pytest.mark.parametrize(("load", "policy", "noted"), [(3.0, "", True), (0.2, "", False), (3.0, "passive", False)])
-def test_several_threads_on_a_busy_machine_get_a_note(monkeypatch: pytest.MonkeyPatch, load: float, policy: str,
+@pytest.mark.parametrize(("busy", "policy", "noted"), [(1.5, "", True), (0.2, "", False), (1.5, "passive", False)])
+def test_several_threads_on_a_busy_machine_get_a_note(monkeypatch: pytest.MonkeyPatch, busy: float, policy: str,
                                                       noted: bool) -> None:
-    from harl.compose import busy_cores_note
+    from harl import compose
 
-    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(compose, "others_busy_cores", lambda: busy)
     monkeypatch.setenv("OMP_WAIT_POLICY", policy)
-    notes = busy_cores_note(2, 2, "p.toml")
+    notes = compose.busy_cores_note(2, 2, "p.toml")
     assert bool(notes) is noted
     if noted:
-        assert notes[0].startswith("p.toml: run.torch_threads = 2 on a busy machine (load 3.0 on 2 cores)")
+        assert notes[0].startswith("p.toml: run.torch_threads = 2 on a busy machine (1.5 of 2 cores busy with other work)")
         assert "set run.torch_threads = 1, or export OMP_WAIT_POLICY=PASSIVE" in notes[0]
-    assert busy_cores_note(1, 2, "p.toml") == []
+    assert compose.busy_cores_note(1, 2, "p.toml") == []
+
+
+def test_the_other_work_is_measured_in_cores() -> None:
+    from harl.compose import others_busy_cores
+
+    busy = others_busy_cores(0.05)
+    cores = os.cpu_count() or 1
+    assert busy is None or -0.01 <= busy <= cores + 0.01
