@@ -78,7 +78,7 @@ LEARNING_CURVES = {
         "1938a11",
         "python benchmarks/harl_parity.py figure runs/parity2 --png learning_parity_off_policy.png",
     ),
-    "learning_parity_sable_smax_3m.png": ("39443a2", "python benchmarks/sable_mava_learning.py report --steps 327680"),
+    "learning_parity_sable_smax_3m.png": ("74396c8", "python benchmarks/sable_mava_learning.py report --steps 327680"),
     "teams_smax_selfplay_rating.png": (
         "2d93d79",
         "harl plot runs/smax-sp-s1 --metric rating_allies (docs/teams.md)",
