@@ -20,6 +20,8 @@ first run resolved, which the new entry must resolve to for that seed) keeps its
 directory goes, here and in the results, and ``harl suite --resume`` makes it anew. The
 provenance names the new commit and records the revision (which entries were kept from which
 commit), so a kept run's numbers are never presented as the new commit's without saying so.
+``revise ... --dry-run`` first says which begun entries would be kept and which would run again,
+changing nothing.
 """
 
 from __future__ import annotations
@@ -139,12 +141,17 @@ def _same_runs(entry_dir: Path, old: dict, new: dict, new_folder: Path) -> bool:
     return dump_pipeline(ran) == dump_pipeline(_validate(request)[0][0][1])
 
 
-def revise(suite_dir: Path, suite_file: Path, results: Path, commit: str) -> list[str]:
-    """Point ``suite_dir`` (and ``results``) at ``suite_file``; return the entries kept."""
+def revise(suite_dir: Path, suite_file: Path, results: Path, commit: str, dry_run: bool = False) -> list[str]:
+    """Point ``suite_dir`` (and ``results``) at ``suite_file``; return the entries kept.
+
+    ``dry_run``: change nothing, only say which begun entries would be kept (the others' runs are
+    deleted by the real revise)."""
     record = json.loads((suite_dir / "suite.json").read_text(encoding="utf-8"))
     old, new = _entries(record["text"]), _entries(suite_file.read_text(encoding="utf-8"))
     kept = [n for n in new if n in old and (suite_dir / n).is_dir()
             and _same_runs(suite_dir / n, old[n], new[n], suite_file.resolve().parent)]
+    if dry_run:
+        return kept
     for folder in (suite_dir, results):
         for entry_dir in (p for p in folder.iterdir() if p.is_dir() and p.name in old and p.name not in kept):
             shutil.rmtree(entry_dir)
@@ -179,10 +186,17 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("suite_file", type=Path)
     v.add_argument("results", type=Path)
     v.add_argument("commit")
+    v.add_argument("--dry-run", action="store_true", help="change nothing: say which begun entries would be kept "
+                   "and which would run again")
     args = parser.parse_args(argv)
     if args.command == "revise":
-        kept = revise(args.suite_dir, args.suite_file, args.results, args.commit)
-        print(f"revised {args.suite_dir} to {args.suite_file} at {args.commit[:10]}; kept: {', '.join(kept) or 'none'}")
+        kept = revise(args.suite_dir, args.suite_file, args.results, args.commit, args.dry_run)
+        if args.dry_run:
+            begun = sorted(p.name for p in args.suite_dir.iterdir() if p.is_dir())
+            again = [n for n in begun if n not in kept]
+            print(f"would keep: {', '.join(kept) or 'none'}; would run again: {', '.join(again) or 'none'} (nothing changed)")
+        else:
+            print(f"revised {args.suite_dir} to {args.suite_file} at {args.commit[:10]}; kept: {', '.join(kept) or 'none'}")
     elif args.command == "save":
         for run in save(args.suite_dir, args.dest):
             print(f"saved {run}")

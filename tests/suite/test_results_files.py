@@ -119,6 +119,9 @@ def test_revise_keeps_an_unchanged_entry_and_makes_a_changed_one_anew(finished_s
     edited.parent.mkdir()
     edited.write_text(_suite_text(("kept", 100), ("happo", 50), ("new", 100)), encoding="utf-8")
 
+    assert suite_results.revise(suite_dir, edited, results, "bbb", dry_run=True) == ["kept"]
+    assert (suite_dir / "happo").is_dir() and (results / "happo").is_dir()  # a dry run changes nothing
+    assert json.loads((results / "provenance.json").read_text(encoding="utf-8")) == {"commit": "aaa"}
     assert suite_results.revise(suite_dir, edited, results, "bbb") == ["kept"]
     assert not (suite_dir / "happo").exists() and not (results / "happo").exists()
     assert (results / "kept" / "happo-mpe-spread-s1" / "metrics.csv").is_file()
