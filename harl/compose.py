@@ -13,6 +13,7 @@ besides the policy (a V or Q critic, a mixer) and the *critic learner* what fits
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any, cast
 
@@ -50,16 +51,19 @@ def resolve_device(name: str, source: str = "pipeline") -> torch.device:
     return torch.device(name)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def capped_threads(threads: int, source: str = "pipeline") -> tuple[int, list[str]]:
     """``[run] torch_threads``, at most the cores this process may use (more only slows torch down),
     and a one-line note when it was capped."""
-    import os
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     if threads > cores:
         return cores, [f"{source}: run.torch_threads = {threads} is more threads than this machine's {cores} "
                        f"core{'s' if cores > 1 else ''}; using {cores}"]
-    return threads, busy_cores_note(threads, cores, source)
+    return threads, []
 
 
 BUSY_CORES = 0.5
@@ -96,8 +100,6 @@ def busy_cores_note(threads: int, cores: int, source: str, busy: float | None = 
     compiled took 26.6 s with 2 threads against 0.10 s with 1 (0.14 s with 2 threads under
     ``OMP_WAIT_POLICY=PASSIVE``, which costs ~30 % on idle cores; docs/performance.md, "Threads and
     the compiled update").  ``busy``: the other work in cores (default: ``others_busy_cores()``)."""
-    import os
-
     if threads <= 1 or os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
         return []
     busy = others_busy_cores() if busy is None else busy
@@ -259,6 +261,7 @@ def build_stages(spec: PipelineSpec, source: str = "pipeline", venv: VectorEnv |
         notes: list[str] = []
         if run.torch_threads > 0:
             threads, notes = capped_threads(run.torch_threads, source)
+            notes += busy_cores_note(threads, usable_cores(), source)  # a run's start-up only: populations skip it
             torch.set_num_threads(threads)
         seed_everything(run.seed)
         w = wiring(spec)
