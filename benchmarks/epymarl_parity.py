@@ -29,6 +29,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from parity_marks import at_tenths, compare, markdown  # this folder: a script's own, on sys.path
 
 Curve = list[tuple[int, float]]
 
@@ -54,34 +55,6 @@ def harl_curve(run: Path) -> tuple[int, Curve]:
     with (run / "metrics.csv").open(newline="", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r.get("eval_return")]
     return seed, [(int(float(r["env_steps"])), float(r["eval_return"])) for r in rows]
-
-
-def at_tenths(curve: Curve, budget: int) -> dict[int, float]:
-    """{k: the first evaluation in [k, k + budget / 10)} for k = 0, budget / 10, ..., budget;
-    the first evaluation stands for 0 (both sides evaluate before or right after their first step)."""
-    tenth = budget // 10
-    out: dict[int, float] = {}
-    for k in range(0, budget + 1, tenth):
-        hits = [r for t, r in curve if k <= t < k + tenth] if k else [r for _, r in curve[:1]]
-        if hits:
-            out[k] = hits[0]
-    return out
-
-
-def table(epymarl: dict[int, dict[int, float]], harl: dict[int, dict[int, float]], budget: int) -> list[str]:
-    """The markdown rows: per tenth, each side's mean ± std (seeds), the difference and the verdict."""
-    lines = ["| env steps | EPyMARL | harl | harl − EPyMARL | larger std | parity |", "|---|---|---|---|---|---|"]
-    for k in range(0, budget + 1, budget // 10):
-        a = [c[k] for c in epymarl.values() if k in c]
-        b = [c[k] for c in harl.values() if k in c]
-        if not a or not b:
-            continue
-        spread = max(float(np.std(a)), float(np.std(b)))
-        diff = float(np.mean(b) - np.mean(a))
-        verdict = "n/a (1 seed)" if min(len(a), len(b)) < 2 else "yes" if abs(diff) <= spread else "no"
-        lines.append(f"| {k:,} | {np.mean(a):.3f} ± {np.std(a):.3f} ({len(a)}) | {np.mean(b):.3f} ± "
-                     f"{np.std(b):.3f} ({len(b)}) | {diff:+.3f} | {spread:.3f} | {verdict} |")
-    return lines
 
 
 def figure(sides: dict[str, dict[int, dict[int, float]]], budget: int, title: str, png: Path) -> None:
@@ -116,8 +89,10 @@ def main() -> int:
     p.add_argument("--png", type=Path, help="write the curves (mean ± std over seeds) here")
     args = p.parse_args()
     sides = {"EPyMARL": dict(epymarl_curve(r) for r in args.epymarl), "harl": dict(harl_curve(r) for r in args.harl)}
-    tenths = {name: {seed: at_tenths(c, args.budget) for seed, c in runs.items()} for name, runs in sides.items()}
-    print("\n".join(table(tenths["EPyMARL"], tenths["harl"], args.budget)))
+    tenths = {name: {seed: at_tenths(c, args.budget, zero="first") for seed, c in runs.items()}
+              for name, runs in sides.items()}
+    rows = compare(list(tenths["EPyMARL"].values()), list(tenths["harl"].values()), args.budget, ("epymarl", "harl"))
+    print("\n".join(markdown(rows, ("epymarl", "harl"), ("EPyMARL", "harl"), digits=3)))
     if args.png:
         figure(tenths, args.budget, args.title, args.png)
         print(f"wrote {args.png}")

@@ -64,7 +64,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from parity_marks import at_tenths, compare, markdown  # this folder: a script's own, on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
+NAMES = ("jaxmarl", "harl")
 
 DRIVER = r'''
 import copy, importlib.util, json, os, sys, time, types
@@ -194,43 +197,12 @@ def run_harl(pipeline: str, steps: int, overrides: list[str], win_target: float 
             "load": load(), "curve": [[int(d), float(r)] for d, r in zip(done, returns) if r not in ("", "nan")]}
 
 
-def at_tenths(curve: list[list[float]], budget: int) -> dict[int, float]:
-    """{k: the first logged value at or past mark k, before the next mark}, k = budget / 10, ..., budget.
-
-    No mark at 0: JaxMARL's log wrapper reports 0 for an env that has not finished an episode yet,
-    so its first updates' returns are not the policy's."""
-    tenth = max(1, budget // 10)
-    out: dict[int, float] = {}
-    for k in range(tenth, budget + 1, tenth):
-        hits = [v for t, v in curve if k <= t < k + tenth]
-        if hits:
-            out[k] = hits[0]
-    return out
-
-
 def parity(results: dict[str, list[dict[str, Any]]], budget: int) -> dict[str, list[dict[str, Any]]]:
-    """Per harl run, at each tenth of the budget: JaxMARL's and harl's means and standard deviations over
-    seeds, and whether |harl - JaxMARL| is at most the larger standard deviation (docs/learning-parity.md)."""
-    base = [at_tenths(r["curve"], budget) for r in results.get("jaxmarl", [])]
-    tables: dict[str, list[dict[str, Any]]] = {}
-    for side, rows in results.items():
-        if side == "jaxmarl" or not base:
-            continue
-        ours = [at_tenths(r["curve"], budget) for r in rows]
-        table = []
-        for k in range(max(1, budget // 10), budget + 1, max(1, budget // 10)):
-            xa, xb = [c[k] for c in base if k in c], [c[k] for c in ours if k in c]
-            if not xa or not xb:
-                continue
-            spread = max(statistics.pstdev(xa), statistics.pstdev(xb))
-            diff = statistics.fmean(xb) - statistics.fmean(xa)
-            verdict = "n/a (1 seed)" if min(len(xa), len(xb)) < 2 else "yes" if abs(diff) <= spread else "no"
-            table.append({"steps": k, "jaxmarl_mean": round(statistics.fmean(xa), 3),
-                          "jaxmarl_std": round(statistics.pstdev(xa), 3), "harl_mean": round(statistics.fmean(xb), 3),
-                          "harl_std": round(statistics.pstdev(xb), 3), "n": [len(xa), len(xb)],
-                          "diff": round(diff, 3), "parity": verdict})
-        tables[side] = table
-    return tables
+    """Per harl run, at each tenth of the budget, the parity rule beside JaxMARL's seeds (no mark at 0:
+    JaxMARL's log wrapper reports 0 before an env has finished an episode)."""
+    base = [at_tenths(r["curve"], budget, zero="skip") for r in results.get("jaxmarl", [])]
+    return {side: compare(base, [at_tenths(r["curve"], budget, zero="skip") for r in rows], budget, NAMES)
+            for side, rows in results.items() if side != "jaxmarl" and base}
 
 
 def main() -> None:
@@ -304,10 +276,7 @@ def main() -> None:
         tables = parity(results, args.steps)
         for side, table in tables.items():
             print(f"\nlearning parity, {side} beside JaxMARL (training return, seeds {args.seeds}):")
-            print("| env steps | JaxMARL | harl | harl - JaxMARL | within the larger std |\n|---|---|---|---|---|")
-            for t in table:
-                print(f"| {t['steps']:,} | {t['jaxmarl_mean']:.2f} ± {t['jaxmarl_std']:.2f} | "
-                      f"{t['harl_mean']:.2f} ± {t['harl_std']:.2f} | {t['diff']:+.2f} | {t['parity']} |")
+            print("\n".join(markdown(table, NAMES, ("JaxMARL", "harl"))))
         if args.curves is not None:
             args.curves.write_text(json.dumps({"steps": args.steps, "seeds": args.seeds, "runs": results,
                                                "parity": tables}, indent=1) + "\n")

@@ -45,9 +45,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from epymarl_parity import at_tenths  # this folder: a script's own, on sys.path
+from parity_marks import at_tenths, compare, markdown  # this folder: a script's own, on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
+NAMES = ("mat", "harl")
 RESULTS = ROOT / "benchmarks" / "results"
 FIGURE = ROOT / "docs" / "learning_parity_mat_spread.png"
 PIPELINE = ROOT / "pipelines" / "mat_mpe_spread.toml"
@@ -167,33 +168,6 @@ def harl_curves(run_dir: Path) -> dict[str, Curve]:
     return curves
 
 
-def rows(sides: dict[str, list[dict[int, float]]], budget: int) -> list[dict[str, object]]:
-    """Per tenth: each side's values, mean and std over seeds, the difference and the verdict."""
-    out = []
-    for k in range(0, budget + 1, budget // 10):
-        mat = [c[k] for c in sides["MAT"] if k in c]
-        ours = [c[k] for c in sides["harl"] if k in c]
-        if not mat or not ours:
-            continue
-        spread = max(float(np.std(mat)), float(np.std(ours)))
-        diff = float(np.mean(ours) - np.mean(mat))
-        out.append({"env_steps": k, "mat": mat, "harl": ours, "mat_mean": float(np.mean(mat)),
-                    "mat_std": float(np.std(mat)), "harl_mean": float(np.mean(ours)),
-                    "harl_std": float(np.std(ours)), "diff": diff, "larger_std": spread,
-                    "parity": bool(abs(diff) <= spread) if min(len(mat), len(ours)) > 1 else None})
-    return out
-
-
-def markdown(table: list[dict[str, object]]) -> list[str]:
-    lines = ["| env steps | MAT (PKU-MARL) | harl | harl − MAT | larger std | parity |", "|---|---|---|---|---|---|"]
-    for r in table:
-        verdict = {True: "yes", False: "no", None: "n/a (1 seed)"}[r["parity"]]  # type: ignore[index]
-        lines.append(f"| {r['env_steps']:,} | {r['mat_mean']:.1f} ± {r['mat_std']:.1f} ({len(r['mat'])}) | "  # type: ignore[arg-type]
-                     f"{r['harl_mean']:.1f} ± {r['harl_std']:.1f} ({len(r['harl'])}) | {r['diff']:+.1f} | "  # type: ignore[arg-type]
-                     f"{r['larger_std']:.1f} | {verdict} |")
-    return lines
-
-
 def figure(curves: dict[str, dict[int, dict[str, Curve]]], tables: dict[str, list[dict[str, object]]],
            budget: int, png: Path) -> None:
     import matplotlib
@@ -209,7 +183,7 @@ def figure(curves: dict[str, dict[int, dict[str, Curve]]], tables: dict[str, lis
             for _seed, c in sorted(curves[side].items()):
                 ax.plot([s for s, _ in c[metric]], [r for _, r in c[metric]], color=color, alpha=0.25, lw=0.8)
             table = tables[metric]
-            marks = [r["env_steps"] for r in table]
+            marks = [r["steps"] for r in table]
             mean = np.array([r[f"{side.lower()}_mean"] for r in table], dtype=float)
             std = np.array([r[f"{side.lower()}_std"] for r in table], dtype=float)
             ax.plot(marks, mean, color=color, marker="o", ms=3, label=f"{side} ({len(curves[side])} seeds)")
@@ -236,10 +210,11 @@ def report(args: argparse.Namespace) -> int:
             curves["harl"][int(run_dir.name.split("-s")[1])] = harl_curves(run_dir)
     tables = {}
     for metric in ("eval", "train"):
-        sides = {side: [at_tenths(c[metric], args.budget) for c in runs.values()] for side, runs in curves.items()}
-        tables[metric] = rows(sides, args.budget)
+        sides = {side: [at_tenths(c[metric], args.budget, zero="first") for c in runs.values()]
+                 for side, runs in curves.items()}
+        tables[metric] = compare(sides["MAT"], sides["harl"], args.budget, NAMES)
         print(f"\n{metric} return at each tenth of {args.budget:,} env steps")
-        print("\n".join(markdown(tables[metric])))
+        print("\n".join(markdown(tables[metric], NAMES, ("MAT (PKU-MARL)", "harl"), digits=1)))
     RESULTS.mkdir(parents=True, exist_ok=True)
     result = {"budget": args.budget, "tables": tables,
               "curves": {side: {str(s): c for s, c in runs.items()} for side, runs in curves.items()}}

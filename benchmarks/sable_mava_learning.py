@@ -78,6 +78,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+from parity_marks import at_tenths, compare, markdown  # this folder: a script's own, on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINE = ROOT / "pipelines" / "sable_smax_3m.toml"
 OUT = Path("/work/sable-parity")
@@ -356,34 +358,6 @@ def harl_curves(run: Path) -> dict[str, Curve]:
             "return": [(int(r["env_steps"]), float(r["eval_return"])) for r in rows]}
 
 
-def at_tenths(curve: Curve, budget: int) -> dict[int, float]:
-    """{k: the run's first evaluation at or past k, before k + budget / 10}, k = 0, budget / 10, ..., budget."""
-    tenth = budget // 10
-    out: dict[int, float] = {}
-    for k in range(0, budget + 1, tenth):
-        hits = [v for t, v in curve if k <= t < k + tenth]
-        if hits:
-            out[k] = hits[0]
-    return out
-
-
-def parity_rows(a: dict[int, dict[int, float]], b: dict[int, dict[int, float]], budget: int) -> list[dict[str, Any]]:
-    import numpy as np
-    rows = []
-    for k in range(0, budget + 1, budget // 10):
-        xa = [c[k] for c in a.values() if k in c]
-        xb = [c[k] for c in b.values() if k in c]
-        if not xa or not xb:
-            continue
-        spread = max(float(np.std(xa)), float(np.std(xb)))
-        diff = float(np.mean(xb) - np.mean(xa))
-        verdict = "n/a (1 seed)" if min(len(xa), len(xb)) < 2 else "yes" if abs(diff) <= spread else "no"
-        rows.append({"steps": k, "mava_mean": float(np.mean(xa)), "mava_std": float(np.std(xa)), "mava_n": len(xa),
-                     "harl_mean": float(np.mean(xb)), "harl_std": float(np.std(xb)), "harl_n": len(xb),
-                     "diff": diff, "larger_std": spread, "parity": verdict})
-    return rows
-
-
 def report(steps: int, root: Path, seeds: list[int]) -> None:
     import numpy as np
     curves: dict[str, dict[int, dict[str, Curve]]] = {"mava": {}, "harl": {}}
@@ -401,15 +375,11 @@ def report(steps: int, root: Path, seeds: list[int]) -> None:
                 status[f"{side}-s{seed}"] = "finished" if (run / "done.json").exists() else f"partial, to {last:,}"
     result: dict[str, Any] = {"budget": steps, "runs": status, "tables": {}}
     for metric, label in (("win", "win rate"), ("return", "return")):
-        tenths = {side: {s: at_tenths(c[metric], steps) for s, c in runs.items()} for side, runs in curves.items()}
-        rows = parity_rows(tenths["mava"], tenths["harl"], steps)
+        tenths = {side: [at_tenths(c[metric], steps) for c in runs.values()] for side, runs in curves.items()}
+        rows = compare(tenths["mava"], tenths["harl"], steps, ("mava", "harl"))
         result["tables"][metric] = rows
         print(f"\nEvaluation {label} (32 sampled episodes; each run's first evaluation at or past the mark):\n")
-        print("| env steps | Mava rec_sable | harl | harl − Mava | larger std | parity |\n|---|---|---|---|---|---|")
-        for r in rows:
-            print(f"| {r['steps']:,} | {r['mava_mean']:.3f} ± {r['mava_std']:.3f} ({r['mava_n']}) | "
-                  f"{r['harl_mean']:.3f} ± {r['harl_std']:.3f} ({r['harl_n']}) | {r['diff']:+.3f} | "
-                  f"{r['larger_std']:.3f} | {r['parity']} |")
+        print("\n".join(markdown(rows, ("mava", "harl"), ("Mava rec_sable", "harl"), digits=3)))
     print("\nruns:", json.dumps(status))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
