@@ -193,6 +193,23 @@ def test_team_reward_off_gives_each_agent_its_own() -> None:
     assert not torch.equal(b.rewards[:, 0], b.rewards[:, 1])
 
 
+def test_episode_return_is_the_team_sum_with_or_without_team_reward() -> None:
+    """The ended episode's ``return`` is the sum over steps of the agents' own rewards summed (JaxMARL's
+    MPE log wrapper's number) whether each agent learns from the team's sum or from its own reward."""
+    returns = {}
+    for team_reward in (True, False):
+        venv = MPETorchVectorEnv(MPETorchConfig(team_reward=team_reward, max_episode_steps=4), 3, seed=2)
+        venv.reset()
+        total = torch.zeros(3, dtype=torch.float64)
+        for t in range(4):
+            step = venv.step([torch.full((3, 5), 0.3 * (t + i)) for i in range(3)])
+            own = step.rewards[:, 0] if team_reward else step.rewards.sum(1)
+            total += own.double()
+        returns[team_reward] = [info["return"] for info in step.episode_infos]
+        assert returns[team_reward] == pytest.approx(total.tolist(), rel=1e-6)
+    assert returns[True] == pytest.approx(returns[False], rel=1e-6)
+
+
 def test_tensor_native_on_the_configured_device() -> None:
     """The device key is honoured: batches live on env.device (CPU here); CUDA without a GPU is a
     clear ConfigError naming the key, a malformed name is refused with the valid ones, and

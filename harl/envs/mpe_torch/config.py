@@ -40,7 +40,7 @@ class MPETorchConfig:
     local_ratio: float = mpe_keys.local_ratio()
     team_reward: bool = setting(
         True, "every agent gets the sum of all agents' rewards (HARL's MPE convention), "
-        "else each agent its own mpe2 reward",
+        "else each agent its own mpe2 reward; the episode return is the team's sum either way",
     )
     variant: str = setting(
         "mpe2", "mpe2's dynamics, or pettingzoo_1.22: HARL's MPE (agents move with the new velocity, "

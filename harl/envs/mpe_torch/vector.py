@@ -252,7 +252,10 @@ class MPETorchVectorEnv:
         if self.config.team_reward:
             rewards = rewards.sum(1, keepdim=True).expand(-1, self.n_agents)
         rewards = rewards.float().contiguous()
-        self._returns += rewards.mean(1, dtype=torch.float64)
+        # The episode return is the team's summed reward either way: every agent holds the team's sum
+        # (team_reward), or the agents' own rewards add up to it (what JaxMARL's MPE log wrapper reports).
+        team = rewards.mean(1, dtype=torch.float64) if self.config.team_reward else rewards.sum(1, dtype=torch.float64)
+        self._returns += team
         self._lengths += 1
         obs, state, _ = self._observe()
         return obs, state, rewards, self._lengths >= self.config.max_episode_steps
