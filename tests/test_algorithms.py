@@ -85,17 +85,21 @@ def test_rename_replaces_the_algorithm_word() -> None:
 
 
 def test_a_new_algorithm_is_one_entry() -> None:
-    mat = Algorithm("MAT", "on_policy", "on_policy", "rollout", "gae", "mat_v", "simultaneous", "mat",
-                    "a transformer", "pipelines/mat.toml")
-    register_algorithm(mat)
+    """A name no entry has: registering harl's own "MAT" here replaced the shipped entry and the clean-up
+    then deleted it, for every later test in the process (tests/mat/test_runs.py under pytest-xdist)."""
+    before = algorithms()
+    assert "MyTransformer" not in [a.name for a in before]
+    mine = Algorithm("MyTransformer", "on_policy", "on_policy", "rollout", "gae", "mat_v", "simultaneous", "mat",
+                     "a transformer", "pipelines/my_transformer.toml")
+    register_algorithm(mine)
     try:
-        assert name_of(mat.kinds) == "MAT"
-        assert "| MAT " in markdown_table()
+        assert name_of(mine.kinds) == "MyTransformer"
+        assert "| MyTransformer " in markdown_table()
     finally:
         from harl import algorithms as module
 
-        del module._ALGORITHMS["MAT"]
-    assert "MAT" not in [a.name for a in algorithms()]
+        del module._ALGORITHMS["MyTransformer"]
+    assert algorithms() == before
 
 
 def test_harl_stages_families_lists_every_algorithm(capsys: pytest.CaptureFixture[str],
