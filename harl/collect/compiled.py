@@ -45,6 +45,7 @@ import torch
 
 from harl.collect.critic_input import critic_input, policy_values
 from harl.errors import ConfigError
+from harl.warm_calls import WarmCalls, call_kind
 
 MODES = ("off", "on", "auto")
 COLD_COMPILE_S = 60.0
@@ -169,8 +170,13 @@ class CompiledCollection:
         else:
             options["cpp_wrapper"] = True
         use_cache_dir()
-        self._plain = compiler(self._step, fullgraph=True, dynamic=False, options=options)
-        self._ending = compiler(self._step_ending, fullgraph=True, dynamic=False, options=options)
+        # A call's kind: the networks' modes and grad mode (every argument's shape is fixed by the buffer and
+        # the env, so none is looked at: harl.warm_calls).
+        def kind(_args: tuple[Any, ...]) -> tuple[Any, ...]:
+            return getattr(policy, "training", None), getattr(critic, "training", None), call_kind(())
+
+        self._plain = WarmCalls(compiler(self._step, fullgraph=True, dynamic=False, options=options), kind)
+        self._ending = WarmCalls(compiler(self._step_ending, fullgraph=True, dynamic=False, options=options), kind)
         self._first = {"plain": True, "ending": True}
         self._index = [torch.tensor([t], dtype=torch.int64, device=self.device) for t in range(buffer.length)]
 

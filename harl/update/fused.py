@@ -47,6 +47,7 @@ from torch.optim.optimizer import _get_scalar_dtype
 from harl.collect.compiled import record_compile_s, recorded_compile_s, use_cache_dir
 from harl.settings import one_of, setting
 from harl.update.compiled import compiled
+from harl.warm_calls import WarmCalls, call_kind
 
 
 def adam_defaults(optimizer: torch.optim.Optimizer) -> str | None:
@@ -100,7 +101,11 @@ class FusedStep:
         self.compile_s = 0.0
         """Seconds the first (compiling) call took."""
         self._first = compile
-        self.function: Callable[..., Any] = compiled(self._function) if compile else self._function
+        # A call's kind: the module's mode and the data's shapes (the parameters' and Adam's, the first
+        # three arguments, are the learner's own for its life).
+        self.function: Callable[..., Any] = self._function
+        if compile:
+            self.function = WarmCalls(compiled(self._function), lambda args: (module.training, call_kind(args[3:])))
 
     # ------------------------------------------------------------------ the function
 
