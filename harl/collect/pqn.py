@@ -51,6 +51,10 @@ class PQNCollectorConfig(EnvWorkers):
     epsilon_decay: float = setting(
         0.1, "the fraction of the run's updates over which epsilon falls linearly (EPS_DECAY); 0: epsilon_start "
         "throughout, as optax's schedule with no transition steps", in_range(0, 1))
+    zero_reset_inputs: bool = setting(
+        False, "zero every agent's input (observation and one-hot id) at the first step of each episode after the "
+        "run's first, as JaxMARL's CTRolloutManager.wrapped_step does (it zeroes a done agent's input after the env "
+        "has reset; docs/fidelity.md); false: the new episode's real first observation")
 
 
 def epsilon_at(update: int, start: float, finish: float, decay_updates: float) -> float:
@@ -174,7 +178,10 @@ class PQNActor:
         assert self.actions is not None and self.q_max is not None, "select_action() first"
         policy, device = self.collector.policy, self.collector.device
         ended = (torch.as_tensor(step.terminated) | torch.as_tensor(step.truncated)).to(device).float()
-        nxt = PQNStart(policy.inputs(step.obs), policy.masks(step.avail, ended.shape[0]), self.hidden, ended)
+        x = policy.inputs(step.obs)
+        if self.collector.config.zero_reset_inputs:  # jnp.where(done, 0.0, obs), baselines.py:432-436
+            x = torch.where(ended.view(-1, 1, 1) > 0, 0.0, x)
+        nxt = PQNStart(x, policy.masks(step.avail, ended.shape[0]), self.hidden, ended)
         rewards = torch.as_tensor(step.rewards, dtype=torch.float32).to(device)
         self.buffer.insert(PQNStep(self.actions, self.q_max, rewards, ended, nxt))
 
