@@ -13,7 +13,9 @@ HARL: ``examples/train.py --algo happo --env pettingzoo_mpe --cuda False --torch
 (its tuned simple_spread config: 20 env processes x 200 steps).  harl: the shipped
 ``happo_mpe_spread.toml`` (mpe2, the same hyper-parameters, subprocess env workers), the same
 file on the torch MPE (``env.kind = "mpe_torch"``), and ``happo_mpe_torch_spread.toml`` (tuned
-for many envs).  Without HARL installed (see ``harl_parity.py``) its case is skipped with the
+for many envs), as shipped (``compile = "auto"``: eager until the eager time has paid for a compile)
+and with its collection and update compiled from the start (``"on"``; a warm inductor cache makes
+that a load of a few seconds, a cold one a compile of a minute or more).  Without HARL installed (see ``harl_parity.py``) its case is skipped with the
 reason printed.
 """
 
@@ -37,6 +39,8 @@ HARL_CASES = {  # name: (pipeline, extra overrides)
     "harl mpe2 (shipped happo_mpe_spread)": ("pipelines/happo_mpe_spread.toml", []),
     "harl mpe_torch, HARL's settings": ("pipelines/happo_mpe_spread.toml", ["env.kind=mpe_torch"]),
     "harl mpe_torch, tuned (happo_mpe_torch_spread)": ("pipelines/happo_mpe_torch_spread.toml", []),
+    "harl mpe_torch, tuned, compiled": ("pipelines/happo_mpe_torch_spread.toml",
+                                        ["collector.compile=on", "updater.compile=on"]),
 }
 
 
@@ -63,6 +67,8 @@ def commands(args: argparse.Namespace, scratch: Path) -> dict[str, tuple[list[st
              "--exp_name", "speed", "--seed", "1", "--num_env_steps", str(args.steps), "--cuda", "False",
              "--torch_threads", "1", "--log_dir", str(scratch / "HARL")], harl_dir)
     for i, (name, (pipeline, overrides)) in enumerate(HARL_CASES.items()):
+        if args.cases and not any(c in name for c in args.cases):
+            continue
         sets = [f"run.total_env_steps={args.steps}", *overrides]
         cmd = [sys.executable, "-m", "harl", "train", pipeline, "--quiet", "--run-dir", str(scratch / f"harl-{i}")]
         out[name] = ([*cmd, *(a for s in sets for a in ("--set", s))], ROOT)
@@ -75,6 +81,8 @@ def main() -> int:
     p.add_argument("--harl-python", default="python")
     p.add_argument("--steps", type=lambda v: int(v.replace("_", "")), default=200_000)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--cases", nargs="+", default=None,
+                   help="run only the harl cases whose names contain one of these (HARL's always runs)")
     args = p.parse_args()
     results: dict[str, list[tuple[float, float, str]]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,9 +2,8 @@
 
 Every call of a ``torch.compile``d function first evaluates its guards: one check per tensor it reads
 (the inputs, and every parameter, buffer and env tensor reached through ``self``) and per Python value
-it was traced with.  For the compiled MPE collection step that is about 25 µs of a 200 µs call, 128
-calls a rollout (docs/performance.md, "Guards"); a minibatch step's graph runs long enough (1.5 ms)
-that its guards hardly count.
+it was traced with: 15-31 µs a call here, for the compiled MPE collection step (~200 µs a call, 128
+a rollout) and a fused minibatch step (~1.4 ms) alike (docs/performance.md, "Guards").
 
 ``WarmCalls(fn, kind)`` calls ``fn`` as it is the first time a *kind* of call is seen: what can change
 between the calls of one run (``call_kind``: grad mode, the default dtype, each tensor argument's
