@@ -43,8 +43,8 @@ _SKIP = _stance_available()
 
 def call_kind(args: tuple[Any, ...]) -> tuple[Hashable, ...]:
     """What a compiled graph's guards check of a call that can change between calls of one run: grad
-    mode, the default dtype, and every tensor argument's shape, dtype, device and ``requires_grad``
-    (lists and tuples walked)."""
+    mode, the default dtype, every tensor argument's shape, dtype, device and ``requires_grad``, and
+    every number's or string's value (lists and tuples walked)."""
     kind: list[Hashable] = [torch.is_grad_enabled(), torch.get_default_dtype()]
     stack = list(args)
     while stack:
