@@ -15,7 +15,7 @@ HARL = Path(__file__).parent.parent / "harl"
 
 LAYERS: list[tuple[str, ...]] = [
     ("harl.errors", "harl.fs", "harl.rundir", "harl.settings", "harl.user_import",
-     "harl.registry", "harl.protocols", "harl.algorithms"),
+     "harl.registry", "harl.protocols", "harl.algorithms", "harl.warm_calls"),
     ("harl.nets", "harl.policy", "harl.sizes"),
     ("harl.envs", "harl.buffers", "harl.returns"),
     ("harl.collect", "harl.update", "harl.evaluator", "harl.logging", "harl.finite",
