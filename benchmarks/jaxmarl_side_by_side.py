@@ -27,7 +27,10 @@ update); QMIX's and PQN's callbacks run only when ``WANDB_MODE`` is not "disable
 to "online" (the stub logs nowhere).  ``hydra`` and ``omegaconf`` get stubs too (used only by its
 ``main``).  It needs jaxmarl and what its baselines import: jax, flax, optax, distrax, gymnax,
 pyyaml, matplotlib, safetensors (``pip install jaxmarl distrax gymnax pyyaml matplotlib safetensors`` in a venv of its
-own, given as ``--jaxmarl-python``); XLA uses every core.
+own, given as ``--jaxmarl-python``); XLA uses every core.  With jax 0.10, distrax needs ``tfp-nightly``:
+tensorflow-probability 0.25 fails on import (``jax.interpreters.xla`` has no ``pytype_aval_mappings``).
+harl's own venv serves too, with gymnax and distrax installed ``--no-deps --target DIR`` and put on
+``PYTHONPATH`` (gymnax pins gymnasium below harl's).
 
 harl side: ``harl train PIPELINE`` in a fresh process, evaluation off by default (JaxMARL's files
 evaluate nothing, QMIX's greedy test aside), its ``metrics.csv`` giving each iteration's wall time.
