@@ -65,7 +65,8 @@ def markdown(rows: list[dict[str, Any]], names: tuple[str, str], labels: tuple[s
 
 
 def chance_of_parity(seeds_a: int, seeds_b: int, draws: int = 200_000, seed: int = 0) -> float:
-    """How often the rule says "yes" at one mark when both sides are the same learner: each side's
+    """How often ``compare``'s rule (the same test, vectorised over draws: population stds, as
+    ``statistics.pstdev``) says "yes" at one mark when both sides are the same learner: each side's
     ``seeds`` values drawn from one normal distribution, ``draws`` times (a Monte Carlo estimate; the
     answer does not depend on the distribution's mean or scale). With 3 seeds a side it is about 0.71,
     so two identical learners pass at about 6.4 of 9 marks and at all 9 about one time in 22."""
