@@ -69,11 +69,16 @@ Curve = list[tuple[int, float]]
 
 # --------------------------------------------------------------------------------------- runs
 def harl_pipeline(out: Path) -> Path:
-    """The shipped pipeline with its ``[env]`` table replaced by MAT's own MPE."""
+    """The shipped pipeline with its ``[env]`` table replaced by MAT's own MPE (whose observations end
+    with the agents' ids: harl's ``agent_id`` off, so that they are not appended twice)."""
     text = PIPELINE.read_text(encoding="utf-8")
     new, count = re.subn(r"\[env\]\n.*?\n\n(?=\[collector\])", ENV_TABLE, text, flags=re.S)
     if count != 1:
         raise SystemExit(f"{PIPELINE}: expected one [env] table before [collector]")
+    new, count = re.subn(r'(\[updater\.objective\]\nkind = "mat"\n)',
+                         r"\1agent_id = false  # MAT's own MPE appends the ids already\n", new)
+    if count != 1:
+        raise SystemExit(f"{PIPELINE}: expected one [updater.objective] table of kind mat")
     path = out / "mat_mpe_spread_mat_env.toml"
     path.write_text("# pipelines/mat_mpe_spread.toml on MAT's own MPE (benchmarks/mat_parity.py)\n" + new)
     return path

@@ -285,7 +285,9 @@ def network_needs(spec: Any, observation_spaces: Sequence[Any], action_spaces: S
             if not isinstance(space, (spaces.Discrete, spaces.Box)):
                 continue  # MAT refuses it when it is built, in its own words
             discrete = isinstance(space, spaces.Discrete)
-            n = transformer_parameters(max(_flat(o) for o in observation_spaces), _head_width(space), discrete,
+            width = max(_flat(o) for o in observation_spaces)
+            width += len(action_spaces) if getattr(objective, "agent_id", False) else 0  # the agents' one-hot ids
+            n = transformer_parameters(width, _head_width(space), discrete,
                                        1 if teams else len(action_spaces), objective.n_block, objective.n_embd,
                                        bool(getattr(objective, "decentralised", False)),
                                        bool(getattr(objective, "share_actor", False)))

@@ -52,7 +52,7 @@ class DeployJoint(nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         policy = self.policy
-        obs = policy._to_decoding(inputs[0])
+        obs = policy._to_decoding(policy.identify(inputs[0]))
         avail = policy._to_decoding(inputs[1]) if self.masked else None
         _, rep = policy.encode(obs)
         actions = obs.new_zeros(obs.shape[0], self.n_agents, policy.width)

@@ -28,8 +28,10 @@ This module is the network and nothing else; beside it:
 Facts from PKU-MARL/Multi-Agent-Transformer (``mat/algorithms/mat/algorithm/ma_transformer.py``),
 written anew: the discrete start token is a one-hot in an extra first column; a Box action's
 Gaussian has standard deviation ``0.5 * sigmoid(theta)`` with ``theta`` a learned vector
-initialised to ones; the encoder reads the observations (MAT's ``encode_state`` off, its default).
-Agents whose observations are narrower than the widest are zero-padded.  The encoder has no
+initialised to ones; the encoder reads the observations (MAT's ``encode_state`` off, its default),
+each followed by the agent's one-hot id where ``agent_id`` (MAT's envs append it: ``agent_id_feats``
+in its MPE, SMAC and MuJoCo envs).  Agents whose observations are narrower than the widest are
+zero-padded before their ids.  The encoder has no
 positional embedding, so the decoding order changes only who decodes first.
 """
 
@@ -63,7 +65,7 @@ class MultiAgentTransformer(nn.Module):
 
     def __init__(self, observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
                  n_block: int, n_embd: int, n_head: int, decentralised: bool = False, share_actor: bool = False,
-                 source: str = "pipeline") -> None:
+                 source: str = "pipeline", agent_id: bool = False) -> None:
         super().__init__()
         self.n_agents = len(action_spaces)
         space = action_spaces[0]
@@ -83,19 +85,22 @@ class MultiAgentTransformer(nn.Module):
                 raise ConfigError(f"{source}: updater.objective: MAT reads flat Box observations, got {s}")
         self.obs_dims = [int(np.prod(s.shape or ())) for s in observation_spaces]
         self.obs_dim = max(self.obs_dims)
+        self.agent_id = agent_id
+        self.in_dim = self.obs_dim + (self.n_agents if agent_id else 0)
+        """The width of an agent's token before its embedding: the observation, then its id where ``agent_id``."""
         if n_embd % n_head:
             raise ConfigError(f"{source}: updater.objective.n_embd ({n_embd}) must be a multiple of n_head ({n_head})")
         self.decentralised = decentralised
         self.share_actor = share_actor
         # the encoder: a token per agent's observation, attention over all agents, a value per agent
-        self.obs_embed = embed(self.obs_dim, n_embd)
+        self.obs_embed = embed(self.in_dim, n_embd)
         self.enc_ln = nn.LayerNorm(n_embd)
         self.encoder = nn.ModuleList(EncoderBlock(n_embd, n_head, self.n_agents) for _ in range(n_block))
         self.value_head = head(n_embd, 1)
         # the decoder
         if decentralised:
             count = 1 if share_actor else self.n_agents
-            self.own_actors = nn.ModuleList(own_actor(self.obs_dim, n_embd, self.action_dim) for _ in range(count))
+            self.own_actors = nn.ModuleList(own_actor(self.in_dim, n_embd, self.action_dim) for _ in range(count))
         else:
             token = self.action_dim + 1 if self.discrete else self.action_dim
             self.action_embed = nn.Sequential(linear(token, n_embd, RELU_GAIN, bias=not self.discrete), nn.GELU())
@@ -115,6 +120,14 @@ class MultiAgentTransformer(nn.Module):
             return
         self.order.copy_(order)
         self.fixed_order = bool(torch.equal(order.cpu(), torch.arange(self.n_agents)))
+
+    def identify(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(..., A, obs_dim)`` observations in the env's agent order -> ``(..., A, in_dim)``: agent ``i``'s
+        one-hot id after its observation where ``agent_id`` (MAT's envs' ``agent_id_feats``), else as they are."""
+        if not self.agent_id:
+            return obs
+        ids = torch.eye(self.n_agents, dtype=obs.dtype, device=obs.device).expand(*obs.shape[:-1], self.n_agents)
+        return torch.cat([obs, ids], -1)
 
     def _to_decoding(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, A, ...)`` from the env's agent order to ``order``."""

@@ -50,9 +50,10 @@ class TransformerPolicy(MultiAgentTransformer):
 
     def __init__(self, observation_spaces: Sequence[spaces.Space], action_spaces: Sequence[spaces.Space],
                  n_block: int, n_embd: int, n_head: int, decentralised: bool = False, share_actor: bool = False,
-                 source: str = "pipeline", order: str = "fixed", generator: torch.Generator | None = None) -> None:
+                 source: str = "pipeline", order: str = "fixed", generator: torch.Generator | None = None,
+                 agent_id: bool = False) -> None:
         super().__init__(observation_spaces, action_spaces, n_block, n_embd, n_head, decentralised, share_actor,
-                         source)
+                         source, agent_id)
         self.order_kind = "fixed" if decentralised else order
         """MAT-Dec: no agent reads another, every order decodes alike."""
         self.generator = generator
@@ -83,12 +84,13 @@ class TransformerPolicy(MultiAgentTransformer):
         return next(self.parameters()).device
 
     def stack_obs(self, obs: Sequence[Any]) -> torch.Tensor:
-        """Per-agent ``(..., d_i)`` observations -> ``(..., A, d)``, zero-padded to the widest."""
+        """Per-agent ``(..., d_i)`` observations -> ``(..., A, in_dim)``: zero-padded to the widest, then
+        each agent's id where ``agent_id`` (``identify``)."""
         device = self.weights_device()
         rows = [torch.as_tensor(o, dtype=torch.float32, device=device) for o in obs]
         rows = [nn.functional.pad(o, (0, self.obs_dim - o.shape[-1])) if o.shape[-1] < self.obs_dim else o
                 for o in rows]
-        return torch.stack(rows, -2)
+        return self.identify(torch.stack(rows, -2))
 
     def stack_avail(self, avail: Sequence[Any] | None) -> torch.Tensor | None:
         """Per-agent ``(E, n)`` masks -> ``(E, A, n)`` (None: a Box, or an agent without a mask)."""
@@ -138,7 +140,7 @@ def transformer_policy(config: Any, parts: Any) -> TransformerPolicy:
     policy = TransformerPolicy(parts.obs_spaces, parts.act_spaces, config.n_block, config.n_embd, config.n_head,
                                decentralised=getattr(config, "decentralised", False),
                                share_actor=getattr(config, "share_actor", False), source=parts.source,
-                               order=order, generator=parts.generator)
+                               order=order, generator=parts.generator, agent_id=getattr(config, "agent_id", False))
     if order == "random":
         policy.set_order(mat_orders.draw_order(policy.n_agents, parts.generator))
     return policy

@@ -17,6 +17,7 @@ import attrs
 
 from harl.compose import Stages, build_stages
 from harl.config.loading import parse_toml, structure_pipeline
+from harl.config.older_runs import older_defaults
 from harl.config.spec import PipelineSpec
 from harl.envs.protocol import can_set_env_state
 from harl.errors import CheckpointError, ConfigError
@@ -41,7 +42,7 @@ def spec_of_run(run_dir: Path) -> tuple[PipelineSpec, str]:
                           "UTF-8: restore it from a copy, or start the run again") from None
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot read the run's pipeline ({exc.strerror})") from None
-    return structure_pipeline(parse_toml(text, str(path)), str(path)), text
+    return structure_pipeline(older_defaults(parse_toml(text, str(path))), str(path)), text
 
 
 def restore(stages: Stages, state: dict[str, Any], networks_only: bool = False) -> None:

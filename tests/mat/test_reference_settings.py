@@ -46,17 +46,17 @@ def parts() -> SimpleNamespace:
 
 def test_mat_dec_defaults_to_one_shared_actor_mlp() -> None:
     assert MATDecConfig().share_actor is True
-    shared = transformer_policy(MATDecConfig(n_embd=16), parts())
+    shared = transformer_policy(MATDecConfig(n_embd=16, agent_id=False), parts())
     assert shared.decentralised and shared.share_actor
     assert len(shared.own_actors) == 1
-    # one MLP: two agents that see the same observation get the same distribution
+    # one MLP: two agents that see the same observation (no ids after it) get the same distribution
     x = torch.randn(6, 1, OBS).expand(6, A, OBS).contiguous()
     _, rep = shared.encode(x)
     out = shared.decode(shared.shifted(torch.zeros(6, A, 1)), rep, x)
     torch.testing.assert_close(out[:, 1], out[:, 0], rtol=0, atol=0)
     torch.testing.assert_close(out[:, 2], out[:, 0], rtol=0, atol=0)
 
-    apart = transformer_policy(MATDecConfig(n_embd=16, share_actor=False), parts())
+    apart = transformer_policy(MATDecConfig(n_embd=16, share_actor=False, agent_id=False), parts())
     assert not apart.share_actor
     assert len(apart.own_actors) == A
     assert sum(p.numel() for p in apart.own_actors.parameters()) == A * sum(

@@ -19,7 +19,10 @@ head is the critic.  The ``joint`` updater (``harl.update.joint``) runs the epoc
 
 Defaults are MAT's ``mat/config.py``: 1 block, 64-wide tokens, 1 head, lr 5e-4, Adam eps 1e-5,
 15 epochs, 1 minibatch, clip 0.2, entropy 0.01, gradient-norm clip 10, policy active masks on;
-and MAT's train scripts' for ``mat_dec``: one MLP decoder shared by every agent (``share_actor``).
+MAT's train scripts' for ``mat_dec``: one MLP decoder shared by every agent (``share_actor``); and
+what MAT's envs give its transformer: each agent's one-hot id after its observation (``agent_id``;
+the encoder has no positional embedding, so the id is how it tells agents with alike observations
+apart).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class TransformerPPOConfig:
                                    in_range(0, None))
     active_masks: bool = setting(True, "average the policy loss and the entropy over the active (alive) agents "
                                  "only (MAT's use_policy_active_masks); false: over every agent, dead or alive")
+    agent_id: bool = setting(True, "append each agent's one-hot id to its observation, as MAT's own envs do "
+                             "(MPE, SMAC and MuJoCo: agent_id_feats); false: the env's observation alone")
 
 
 @attrs.frozen(field_transformer=own_first)
