@@ -194,3 +194,9 @@ class Family:
     policy_config: type | None = None
     """The config class of its pipelines' ``[policy]`` table (the networks that act); None:
     ``harl.policy.config.PolicyConfig``, the actor-critic families' actors."""
+
+    @property
+    def keeps_replay(self) -> bool:
+        """Its buffer is a replay that a checkpoint holds only on request (``[checkpoint] replay_buffer``):
+        left out, a resumed run starts it empty and updates unlike an uninterrupted one."""
+        return self.save_buffer is not _no_buffer

@@ -33,6 +33,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from harl import registry
 from harl.config.loading import read_toml
 from harl.errors import ConfigError, HarlError
 from harl.rundir.lock import take
@@ -334,6 +335,21 @@ def _outputs(suite: Suite, sweeps: list[Sweep], suite_dir: Path, reps: int) -> O
     return Outputs(files, notes, compare_note)
 
 
+def _replay_notes(suite: Suite, sweeps: list[Sweep]) -> list[str]:
+    """A note for each entry with runs to go whose replay its checkpoints leave out: a suite is stopped
+    and resumed (``--resume``), and such a run would then go on from an empty replay."""
+    notes = []
+    for entry, sweep in zip(suite.entries, sweeps):
+        spec = sweep.states[0].spec
+        if (any(s.status != "finished" for s in sweep.states) and not spec.checkpoint.replay_buffer
+                and registry.family_of(spec.collector).keeps_replay):
+            notes.append(f'entry "{entry.name}" keeps a replay its checkpoints leave out ([checkpoint] '
+                         "replay_buffer = false): a run stopped and resumed would start it empty and go on "
+                         "unlike an uninterrupted run; add \"checkpoint.replay_buffer=true\" to the entry's set "
+                         "to resume exactly")
+    return notes
+
+
 def _unfinished(sweeps: list[Sweep]) -> int:
     return sum(s.status in UNFINISHED for sweep in sweeps for s in sweep.states)
 
@@ -404,7 +420,7 @@ def run_suite(suite_file: str | Path | None = None, out: str | Path | None = Non
                         "vectorize = false in that entry")
     with driver_stops(), _held(suite_dir, fresh):  # one driver per suite directory
         sweeps = _prepare(suite, suite_dir, fresh)
-        for note in (n for sweep in sweeps for n in sweep.notes):
+        for note in [*(n for sweep in sweeps for n in sweep.notes), *_replay_notes(suite, sweeps)]:
             console.print(f"note: {note}", highlight=False, markup=False)
         console.print(f"suite {suite.name}: {suite_dir} ({len(suite.entries)} entries)", highlight=False)
         _run(sweeps, 1 if address else jobs, address, max_retries, quiet, console)

@@ -10,11 +10,9 @@ import csv
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
 from harl.config.loading import load_spec_and_notes
-from harl.families import Family
 from harl.registry import family_of
 from harl.suite.spec import load_suite
 
@@ -32,17 +30,13 @@ def _entries() -> list[tuple[str, Any]]:
     return [(path.stem, entry) for path in published for entry in load_suite(path).entries]
 
 
-def _keeps_a_replay(spec: Any) -> bool:
-    return family_of(spec.collector).save_buffer is not attrs.fields(Family).save_buffer.default
-
-
 @pytest.mark.parametrize(("suite", "entry"), _entries(), ids=lambda v: v if isinstance(v, str) else v.name)
 def test_an_entry_with_a_replay_saves_it_in_its_checkpoints(suite: str, entry: Any) -> None:
     try:
         spec, _ = load_spec_and_notes(entry.pipeline, entry.overrides)
     except Exception as exc:  # an env extra this venv lacks: the entry cannot be resolved here
         pytest.skip(f"{entry.pipeline} does not load here: {exc}")
-    if not _keeps_a_replay(spec) or (suite, entry.name) in FINISHED_UNINTERRUPTED:
+    if not family_of(spec.collector).keeps_replay or (suite, entry.name) in FINISHED_UNINTERRUPTED:
         return
     assert spec.checkpoint.replay_buffer, (
         f"{suite}.toml entry {entry.name!r} keeps a replay its checkpoints leave out: "

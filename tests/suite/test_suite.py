@@ -199,3 +199,18 @@ def test_a_metric_no_run_writes_is_refused_before_any_run(
 def test_metrics_some_run_writes_pass(metric: str) -> None:
     assert metric_problem(metric, HAPPO) is None
 
+
+
+def test_an_entry_whose_replay_checkpoints_leave_out_is_named_before_it_runs(tmp_path: Path) -> None:
+    """A suite is stopped and resumed; a run of a family with a replay then goes on from an empty one
+    unless its checkpoints hold it: the suite says so, entry by entry, before any run."""
+    pytest.importorskip("mpe2", reason="the entries use MPE (pip install harl[mpe])")
+    from harl.suite.command import _prepare, _replay_notes
+
+    qmix = Path(HAPPO).parent / "qmix_mpe_spread_discrete.toml"
+    value = "\n".join(f'[[entry]]\nname = "{name}"\npipeline = "{qmix}"\nseeds = [1]\nbudget = 100\nset = {sets}\n'
+                      for name, sets in (("qmix", "[]"), ("qmix-saved", '["checkpoint.replay_buffer=true"]')))
+    suite = load_suite(write_suite(tmp_path, entry("happo"), value))
+    notes = _replay_notes(suite, _prepare(suite, tmp_path / "out", fresh=True))
+    assert len(notes) == 1 and notes[0].startswith('entry "qmix" keeps a replay its checkpoints leave out')
+    assert '"checkpoint.replay_buffer=true"' in notes[0]
